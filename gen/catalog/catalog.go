@@ -1,0 +1,167 @@
+// Package catalog is the generator's list of kernels: for a spec, which
+// kernels its generated package holds, their Go signatures, the sizes baked
+// into each, and the shapes of their slice arguments. The emitters
+// (gen/asmgen for AVX-512 and AVX2, gen/gogen for unrolled Go) and the
+// package writer (gen) all read it, so a kernel is described in one place.
+//
+// The semantics of each kind are documented on the matching function types
+// of runtime/kernels.
+package catalog
+
+import (
+	"fmt"
+
+	"github.com/synthgen/synthgen/specs"
+)
+
+// Kind is what a kernel computes; see the function types of runtime/kernels.
+type Kind int
+
+// The kinds of kernel.
+const (
+	SoftmaxValue     Kind = iota // kernels.SoftmaxValueFunc
+	SoftmaxValueBack             // kernels.SoftmaxValueBackFunc
+	Product                      // kernels.ProductFunc
+	ProductBackX                 // kernels.ProductBackXFunc
+	ProductBackW                 // kernels.ProductBackWFunc
+	Tile                         // kernels.TileFunc
+	TileBack                     // kernels.TileBackFunc
+	TriScale                     // kernels.TriScaleFunc
+	TriAxpy                      // kernels.TriAxpyFunc
+	TriDot                       // kernels.TriDotFunc
+)
+
+// Signatures are the Go signatures of each kind, as the stubs declare them.
+var Signatures = map[Kind]string{
+	SoftmaxValue:     "func(t int, b, a, v, y []float32)",
+	SoftmaxValueBack: "func(t int, a, v, dy, db, dv []float32)",
+	Product:          "func(t int, x, w, bias, c []float32, scale float32)",
+	ProductBackX:     "func(t int, dc, w, dx []float32, scale float32)",
+	ProductBackW:     "func(t int, dc, x, dw, dbias []float32, scale float32)",
+	Tile:             "func(t int, fa, fb, c []float32)",
+	TileBack:         "func(t int, dc, fa, fb, dfa, dfb []float32)",
+	TriScale:         "func(t int, alpha float32, x, y []float32)",
+	TriAxpy:          "func(t int, alpha float32, x, y []float32)",
+	TriDot:           "func(t int, x, y []float32) float32",
+}
+
+// Shape is the extent of a slice argument as a function of t: Rows rows of
+// Width floats, Stride apart, so it needs (Rows−1)·Stride + Width elements.
+// Rows and Width of −1 mean t (Width −1 is the causal triangle's widest row).
+// Optional slices may be empty, which turns their part of the kernel off.
+type Shape struct {
+	Rows, Stride, Width int
+	Optional            bool
+}
+
+// Need returns the number of elements the shape needs at length t.
+func (s Shape) Need(t int) int {
+	r, w := s.Rows, s.Width
+	if r < 0 {
+		r = t
+	}
+	if w < 0 {
+		w = t
+	}
+	if r == 0 || t == 0 {
+		return 0
+	}
+	return (r-1)*s.Stride + w
+}
+
+// Param is one slice argument of a kernel.
+type Param struct {
+	Name  string
+	Shape Shape
+}
+
+// Op is one kernel of a generated package.
+type Op struct {
+	Field string // the kernels.Set field it fills, e.g. "VanillaLogits"
+	Func  string // base name of its functions: Func+"Go", Func+"AVX2", Func+"AVX512"
+	Kind  Kind
+	// Product kinds: the width W and the row strides LX of x and LW of w.
+	W, LX, LW int
+	// Tile kinds: FA, FB and the row strides LA, LB of fa and fb.
+	FA, FB, LA, LB int
+	// Slices lists the slice arguments in signature order with their shapes.
+	Slices []Param
+}
+
+// Sig is the op's Go signature.
+func (o Op) Sig() string { return Signatures[o.Kind] }
+
+// Config is what the emitters need of a spec: the sizes baked in as constants.
+type Config struct {
+	N, D, DH, Heads int
+}
+
+// ConfigOf derives the emitters' sizes from a spec.
+func ConfigOf(s *specs.Spec) Config {
+	return Config{N: s.N, D: s.D, DH: s.DH(), Heads: s.Heads}
+}
+
+// Ops lists the kernels spec s needs, in a fixed order.
+func Ops(s *specs.Spec) []Op {
+	c := ConfigOf(s)
+	if !s.IsSynthesizer() {
+		return nil
+	}
+	tri := Shape{Rows: -1, Stride: c.N, Width: -1}
+	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}
+	ops := []Op{
+		{Field: "SoftmaxValue", Func: "softmaxValue", Kind: SoftmaxValue,
+			Slices: []Param{{"b", tri}, {"a", tri}, {"v", head}, {"y", head}}},
+		{Field: "SoftmaxValueBack", Func: "softmaxValueBack", Kind: SoftmaxValueBack,
+			Slices: []Param{{"a", tri}, {"v", head}, {"dy", head}, {"db", tri}, {"dv", head}}},
+	}
+	product := func(field, fn string, w, lx, lw int) {
+		x := Shape{Rows: -1, Stride: lx, Width: w}
+		wt := Shape{Rows: -1, Stride: lw, Width: w}
+		bias := Shape{Rows: 1, Stride: 0, Width: -1, Optional: true}
+		ops = append(ops,
+			Op{Field: field, Func: fn, Kind: Product, W: w, LX: lx, LW: lw,
+				Slices: []Param{{"x", x}, {"w", wt}, {"bias", bias}, {"c", tri}}},
+			Op{Field: field + "BackX", Func: fn + "BackX", Kind: ProductBackX, W: w, LX: lx, LW: lw,
+				Slices: []Param{{"dc", tri}, {"w", wt}, {"dx", x}}},
+			Op{Field: field + "BackW", Func: fn + "BackW", Kind: ProductBackW, W: w, LX: lx, LW: lw,
+				Slices: []Param{{"dc", tri}, {"x", x}, {"dw", wt}, {"dbias", bias}}},
+		)
+	}
+	if s.Has("vanilla") {
+		product("VanillaLogits", "vanillaLogits", c.DH, c.D, c.D)
+	}
+	if s.Has("dense") {
+		product("DenseLogits", "denseLogits", c.DH, c.D, c.DH)
+	}
+	if s.Has("factorized_random") {
+		product("FactRandomLogits", "factRandomLogits", s.K, s.K, s.K)
+	}
+	if s.Has("factorized_dense") {
+		la, lb := s.Heads*s.A, s.Heads*s.B
+		fa := Shape{Rows: -1, Stride: la, Width: s.A}
+		fb := Shape{Rows: -1, Stride: lb, Width: s.B}
+		ops = append(ops,
+			Op{Field: "FactDenseLogits", Func: "factDenseLogits", Kind: Tile, FA: s.A, FB: s.B, LA: la, LB: lb,
+				Slices: []Param{{"fa", fa}, {"fb", fb}, {"c", tri}}},
+			Op{Field: "FactDenseLogitsBack", Func: "factDenseLogitsBack", Kind: TileBack, FA: s.A, FB: s.B, LA: la, LB: lb,
+				Slices: []Param{{"dc", tri}, {"fa", fa}, {"fb", fb}, {"dfa", fa}, {"dfb", fb}}},
+		)
+	}
+	ops = append(ops,
+		Op{Field: "TriScale", Func: "triScale", Kind: TriScale, Slices: []Param{{"x", tri}, {"y", tri}}},
+		Op{Field: "TriAxpy", Func: "triAxpy", Kind: TriAxpy, Slices: []Param{{"x", tri}, {"y", tri}}},
+		Op{Field: "TriDot", Func: "triDot", Kind: TriDot, Slices: []Param{{"x", tri}, {"y", tri}}},
+	)
+	return ops
+}
+
+// String names the kind.
+func (k Kind) String() string {
+	names := []string{"SoftmaxValue", "SoftmaxValueBack", "Product", "ProductBackX", "ProductBackW",
+		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot"}
+	if int(k) < len(names) {
+		return names[k]
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}

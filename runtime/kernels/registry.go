@@ -1,0 +1,158 @@
+package kernels
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/synthgen/synthgen/specs"
+)
+
+type entry struct {
+	spec specs.Spec
+	sets []Set
+}
+
+var (
+	mu       sync.Mutex
+	registry = map[string]*entry{}
+	dupes    = map[string]bool{}
+)
+
+// Register makes a generated package's kernels available under its spec's
+// name. Generated packages call it from init, once per package, with one
+// Set per instruction set compiled into this binary.
+func Register(spec specs.Spec, sets ...Set) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := registry[spec.Name]; ok {
+		dupes[spec.Name] = true // reported by Lookup: two packages claim one name
+		return
+	}
+	registry[spec.Name] = &entry{spec: spec, sets: append([]Set(nil), sets...)}
+}
+
+// Names lists the linked specs, sorted.
+func Names() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Spec returns the linked spec called name.
+func Spec(name string) (specs.Spec, error) {
+	e, err := get(name)
+	if err != nil {
+		return specs.Spec{}, err
+	}
+	return e.spec, nil
+}
+
+func get(name string) (*entry, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := registry[name]
+	if !ok {
+		names := make([]string, 0, len(registry))
+		for n := range registry {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("spec %q is not linked into this program (linked: %s)", name, strings.Join(names, ", "))
+	}
+	if dupes[name] {
+		return nil, fmt.Errorf("spec %q is registered by two generated packages", name)
+	}
+	return e, nil
+}
+
+// Sets returns the kernel sets of spec name that this CPU can run, lowest
+// level first: for tests and benchmarks that compare the levels.
+func Sets(name string) ([]Set, error) {
+	e, err := get(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []Set
+	for _, s := range e.sets {
+		if Supported(s.ISA) {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ISA < out[j].ISA })
+	return out, nil
+}
+
+// Kernels is the dispatched kernel set of one spec: each field is the
+// implementation of the highest level allowed (by the CPU and SYNTHGEN_ISA)
+// that provides it.
+type Kernels struct {
+	Set
+	Spec specs.Spec
+	// Chosen maps each provided kernel's field name to the level it runs on.
+	Chosen map[string]ISA
+}
+
+// Lookup dispatches spec name's kernels at Level().
+func Lookup(name string) (*Kernels, error) {
+	l, err := Level()
+	if err != nil {
+		return nil, err
+	}
+	return LookupAt(name, l)
+}
+
+// LookupAt dispatches spec name's kernels at level l or below.
+func LookupAt(name string, l ISA) (*Kernels, error) {
+	e, err := get(name)
+	if err != nil {
+		return nil, err
+	}
+	if !Supported(l) {
+		return nil, fmt.Errorf("instruction set %s: this CPU lacks %s", l, strings.Join(missing(l), ", "))
+	}
+	k := &Kernels{Spec: e.spec, Chosen: map[string]ISA{}}
+	k.Set.ISA = l
+	dst := reflect.ValueOf(&k.Set).Elem()
+	typ := dst.Type()
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if f.Type.Kind() != reflect.Func {
+			continue
+		}
+		best := -1
+		for si, s := range e.sets {
+			if s.ISA > l || reflect.ValueOf(s).Field(i).IsNil() {
+				continue
+			}
+			if best < 0 || s.ISA > e.sets[best].ISA {
+				best = si
+			}
+		}
+		if best >= 0 {
+			dst.Field(i).Set(reflect.ValueOf(e.sets[best]).Field(i))
+			k.Chosen[f.Name] = e.sets[best].ISA
+		}
+	}
+	return k, nil
+}
+
+// KernelNames lists the kernel fields this dispatched set provides, in
+// declaration order.
+func (k *Kernels) KernelNames() []string {
+	typ := reflect.TypeOf(k.Set)
+	var out []string
+	for i := 0; i < typ.NumField(); i++ {
+		if _, ok := k.Chosen[typ.Field(i).Name]; ok {
+			out = append(out, typ.Field(i).Name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+package specs
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestShippedSpecsValid(t *testing.T) {
+	paths, err := filepath.Glob("*.json")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no shipped specs: %v", err)
+	}
+	covered := map[string]bool{}
+	for _, p := range paths {
+		s, err := Load(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if s.Name+".json" != filepath.Base(p) {
+			t.Errorf("%s: name %q does not match the file name", p, s.Name)
+		}
+		for _, c := range s.Components() {
+			covered[c] = true
+		}
+		if s.IsMixture() {
+			covered[s.Variant] = true
+		}
+	}
+	// The shipped specs cover every synthesizer-family variant and the
+	// mixtures the issue names.
+	for _, want := range []string{"vanilla", "dense", "random", "fixed_random", "factorized_random",
+		"factorized_dense", "random+vanilla", "dense+vanilla", "random+dense"} {
+		if !covered[want] {
+			t.Errorf("no shipped spec covers %s", want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s, err := Parse("x.json", []byte(`{"name":"x","n":16,"d":32,"heads":4,"layers":1,"variant":"random"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Vocab != 256 || s.FFN != 128 || s.DH() != 8 {
+		t.Errorf("defaults: vocab %d ffn %d dh %d", s.Vocab, s.FFN, s.DH())
+	}
+	back, err := Parse("", []byte(s.JSON()))
+	if err != nil || *back != *s {
+		t.Errorf("canonical JSON does not round-trip: %v %+v", err, back)
+	}
+}
+
+func TestBadSpecs(t *testing.T) {
+	const base = `"name":"x","n":16,"d":32,"heads":4,"layers":1`
+	for _, c := range []struct {
+		doc, field, rule string
+	}{
+		{`{` + base + `,"variant":"foo"}`, "variant", "unknown variant"},
+		{`{` + base + `,"variant":"random+foo"}`, "variant", "unknown variant"},
+		{`{` + base + `,"variant":"random+random"}`, "variant", "twice"},
+		{`{` + base + `,"variant":"random+aft_full"}`, "variant", "cannot be mixed"},
+		{`{` + base + `,"variant":"random+fixed_random"}`, "variant", "share"},
+		{`{"name":"x","n":16,"d":30,"heads":4,"layers":1,"variant":"random"}`, "d", "multiple of heads"},
+		{`{` + base + `,"variant":"factorized_dense","a":3,"b":4}`, "b", "a·b = n"},
+		{`{` + base + `,"variant":"factorized_dense","a":4}`, "b", "required"},
+		{`{` + base + `,"variant":"factorized_random"}`, "k", "required"},
+		{`{` + base + `,"variant":"factorized_random","k":17}`, "k", "1 ≤ k ≤ n"},
+		{`{` + base + `,"variant":"random","k":4}`, "k", "only allowed"},
+		{`{` + base + `,"variant":"aft_local"}`, "window", "required"},
+		{`{` + base + `,"variant":"aft_conv","window":0}`, "window", "1 ≤ window ≤ n"},
+		{`{` + base + `,"variant":"random","extra":1}`, "extra", "unknown field"},
+		{`{"name":"x","n":0,"d":32,"heads":4,"layers":1,"variant":"random"}`, "n", "1 ≤ n ≤ 8192"},
+		{`{"name":"x","n":9000,"d":32,"heads":4,"layers":1,"variant":"random"}`, "n", "1 ≤ n ≤ 8192"},
+		{`{"name":"x","n":16.5,"d":32,"heads":4,"layers":1,"variant":"random"}`, "n", "integer"},
+		{`{"name":"x","n":"16","d":32,"heads":4,"layers":1,"variant":"random"}`, "n", "integer"},
+		{`{"name":"X-1","n":16,"d":32,"heads":4,"layers":1,"variant":"random"}`, "name", "[a-z]"},
+		{`{"n":16,"d":32,"heads":4,"layers":1,"variant":"random"}`, "name", "missing"},
+		{`{"name":"x","n":16,"d":32,"heads":0,"layers":1,"variant":"random"}`, "heads", "≥ 1"},
+		{`{"name":"x","n":16,"d":32,"heads":4,"layers":0,"variant":"random"}`, "layers", "≥ 1"},
+		{`{` + base + `,"variant":"random","vocab":300}`, "vocab", "vocab ≤ 256"},
+		{`{` + base + `,"variant":"random"`, "", "malformed JSON"},
+		{`[1,2]`, "", "malformed JSON"},
+		{`{` + base + `,"variant":"random"} {}`, "", "malformed JSON"},
+	} {
+		_, err := Parse("bad.json", []byte(c.doc))
+		var se *Error
+		if !errors.As(err, &se) {
+			t.Errorf("%s: want a spec error, got %v", c.doc, err)
+			continue
+		}
+		if se.Field != c.field || !strings.Contains(se.Rule, c.rule) || se.File != "bad.json" {
+			t.Errorf("%s: got field %q rule %q, want field %q rule containing %q", c.doc, se.Field, se.Rule, c.field, c.rule)
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "bad.json: ") || (c.field != "" && !strings.Contains(msg, `"`+c.field+`"`)) {
+			t.Errorf("message %q does not name the file and field", msg)
+		}
+	}
+}
