@@ -20,6 +20,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synthgen/synthgen/gen/asmgen"
 	"github.com/synthgen/synthgen/gen/catalog"
 	_ "github.com/synthgen/synthgen/generated/all"
 	"github.com/synthgen/synthgen/runtime/kernels"
@@ -120,6 +121,9 @@ func reportFlops(b *testing.B, perOp float64) {
 	}
 	g := perOp * float64(b.N) / sec / 1e9
 	b.ReportMetric(g, "GFLOP/s")
+	if p := FMAPeak(); p > 0 {
+		b.ReportMetric(100*g/p, "%peak")
+	}
 }
 
 // BenchmarkKernels runs every kernel of the bench specs on every level this
@@ -242,4 +246,18 @@ func plainSoftmaxValueBack(t, n, d, dh int, a, v, dy, db, dv []float32) {
 			db[i*n+j] = a[i*n+j] * (g[j] - dot)
 		}
 	}
+}
+
+// BenchmarkFMAPeak reports this core's measured FMA peak, the 100% of %peak.
+func BenchmarkFMAPeak(b *testing.B) {
+	lanes, run := peakKernel()
+	if run == nil {
+		b.Skip("no AVX2 or AVX-512 on this CPU (or purego build)")
+	}
+	const iters = 1 << 16
+	for b.Loop() {
+		run(iters)
+	}
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)*iters*asmgen.PeakChains*float64(lanes)*2/sec/1e9, "GFLOP/s")
 }

@@ -4,6 +4,7 @@
 //	synthgen -spec specs/small.json -out generated/small   one spec
 //	synthgen -all                                          every spec in specs/, and generated/all
 //	synthgen -index specs -out generated/all               only the package that links every spec
+//	synthgen -peak bench                                   the FMA-peak kernels of the benchmarks
 //
 // A bad spec is an error naming the file, the field, the value and the rule;
 // nothing is written then. Each generated package carries a go:generate
@@ -34,6 +35,7 @@ func run(args []string) error {
 	out := fs.String("out", "", "output package directory (default generated/<name> under the module root)")
 	all := fs.Bool("all", false, "generate every spec in the module's specs/ directory, and generated/all")
 	index := fs.String("index", "", "write only the package that links every spec of this directory, to -out")
+	peak := fs.String("peak", "", "write the FMA-peak benchmark kernels into this directory (package bench)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,6 +48,8 @@ func run(args []string) error {
 	}
 	cmdDir := filepath.Join(root, "cmd", "synthgen")
 	switch {
+	case *peak != "":
+		return gen.WritePeak(*peak, "bench")
 	case *all:
 		dir := filepath.Join(root, "specs")
 		list, err := gen.LoadAll(dir)

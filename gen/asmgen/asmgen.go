@@ -91,6 +91,14 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitTriAxpy
 	case catalog.TriDot:
 		return emitTriDot
+	case catalog.AFTFull, catalog.AFTLocal, catalog.AFTConv, catalog.AFTSimple:
+		return emitAFT
+	case catalog.AFTFullBack, catalog.AFTLocalBack, catalog.AFTConvBack, catalog.AFTSimpleBack:
+		return emitAFTBack
+	case catalog.Linear:
+		return emitLinear
+	case catalog.LinearBack:
+		return emitLinearBack
 	}
 	return nil
 }

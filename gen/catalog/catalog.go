@@ -29,6 +29,17 @@ const (
 	TriScale                     // kernels.TriScaleFunc
 	TriAxpy                      // kernels.TriAxpyFunc
 	TriDot                       // kernels.TriDotFunc
+
+	AFTFull       // kernels.AFTFullFunc
+	AFTFullBack   // kernels.AFTFullBackFunc
+	AFTLocal      // kernels.AFTLocalFunc
+	AFTLocalBack  // kernels.AFTLocalBackFunc
+	AFTConv       // kernels.AFTConvFunc
+	AFTConvBack   // kernels.AFTConvBackFunc
+	AFTSimple     // kernels.AFTSimpleFunc
+	AFTSimpleBack // kernels.AFTSimpleBackFunc
+	Linear        // kernels.LinearFunc
+	LinearBack    // kernels.LinearBackFunc
 )
 
 // Signatures are the Go signatures of each kind, as the stubs declare them.
@@ -43,6 +54,17 @@ var Signatures = map[Kind]string{
 	TriScale:         "func(t int, alpha float32, x, y []float32)",
 	TriAxpy:          "func(t int, alpha float32, x, y []float32)",
 	TriDot:           "func(t int, x, y []float32) float32",
+
+	AFTFull:       "func(t int, k, v, w, z, m, rd []float32)",
+	AFTFullBack:   "func(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32)",
+	AFTLocal:      "func(t int, k, v, w, z, m, rd []float32)",
+	AFTLocalBack:  "func(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32)",
+	AFTConv:       "func(t int, k, v, u, z, m, rd []float32)",
+	AFTConvBack:   "func(t int, k, v, u, z, m, rd, dz, dk, dv, du []float32)",
+	AFTSimple:     "func(t int, k, v, z, m, rd []float32)",
+	AFTSimpleBack: "func(t int, k, v, z, m, rd, dz, dk, dv []float32)",
+	Linear:        "func(t int, fq, fk, v, y, rd []float32)",
+	LinearBack:    "func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)",
 }
 
 // Shape is the extent of a slice argument as a function of t: Rows rows of
@@ -84,6 +106,9 @@ type Op struct {
 	W, LX, LW int
 	// Tile kinds: FA, FB and the row strides LA, LB of fa and fb.
 	FA, FB, LA, LB int
+	// AFTLocal and AFTConv kinds: the window s (keys with i − j < s get the
+	// learned bias).
+	Window int
 	// Slices lists the slice arguments in signature order with their shapes.
 	Slices []Param
 }
@@ -104,6 +129,9 @@ func ConfigOf(s *specs.Spec) Config {
 // Ops lists the kernels spec s needs, in a fixed order.
 func Ops(s *specs.Spec) []Op {
 	c := ConfigOf(s)
+	if specs.AttentionFree[s.Variant] {
+		return attentionFreeOps(s, c)
+	}
 	if !s.IsSynthesizer() {
 		return nil
 	}
@@ -156,10 +184,64 @@ func Ops(s *specs.Spec) []Op {
 	return ops
 }
 
+// attentionFreeOps lists the kernels of the attention-free variants
+// (aft_full, aft_local, aft_conv, aft_simple) and of linear attention: a
+// forward and a backward per variant, each working on one (sequence, head).
+func attentionFreeOps(s *specs.Spec, c Config) []Op {
+	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}     // head slice of a [t, D] matrix
+	tri := Shape{Rows: -1, Stride: c.N, Width: -1}        // causal triangle of an [N, N] matrix
+	bias := Shape{Rows: 1, Stride: 0, Width: s.Window}    // head h's row of u [Heads, window]
+	headCol := Shape{Rows: -1, Stride: c.Heads, Width: 1} // column h of a [t, Heads] matrix
+	p := func(name string, sh Shape) Param { return Param{Name: name, Shape: sh} }
+	fwd := []Param{p("z", head), p("m", head), p("rd", head)}
+	back := []Param{p("z", head), p("m", head), p("rd", head), p("dz", head), p("dk", head), p("dv", head)}
+	kv := []Param{p("k", head), p("v", head)}
+	cat := func(parts ...[]Param) []Param {
+		var out []Param
+		for _, x := range parts {
+			out = append(out, x...)
+		}
+		return out
+	}
+	switch s.Variant {
+	case "aft_full":
+		return []Op{
+			{Field: "AFTFull", Func: "aftFull", Kind: AFTFull, Slices: cat(kv, []Param{p("w", tri)}, fwd)},
+			{Field: "AFTFullBack", Func: "aftFullBack", Kind: AFTFullBack, Slices: cat(kv, []Param{p("w", tri)}, back, []Param{p("dw", tri)})},
+		}
+	case "aft_local":
+		return []Op{
+			{Field: "AFTLocal", Func: "aftLocal", Kind: AFTLocal, Window: s.Window, Slices: cat(kv, []Param{p("w", tri)}, fwd)},
+			{Field: "AFTLocalBack", Func: "aftLocalBack", Kind: AFTLocalBack, Window: s.Window, Slices: cat(kv, []Param{p("w", tri)}, back, []Param{p("dw", tri)})},
+		}
+	case "aft_conv":
+		return []Op{
+			{Field: "AFTConv", Func: "aftConv", Kind: AFTConv, Window: s.Window, Slices: cat(kv, []Param{p("u", bias)}, fwd)},
+			{Field: "AFTConvBack", Func: "aftConvBack", Kind: AFTConvBack, Window: s.Window, Slices: cat(kv, []Param{p("u", bias)}, back, []Param{p("du", bias)})},
+		}
+	case "aft_simple":
+		return []Op{
+			{Field: "AFTSimple", Func: "aftSimple", Kind: AFTSimple, Slices: cat(kv, fwd)},
+			{Field: "AFTSimpleBack", Func: "aftSimpleBack", Kind: AFTSimpleBack, Slices: cat(kv, back)},
+		}
+	case "linear":
+		return []Op{
+			{Field: "Linear", Func: "linear", Kind: Linear,
+				Slices: []Param{p("fq", head), p("fk", head), p("v", head), p("y", head), p("rd", headCol)}},
+			{Field: "LinearBack", Func: "linearBack", Kind: LinearBack,
+				Slices: []Param{p("fq", head), p("fk", head), p("v", head), p("y", head), p("rd", headCol),
+					p("dy", head), p("dfq", head), p("dfk", head), p("dv", head)}},
+		}
+	}
+	return nil
+}
+
 // String names the kind.
 func (k Kind) String() string {
 	names := []string{"SoftmaxValue", "SoftmaxValueBack", "Product", "ProductBackX", "ProductBackW",
-		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot"}
+		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot",
+		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
+		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack"}
 	if int(k) < len(names) {
 		return names[k]
 	}

@@ -80,6 +80,98 @@ type TriAxpyFunc func(t int, alpha float32, x, y []float32)
 // TriDotFunc returns Σ_{j≤i<t} x[i·N+j]·y[i·N+j].
 type TriDotFunc func(t int, x, y []float32) float32
 
+// The attention-free kernels (aft_full, aft_local, aft_conv, aft_simple)
+// compute, for one (sequence, head), the normalised weighted sum Z of the
+// model card; the runtime applies the σ(Q) gate and the projections. For
+// i < t and channel c < DH, with a bias b_ij that depends on the variant,
+//
+//	e_ij[c]   = k[j·D+c] + b_ij                                  j ≤ i
+//	m[i·D+c]  = max_{j≤i} e_ij[c]
+//	rd[i·D+c] = 1 / Σ_{j≤i} exp(e_ij[c] − m[i·D+c])
+//	z[i·D+c]  = rd[i·D+c] · Σ_{j≤i} exp(e_ij[c] − m[i·D+c]) · v[j·D+c]
+//
+// k, v, z, m, rd and the gradients dz, dk, dv are head slices of [t, D]
+// matrices (row stride D, width DH). All forward outputs are overwritten;
+// m and rd are the per-row statistics the backward reads, so a training
+// step keeps them beside z. Every exponential has an argument ≤ 0 and every
+// denominator is ≥ 1, so any finite k and bias (±1e4 included) give finite,
+// exact results.
+//
+// The backward kernels read the forward's inputs and outputs (k, v, the
+// bias, z, m, rd) and the output gradient dz. With
+//
+//	p_ij[c] = exp(e_ij[c] − m[i·D+c]) · rd[i·D+c]
+//	g_ij[c] = p_ij[c] · dz[i·D+c] · (v[j·D+c] − z[i·D+c])
+//
+// they overwrite
+//
+//	dv[j·D+c] = Σ_{j≤i<t} p_ij[c] · dz[i·D+c]
+//	dk[j·D+c] = Σ_{j≤i<t} g_ij[c]
+//
+// and ADD Σ_{c<DH} g_ij[c] to the gradient of each learned bias entry b_ij
+// uses (the parameter gradients accumulate: the runtime gives each task its
+// own buffer and reduces them in a fixed order).
+
+// AFTFullFunc is the aft_full forward: b_ij = w[i·N+j], with w the [N, N]
+// bias parameter (row stride N; only j ≤ i < t is read).
+type AFTFullFunc func(t int, k, v, w, z, m, rd []float32)
+
+// AFTFullBackFunc is the backward of AFTFullFunc; it overwrites dk and dv
+// and accumulates dw[i·N+j] += Σ_c g_ij[c] for j ≤ i < t.
+type AFTFullBackFunc func(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32)
+
+// AFTLocalFunc is the aft_local forward with the spec's window S:
+// b_ij = w[i·N+j] for i − j < S and b_ij = 0 (not −∞) for i − j ≥ S, so the
+// keys outside the window still count with weight exp(k_j). Only the band
+// i − S < j ≤ i < t of w is read.
+type AFTLocalFunc func(t int, k, v, w, z, m, rd []float32)
+
+// AFTLocalBackFunc is the backward of AFTLocalFunc; it overwrites dk and dv
+// and accumulates dw[i·N+j] += Σ_c g_ij[c] on the band i − S < j ≤ i < t
+// only (the other entries of w are unused and dw there is left untouched).
+type AFTLocalBackFunc func(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32)
+
+// AFTConvFunc is the aft_conv forward with the spec's window S:
+// b_ij = u[i−j] for i − j < S and 0 otherwise, where u is head h's row of
+// the [Heads, S] parameter (pass u[h·S:]).
+type AFTConvFunc func(t int, k, v, u, z, m, rd []float32)
+
+// AFTConvBackFunc is the backward of AFTConvFunc; it overwrites dk and dv
+// and accumulates du[l] += Σ_{j, i−j=l} Σ_c g_ij[c] for l < S.
+type AFTConvBackFunc func(t int, k, v, u, z, m, rd, dz, dk, dv, du []float32)
+
+// AFTSimpleFunc is the aft_simple forward: b_ij = 0, so m[i·D+c] is the
+// running maximum of k over j ≤ i.
+type AFTSimpleFunc func(t int, k, v, z, m, rd []float32)
+
+// AFTSimpleBackFunc is the backward of AFTSimpleFunc (overwrites dk, dv).
+type AFTSimpleBackFunc func(t int, k, v, z, m, rd, dz, dk, dv []float32)
+
+// LinearFunc is causal linear attention for one (sequence, head), given the
+// feature maps fq = φ(Q_h) and fk = φ(K_h) (φ = elu + 1, so both positive;
+// the runtime applies φ and the projections): for i < t (overwrite),
+//
+//	S_i = Σ_{j≤i} fk_j v_jᵀ  (DH×DH),  z_i = Σ_{j≤i} fk_j
+//	rd[i·Heads] = 1 / (fq_i · z_i + 1e-6)
+//	y[i·D+c]    = rd[i·Heads] · Σ_{p<DH} fq[i·D+p] · S_i[p, c]
+//
+// with x_i the row x[i·D : i·D+DH]. fq, fk, v and y are head slices of
+// [t, D] matrices; rd is column h of a [t, Heads] matrix (pass rd[h:]), the
+// statistic the backward reads. No [t, t] matrix is formed.
+type LinearFunc func(t int, fq, fk, v, y, rd []float32)
+
+// LinearBackFunc is the backward of LinearFunc. From the forward's inputs,
+// its outputs y and rd, and the output gradient dy it overwrites, with
+// a_i = rd_i·dy_i and b_i = −rd_i·(dy_i · y_i),
+//
+//	dfq[i·D+p] = Σ_c S_i[p, c]·a_i[c] + b_i·z_i[p]
+//	dfk[j·D+p] = Σ_{j≤i<t} (a_i · v_j + b_i) · fq[i·D+p]
+//	dv[j·D+c]  = Σ_{j≤i<t} (fq_i · fk_j) · a_i[c]
+//
+// in a forward sweep (dfq) and reverse sweeps (dfk, dv) with running
+// DH×DH sums; no [t, t] matrix is formed.
+type LinearBackFunc func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)
+
 // Set holds one instruction set's kernels for one spec. A nil field is a
 // kernel the spec does not need (or this level does not provide).
 type Set struct {
@@ -111,4 +203,17 @@ type Set struct {
 	TriScale TriScaleFunc
 	TriAxpy  TriAxpyFunc
 	TriDot   TriDotFunc
+
+	// Attention-free variants and linear attention: one (sequence, head)
+	// per call.
+	AFTFull       AFTFullFunc
+	AFTFullBack   AFTFullBackFunc
+	AFTLocal      AFTLocalFunc
+	AFTLocalBack  AFTLocalBackFunc
+	AFTConv       AFTConvFunc
+	AFTConvBack   AFTConvBackFunc
+	AFTSimple     AFTSimpleFunc
+	AFTSimpleBack AFTSimpleBackFunc
+	Linear        LinearFunc
+	LinearBack    LinearBackFunc
 }

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/synthgen/synthgen/runtime/checkpoint"
+	"github.com/synthgen/synthgen/runtime/data"
+	"github.com/synthgen/synthgen/runtime/train"
+)
+
+func runEval(args []string) error { return evalCmd(stdEnv(), args) }
+
+func evalCmd(e *env, args []string) error {
+	fs := newFlagSet(e, "eval", "Prints the mean next-byte cross-entropy of a checkpoint on a text (loss in nats, and bits\nper byte) over its consecutive, non-overlapping windows of n+1 bytes.")
+	var ckpt, dataArg string
+	var windows, batch, workers int
+	ckptUsage(fs, &ckpt)
+	fs.StringVar(&dataArg, "data", "", "text to score, whole, as bytes (default: the held-out last 10% of Go's Isaac.Newton-Opticks.txt, the default training text)")
+	fs.IntVar(&windows, "windows", 0, "score at most this many windows (0: all)")
+	fs.IntVar(&batch, "batch", 16, "windows per forward pass (speed and memory only)")
+	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case windows < 0:
+		return fmt.Errorf("-windows %d must be ≥ 0", windows)
+	case batch < 1:
+		return fmt.Errorf("-batch %d must be ≥ 1", batch)
+	case workers < 0:
+		return fmt.Errorf("-workers %d must be ≥ 0", workers)
+	}
+	m, step, err := checkpoint.Load(ckpt)
+	if err != nil {
+		return err
+	}
+	m.SetWorkers(workers)
+	n := m.Spec.N
+	var text []byte
+	var what string
+	if dataArg == "" {
+		p, err := data.DefaultFile()
+		if err != nil {
+			return err
+		}
+		ds, err := data.Load(p, n, m.Spec.Vocab)
+		if err != nil {
+			return err
+		}
+		text = ds.Val
+		what = fmt.Sprintf("the held-out last 10%% (%d bytes) of the default text %s", len(text), p)
+		fmt.Fprintf(e.out, "no -data given: scoring %s\n", what)
+	} else {
+		b, err := data.ReadFile(dataArg)
+		if err != nil {
+			return err
+		}
+		if len(b) < n+1 {
+			return fmt.Errorf("data file %s: %d bytes is too short: a window needs n+1 = %d bytes", dataArg, len(b), n+1)
+		}
+		if err := data.CheckVocab("data file "+dataArg, b[:len(b)/(n+1)*(n+1)], m.Spec.Vocab); err != nil {
+			return err
+		}
+		text = b
+		fmt.Fprintf(e.out, "data: %s (%d bytes)\n", dataArg, len(b))
+	}
+	k := data.NumWindows(text, n, windows)
+	ev := train.NewEvaluator(m, min(batch, k))
+	res, err := ev.Evaluate(text, windows)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "checkpoint: %s (spec %s, step %d); %d windows of %d bytes, %d bytes scored\n", ckpt, m.Spec.Name, step, res.Windows, n+1, res.Tokens)
+	fmt.Fprintf(e.out, "loss %.6f\n", res.Loss)
+	fmt.Fprintf(e.out, "bpb %.6f\n", res.BPB())
+	return nil
+}

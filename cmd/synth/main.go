@@ -1,0 +1,134 @@
+// Command synth trains, evaluates, samples and inspects the byte-level
+// language models of synthgen's specs (shared/design/model.md), running
+// their attention on the generated kernels of every shipped spec:
+//
+//	synth train   [-spec random] [-data file] [-steps N] [-batch B] [-out x.safetensors] [-resume x.safetensors] …
+//	synth eval    [-ckpt x.safetensors] [-data file] [-windows N]
+//	synth sample  [-ckpt x.safetensors] [-prompt text] [-len N] [-temp T] [-topk K] [-seed S]
+//	synth inspect [-ckpt x.safetensors]
+//	synth info
+//	synth bench
+//
+// Run "synth <command> -h" for a command's flags.
+//
+// Training defaults: spec random on Go's own Isaac.Newton-Opticks.txt (the
+// last 10% held out), AdamW (β1 0.9, β2 0.95, eps 1e-8, weight decay 0.1
+// on matrices and embeddings only) at a peak learning rate of 1e-3, linear
+// warm-up over min(100 steps, 5% of -steps), cosine decay to 10% of the
+// peak at the last step, gradients clipped to a global norm of 1.0, seed 1.
+// Each step's batch is a function of (seed, step), so a run is
+// reproducible bit for bit whatever GOMAXPROCS is, and a run stopped
+// early (-stop-at, or Ctrl-C, which saves before exiting) and continued
+// with -resume ends with exactly the weights of an uninterrupted run.
+// A run writes <name>.safetensors (the checkpoint), <name>.opt.safetensors
+// (AdamW's moments and the run's settings, for resuming) and <name>.csv
+// (step, loss, val_loss, lr, tokens_per_s).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	_ "github.com/synthgen/synthgen/generated/all" // links every shipped spec's kernels
+)
+
+// command is one subcommand of synth.
+type command struct {
+	run     func(args []string) error
+	summary string
+}
+
+// commands is the subcommand table.
+var commands = map[string]command{
+	"train":   {runTrain, "train a model (or resume a run) and write a checkpoint"},
+	"eval":    {runEval, "score a checkpoint on a data file: loss in nats and bits per byte"},
+	"sample":  {runSample, "generate text from a checkpoint and a prompt"},
+	"inspect": {runInspect, "list a checkpoint's tensors, shapes, parameter count, spec and step"},
+	"info":    {runInfo, "show the linked specs, the CPU and the kernels dispatch picks"},
+	"bench":   {runBench, "measure kernel and training throughput"},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: synth <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "synth <command> -h" for a command's flags.`)
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run dispatches args to a subcommand and returns the exit status.
+func run(args []string, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		usage(os.Stdout)
+		return 0
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "synth: unknown command %q\n\n", name)
+		usage(stderr)
+		return 2
+	}
+	if err := c.run(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		fmt.Fprintf(stderr, "synth %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// errUsage marks a flag error the flag package has already reported.
+var errUsage = errors.New("bad usage")
+
+// parseFlags parses args into fs, rejecting positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags only; see synth %s -h)", fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// setFlags is the set of flags given explicitly on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	m := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,775 @@
+package asmgen
+
+import (
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/synthgen/synthgen/gen/catalog"
+	"github.com/synthgen/synthgen/runtime/kernels"
+)
+
+// The causal products (kernels.ProductFunc, ProductBackXFunc,
+// ProductBackWFunc): small GEMMs over the lower triangle j ≤ i < t.
+//
+// Product writes c in pairs of panels of V columns (A: j0..j0+V−1, B: the
+// next V). For each pair the 2V rows of w it needs are transposed (in
+// registers, V×V at a time) into a stack buffer holding, for each p < W,
+// the vectors w[j0.., p]. The V diagonal rows of A then take one vector
+// per row (blocks of r1 rows, broadcasts of x, stores masked to the
+// diagonal); the rows below take A and B together (blocks of r2 rows, one
+// broadcast of x feeding two FMAs, B masked to the diagonal), which halves
+// the loads per FMA.
+//
+// BackX and BackW need no transposition: they accumulate whole rows of dx
+// (dw) as Σ_j dc[i,j]·w[j,:] (Σ_i dc[i,j]·x[i,:]) with broadcasts of dc,
+// blocked over several rows and up to two vectors of p; the triangle
+// corner of each row block is unrolled so that dc is never read above the
+// diagonal. Columns p ≥ W of x, w, dx and dw (other heads' columns) are
+// never read or written: the last vector of a row is masked.
+
+func init() {
+	for _, kind := range []catalog.Kind{
+		catalog.Product, catalog.ProductBackX, catalog.ProductBackW,
+		catalog.Tile, catalog.TileBack,
+		catalog.TriScale, catalog.TriAxpy, catalog.TriDot,
+	} {
+		implemented[kind] = true
+	}
+}
+
+// productRows returns the rows per block of Product: r1 for the diagonal
+// rows of a panel pair (one vector of c per row), r2 for the rows below
+// them (two vectors per row). r2·2 accumulators, two panel vectors, a
+// broadcast and scale fit the register file; the chains cover the FMA
+// latency of two pipes.
+func (k *synKit) productRows() (r1, r2 int) {
+	if k.avx512() {
+		return 8, 12
+	}
+	return 8, 6
+}
+
+// synProductUnroll is how many p one iteration of Product's loop over p
+// handles; widths below twice this are unrolled whole.
+const synProductUnroll = 8
+
+// transpose transposes the V×V block held in rows (V registers, row r =
+// rows[r]) and returns its columns.
+func (k *synKit) transpose(rows []reg.VecVirtual) []reg.VecVirtual {
+	c := k.c
+	V := k.V
+	if len(rows) != V {
+		panic("asmgen: transpose of a partial block")
+	}
+	// Stage 1: interleave pairs of rows.
+	t := make([]reg.VecVirtual, V)
+	for a := 0; a < V/2; a++ {
+		t[2*a], t[2*a+1] = k.vec(), k.vec()
+		c.VUNPCKLPS(rows[2*a+1], rows[2*a], t[2*a])
+		c.VUNPCKHPS(rows[2*a+1], rows[2*a], t[2*a+1])
+	}
+	// Stage 2: in each 128-bit lane L, s[4b+q] holds column 4L+q of
+	// rows 4b..4b+3.
+	s := make([]reg.VecVirtual, V)
+	for b := 0; b < V/4; b++ {
+		for q := 0; q < 4; q++ {
+			s[4*b+q] = k.vec()
+		}
+		c.VSHUFPS(operand.U8(0x44), t[4*b+2], t[4*b], s[4*b+0])
+		c.VSHUFPS(operand.U8(0xEE), t[4*b+2], t[4*b], s[4*b+1])
+		c.VSHUFPS(operand.U8(0x44), t[4*b+3], t[4*b+1], s[4*b+2])
+		c.VSHUFPS(operand.U8(0xEE), t[4*b+3], t[4*b+1], s[4*b+3])
+	}
+	cols := make([]reg.VecVirtual, V)
+	if !k.avx512() {
+		// Stage 3 (8×8): join the 128-bit lanes.
+		for q := 0; q < 4; q++ {
+			cols[q], cols[4+q] = k.vec(), k.vec()
+			c.VPERM2F128(operand.U8(0x20), s[4+q], s[q], cols[q])
+			c.VPERM2F128(operand.U8(0x31), s[4+q], s[q], cols[4+q])
+		}
+		return cols
+	}
+	// Stages 3 and 4 (16×16): gather 128-bit lanes.
+	u := make([]reg.VecVirtual, V)
+	for q := 0; q < 4; q++ {
+		for _, h := range []int{0, 8} {
+			u[h+q], u[h+4+q] = k.vec(), k.vec()
+			c.VSHUFF32X4(operand.U8(0x88), s[h+4+q], s[h+q], u[h+q])
+			c.VSHUFF32X4(operand.U8(0xDD), s[h+4+q], s[h+q], u[h+4+q])
+		}
+	}
+	for q := 0; q < 4; q++ {
+		for _, h := range []int{0, 4} {
+			cols[h+q], cols[h+8+q] = k.vec(), k.vec()
+			c.VSHUFF32X4(operand.U8(0x88), u[h+8+q], u[h+q], cols[h+q])
+			c.VSHUFF32X4(operand.U8(0xDD), u[h+8+q], u[h+q], cols[h+8+q])
+		}
+	}
+	return cols
+}
+
+// fmaBcast adds b·v to acc, with b the float32 at m broadcast to every
+// lane (an embedded broadcast on AVX-512).
+func (k *synKit) fmaBcast(m operand.Mem, v, acc reg.Register) {
+	if k.avx512() {
+		k.c.VFMADD231PS_BCST(m, v, acc)
+		return
+	}
+	b := k.vec()
+	k.bcast(m, b)
+	k.c.VFMADD231PS(b, v, acc)
+}
+
+// synBlockSizes returns the row-block sizes that finish a remainder of fewer
+// than r rows: the powers of two below r, largest first.
+func synBlockSizes(r int) []int {
+	var out []int
+	for b := 1; b < r; b *= 2 {
+		out = append([]int{b}, out...)
+	}
+	return out
+}
+
+func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
+	k := newSynKit(f, Name(op, isa), isa)
+	c := k.c
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	R1, R2 := k.productRows()
+
+	// Stack: two transposed panels of W vectors (A for columns j0..j0+V−1,
+	// B for the next V), then the bias of those 2V columns; 64-byte
+	// aligned.
+	panel := 4 * W * V
+	frame := 2*panel + 2*4*V + 64
+	if frame > 512 {
+		// Too big for a NOSPLIT frame: let the assembler insert the
+		// stack-growth check.
+		c.Attributes(attr.Attribute(0))
+	}
+	local := c.AllocLocal(frame)
+	pp := c.GP64()
+	c.LEAQ(local.Offset(63), pp)
+	c.ANDQ(synImm(-64), pp)
+	biasA, biasB := synMem(pp, 2*panel), synMem(pp, 2*panel+4*V)
+
+	t := k.gp(c.Param("t"))
+	wlast := k.gp(c.Param("w").Base()) // row t−1 of w
+	tmp := c.GP64()
+	c.MOVQ(t, tmp)
+	c.DECQ(tmp)
+	c.IMUL3Q(synImm(4*LW), tmp, tmp)
+	c.ADDQ(tmp, wlast)
+	scale := k.bcastParam("scale")
+	j0 := c.GP64()
+	c.XORQ(j0, j0)
+	blen := k.addr(c.Param("bias").Len(), "len(bias)")
+
+	lPair := k.lbl("pair")
+	k.label(lPair)
+
+	// transposePanel writes rows j0+off..j0+off+V−1 of w, transposed, to
+	// the panel at byte offset dst. Rows past t−1 repeat row t−1: they
+	// only feed columns j ≥ t of c, which are never stored.
+	transposePanel := func(off, dst int) {
+		wrow := k.gp(c.Param("w").Base())
+		c.MOVQ(j0, tmp)
+		c.IMUL3Q(synImm(4*LW), tmp, tmp)
+		c.ADDQ(tmp, wrow)
+		if off > 0 {
+			c.ADDQ(synImm(4*LW*off), wrow)
+		}
+		nch := (W + V - 1) / V
+		for ch := 0; ch < nch; ch++ {
+			var mask reg.Register
+			if ch == nch-1 && W%V != 0 {
+				mask = k.lanes(W % V)
+			}
+			rows := make([]reg.VecVirtual, V)
+			for r := 0; r < V; r++ {
+				rp := wrow
+				if r > 0 || off > 0 {
+					p := c.GP64()
+					c.LEAQ(synMem(wrow, 4*r*LW), p)
+					k.minGP(p, wlast)
+					rp = p
+				}
+				rows[r] = k.vec()
+				k.loadM(synMem(rp, 4*ch*V), mask, rows[r])
+			}
+			cols := k.transpose(rows)
+			for q := 0; q < V && ch*V+q < W; q++ {
+				k.storeM(cols[q], nil, synMem(pp, dst+4*V*(ch*V+q)))
+			}
+		}
+	}
+
+	// rowsFrom sets n = t − (j0+off), the rows from j0+off on (may be ≤ 0).
+	rowsFrom := func(n reg.GPVirtual, off int) {
+		c.MOVQ(t, n)
+		c.SUBQ(j0, n)
+		if off > 0 {
+			c.SUBQ(synImm(off), n)
+		}
+	}
+
+	// loadBias stores bias[j0+off .. j0+off+V) (lanes < t, zero past t or
+	// without a bias) to dst.
+	loadBias := func(off int, dst operand.Mem) {
+		v := k.vec()
+		lNo, lDone := k.lbl("nobias"), k.lbl("biasdone")
+		c.CMPQ(blen, synImm(0))
+		c.JEQ(synRef(lNo))
+		n := c.GP64()
+		rowsFrom(n, off)
+		c.CMPQ(n, synImm(0))
+		c.JLE(synRef(lNo))
+		k.capLanes(n)
+		m := k.dynLanes(n)
+		bb := k.gp(c.Param("bias").Base())
+		k.loadM(synMemIdx(bb, 4*off, j0, 4), m, v)
+		c.JMP(synRef(lDone))
+		k.label(lNo)
+		k.zero(v)
+		k.label(lDone)
+		k.storeM(v, nil, dst)
+	}
+
+	transposePanel(0, 0)
+	loadBias(0, biasA)
+	lNoB := k.lbl("nopanelb")
+	n := c.GP64()
+	rowsFrom(n, V)
+	c.CMPQ(n, synImm(0))
+	c.JLE(synRef(lNoB))
+	transposePanel(V, panel)
+	loadBias(V, biasB)
+	k.label(lNoB)
+
+	// The store mask of the diagonal vector of row i (lanes ≤ d, with d
+	// the row's distance from the vector's first column): on AVX-512 a
+	// running bit mask (2m+1 per row, capped at 16 bits), on AVX2 a byte
+	// offset into the mask table (4·(7−d), 0 meaning a full store).
+	newMask := func() reg.GPVirtual {
+		if k.avx512() {
+			m := c.GP32()
+			c.MOVL(operand.U32(1), m)
+			return m
+		}
+		m := c.GP64()
+		c.MOVQ(synImm(4*(V-1)), m)
+		return m
+	}
+	storeDiag := func(v reg.Register, m reg.GPVirtual, dst operand.Mem) {
+		if k.avx512() {
+			km := c.K()
+			c.KMOVW(m, km)
+			c.VMOVUPS(v, km, dst)
+			c.LEAL(operand.Mem{Base: m, Index: m, Scale: 1, Disp: 1}, m)
+			c.ANDL(operand.U32(0xFFFF), m)
+			return
+		}
+		lFull, lDone := k.lbl("full"), k.lbl("stored")
+		c.CMPQ(m, synImm(0))
+		c.JEQ(synRef(lFull))
+		tb := c.GP64()
+		c.LEAQ(k.maskTable(), tb)
+		mk := k.vec()
+		c.VMOVDQU(synMemIdx(tb, 0, m, 1), mk)
+		c.VMASKMOVPS(v, mk, dst)
+		c.SUBQ(synImm(4), m)
+		c.JMP(synRef(lDone))
+		k.label(lFull)
+		c.VMOVUPS(v, dst)
+		k.label(lDone)
+	}
+
+	// rowBlocks runs block over the rows left: blocks of r while they
+	// last, then the powers of two below r.
+	rowBlocks := func(left reg.GPVirtual, r int, block func(int)) {
+		lBlk, lRem := k.lbl("rows"), k.lbl("rowsrem")
+		k.label(lBlk)
+		c.CMPQ(left, synImm(r))
+		c.JLT(synRef(lRem))
+		block(r)
+		c.JMP(synRef(lBlk))
+		k.label(lRem)
+		for _, b := range synBlockSizes(r) {
+			lSkip := k.lbl("skip")
+			c.CMPQ(left, synImm(b))
+			c.JLT(synRef(lSkip))
+			block(b)
+			k.label(lSkip)
+		}
+	}
+
+	// overP runs step over p < W, unrolled by synProductUnroll: step(xp,
+	// wp, u) handles p = p0+u with x[i, p0] at xp and the panel vectors
+	// of p0 at wp.
+	var xi reg.GPVirtual // row i of x
+	overP := func(step func(xp, wp reg.GPVirtual, u int)) {
+		xp, wp := c.GP64(), c.GP64()
+		c.MOVQ(xi, xp)
+		c.MOVQ(pp, wp)
+		const U = synProductUnroll
+		rest := W
+		if W >= 2*U {
+			cnt := c.GP64()
+			c.MOVQ(synImm(W/U), cnt)
+			l := k.lbl("ploop")
+			k.label(l)
+			for u := 0; u < U; u++ {
+				step(xp, wp, u)
+			}
+			c.ADDQ(synImm(4*U), xp)
+			c.ADDQ(synImm(4*V*U), wp)
+			c.DECQ(cnt)
+			c.JNZ(synRef(l))
+			rest = W % U
+		}
+		for u := 0; u < rest; u++ {
+			step(xp, wp, u)
+		}
+	}
+
+	// Rows j0 .. min(j0+V, t)−1: panel A only, masked to the diagonal.
+	xi = k.gp(c.Param("x").Base())
+	c.MOVQ(j0, tmp)
+	c.IMUL3Q(synImm(4*LX), tmp, tmp)
+	c.ADDQ(tmp, xi)
+	ci := k.gp(c.Param("c").Base())
+	c.MOVQ(j0, tmp)
+	c.IMUL3Q(synImm(4*(N+1)), tmp, tmp)
+	c.ADDQ(tmp, ci)
+	left := c.GP64()
+	rowsFrom(left, 0)
+	k.capLanes(left)
+	mA := newMask()
+	rowBlocks(left, R1, func(r int) {
+		acc := make([]reg.VecVirtual, r)
+		for q := range acc {
+			acc[q] = k.vec()
+			k.zero(acc[q])
+		}
+		overP(func(xp, wp reg.GPVirtual, u int) {
+			wt := k.vec()
+			k.load(synMem(wp, 4*V*u), wt)
+			for q := 0; q < r; q++ {
+				k.fmaBcast(synMem(xp, 4*(q*LX+u)), wt, acc[q])
+			}
+		})
+		for q := 0; q < r; q++ {
+			c.VFMADD213PS(biasA, scale, acc[q])
+			storeDiag(acc[q], mA, synMem(ci, 4*q*N))
+		}
+		c.ADDQ(synImm(4*r*LX), xi)
+		c.ADDQ(synImm(4*r*N), ci)
+		c.SUBQ(synImm(r), left)
+	})
+
+	// Rows j0+V .. t−1: panel A whole, panel B masked to the diagonal.
+	lNext := k.lbl("nextpair")
+	rowsFrom(left, V)
+	c.CMPQ(left, synImm(0))
+	c.JLE(synRef(lNext))
+	mB := newMask()
+	rowBlocks(left, R2, func(r int) {
+		accA, accB := make([]reg.VecVirtual, r), make([]reg.VecVirtual, r)
+		for q := range accA {
+			accA[q], accB[q] = k.vec(), k.vec()
+			k.zero(accA[q])
+			k.zero(accB[q])
+		}
+		overP(func(xp, wp reg.GPVirtual, u int) {
+			wa, wb := k.vec(), k.vec()
+			k.load(synMem(wp, 4*V*u), wa)
+			k.load(synMem(wp, panel+4*V*u), wb)
+			for q := 0; q < r; q++ {
+				b := k.vec()
+				k.bcast(synMem(xp, 4*(q*LX+u)), b)
+				c.VFMADD231PS(b, wa, accA[q])
+				c.VFMADD231PS(b, wb, accB[q])
+			}
+		})
+		for q := 0; q < r; q++ {
+			c.VFMADD213PS(biasA, scale, accA[q])
+			k.storeM(accA[q], nil, synMem(ci, 4*q*N))
+			c.VFMADD213PS(biasB, scale, accB[q])
+			storeDiag(accB[q], mB, synMem(ci, 4*(q*N+V)))
+		}
+		c.ADDQ(synImm(4*r*LX), xi)
+		c.ADDQ(synImm(4*r*N), ci)
+		c.SUBQ(synImm(r), left)
+	})
+	k.label(lNext)
+
+	c.ADDQ(synImm(2*V), j0)
+	c.CMPQ(j0, t)
+	c.JLT(synRef(lPair))
+	k.ret()
+}
+
+// backPlan chooses, for BackX and BackW of width W (nv vectors), how many
+// vectors of p one pass covers (pc) and how many rows a block holds (r):
+// r·pc accumulators, pc operand vectors, a broadcast and the tail mask must
+// fit the register file (16 YMM on AVX2, 32 ZMM on AVX-512), and r·pc
+// chains must cover the FMA latency. Measured best on Zen 4 at N 128 with
+// W 32 and 64.
+func (k *synKit) backPlan(W, nv int) (pc, r int) {
+	switch {
+	case nv == 1:
+		return 1, 8
+	case k.avx512():
+		return 2, 8
+	case W%k.V == 0:
+		return 2, 6
+	}
+	return 2, 5 // one more register for the AVX2 tail mask
+}
+
+// synPChunk is a run of vectors of p handled in one pass.
+type synPChunk struct{ first, n int }
+
+func synPChunks(nv, pc int) []synPChunk {
+	var out []synPChunk
+	for v := 0; v < nv; v += pc {
+		n := pc
+		if v+n > nv {
+			n = nv - v
+		}
+		out = append(out, synPChunk{v, n})
+	}
+	return out
+}
+
+// rowVec loads vector v (of nv, the last one masked by tail when not nil)
+// of a row of W floats at base+disp.
+func (k *synKit) rowVec(base reg.Register, disp, v, nv int, tail reg.Register, dst reg.Register) {
+	var m reg.Register
+	if v == nv-1 {
+		m = tail
+	}
+	k.loadM(synMem(base, disp+4*k.V*v), m, dst)
+}
+
+// accumulate adds b·vs[v] to acc[v] for each v, with b the float32 at m.
+func (k *synKit) accumulate(m operand.Mem, vs, acc []reg.VecVirtual) {
+	if len(vs) == 1 {
+		k.fmaBcast(m, vs[0], acc[0])
+		return
+	}
+	b := k.vec()
+	k.bcast(m, b)
+	for v := range vs {
+		k.c.VFMADD231PS(b, vs[v], acc[v])
+	}
+}
+
+func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
+	k := newSynKit(f, Name(op, isa), isa)
+	c := k.c
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	nv := (W + V - 1) / V
+	pc, R := k.backPlan(W, nv)
+	tailMask := func() reg.Register {
+		if W%V == 0 {
+			return nil
+		}
+		return k.lanes(W % V)
+	}
+
+	t := k.gp(c.Param("t"))
+	i0 := c.GP64()
+	c.XORQ(i0, i0)
+
+	block := func(r int) {
+		for _, ch := range synPChunks(nv, pc) {
+			var tail reg.Register
+			if ch.first+ch.n == nv {
+				tail = tailMask()
+			}
+			acc := make([][]reg.VecVirtual, r)
+			for q := range acc {
+				acc[q] = make([]reg.VecVirtual, ch.n)
+				for v := range acc[q] {
+					acc[q][v] = k.vec()
+					k.zero(acc[q][v])
+				}
+			}
+			dcp := k.gp(c.Param("dc").Base())
+			tmp := c.GP64()
+			c.MOVQ(i0, tmp)
+			c.IMUL3Q(synImm(4*N), tmp, tmp)
+			c.ADDQ(tmp, dcp)
+			wp := k.gp(c.Param("w").Base())
+			cnt := c.GP64()
+			c.MOVQ(i0, cnt)
+			lJ, lTri := k.lbl("cols"), k.lbl("tri")
+			c.TESTQ(cnt, cnt)
+			c.JZ(synRef(lTri))
+			// Columns j < i0: every row of the block uses them.
+			k.label(lJ)
+			wv := make([]reg.VecVirtual, ch.n)
+			for v := range wv {
+				wv[v] = k.vec()
+				k.rowVec(wp, 0, ch.first+v, nv, tail, wv[v])
+			}
+			for q := 0; q < r; q++ {
+				k.accumulate(synMem(dcp, 4*q*N), wv, acc[q])
+			}
+			c.ADDQ(synImm(4), dcp)
+			c.ADDQ(synImm(4*LW), wp)
+			c.DECQ(cnt)
+			c.JNZ(synRef(lJ))
+			// Columns j = i0+e, e < r: rows q ≥ e of the block.
+			k.label(lTri)
+			for e := 0; e < r; e++ {
+				wv := make([]reg.VecVirtual, ch.n)
+				for v := range wv {
+					wv[v] = k.vec()
+					k.rowVec(wp, 4*e*LW, ch.first+v, nv, tail, wv[v])
+				}
+				for q := e; q < r; q++ {
+					k.accumulate(synMem(dcp, 4*(q*N+e)), wv, acc[q])
+				}
+			}
+			// dx = scale·acc (overwrite).
+			scale := k.bcastParam("scale")
+			dxp := k.gp(c.Param("dx").Base())
+			c.MOVQ(i0, tmp)
+			c.IMUL3Q(synImm(4*LX), tmp, tmp)
+			c.ADDQ(tmp, dxp)
+			for q := 0; q < r; q++ {
+				for v := 0; v < ch.n; v++ {
+					c.VMULPS(scale, acc[q][v], acc[q][v])
+					var m reg.Register
+					if ch.first+v == nv-1 {
+						m = tail
+					}
+					k.storeM(acc[q][v], m, synMem(dxp, 4*(q*LX+V*(ch.first+v))))
+				}
+			}
+		}
+		c.ADDQ(synImm(r), i0)
+	}
+
+	left := c.GP64()
+	lBlk, lRem := k.lbl("rows"), k.lbl("rowsrem")
+	k.label(lBlk)
+	c.MOVQ(t, left)
+	c.SUBQ(i0, left)
+	c.CMPQ(left, synImm(R))
+	c.JLT(synRef(lRem))
+	block(R)
+	c.JMP(synRef(lBlk))
+	k.label(lRem)
+	for _, b := range synBlockSizes(R) {
+		lSkip := k.lbl("skip")
+		c.MOVQ(t, left)
+		c.SUBQ(i0, left)
+		c.CMPQ(left, synImm(b))
+		c.JLT(synRef(lSkip))
+		block(b)
+		k.label(lSkip)
+	}
+	k.ret()
+}
+
+func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
+	k := newSynKit(f, Name(op, isa), isa)
+	c := k.c
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	nv := (W + V - 1) / V
+	pc, R := k.backPlan(W, nv)
+	tailMask := func() reg.Register {
+		if W%V == 0 {
+			return nil
+		}
+		return k.lanes(W % V)
+	}
+
+	t := k.gp(c.Param("t"))
+	j0 := c.GP64()
+	c.XORQ(j0, j0)
+
+	block := func(r int) {
+		for _, ch := range synPChunks(nv, pc) {
+			var tail reg.Register
+			if ch.first+ch.n == nv {
+				tail = tailMask()
+			}
+			acc := make([][]reg.VecVirtual, r)
+			for q := range acc {
+				acc[q] = make([]reg.VecVirtual, ch.n)
+				for v := range acc[q] {
+					acc[q][v] = k.vec()
+					k.zero(acc[q][v])
+				}
+			}
+			xj := k.gp(c.Param("x").Base()) // row j0 of x
+			tmp := c.GP64()
+			c.MOVQ(j0, tmp)
+			c.IMUL3Q(synImm(4*LX), tmp, tmp)
+			c.ADDQ(tmp, xj)
+			dcj := k.gp(c.Param("dc").Base()) // dc[j0, j0]
+			c.MOVQ(j0, tmp)
+			c.IMUL3Q(synImm(4*(N+1)), tmp, tmp)
+			c.ADDQ(tmp, dcj)
+			// Rows i = j0+e, e < r−1: columns j0+q, q ≤ e.
+			for e := 0; e < r-1; e++ {
+				xv := make([]reg.VecVirtual, ch.n)
+				for v := range xv {
+					xv[v] = k.vec()
+					k.rowVec(xj, 4*e*LX, ch.first+v, nv, tail, xv[v])
+				}
+				for q := 0; q <= e; q++ {
+					k.accumulate(synMem(dcj, 4*(e*N+q)), xv, acc[q])
+				}
+			}
+			// Rows i = j0+r−1..t−1: every column of the block.
+			c.ADDQ(synImm(4*(r-1)*LX), xj)
+			c.ADDQ(synImm(4*(r-1)*N), dcj)
+			cnt := c.GP64()
+			c.MOVQ(t, cnt)
+			c.SUBQ(j0, cnt)
+			c.SUBQ(synImm(r-1), cnt)
+			lI := k.lbl("rows")
+			k.label(lI)
+			xv := make([]reg.VecVirtual, ch.n)
+			for v := range xv {
+				xv[v] = k.vec()
+				k.rowVec(xj, 0, ch.first+v, nv, tail, xv[v])
+			}
+			for q := 0; q < r; q++ {
+				k.accumulate(synMem(dcj, 4*q), xv, acc[q])
+			}
+			c.ADDQ(synImm(4*LX), xj)
+			c.ADDQ(synImm(4*N), dcj)
+			c.DECQ(cnt)
+			c.JNZ(synRef(lI))
+			// dw += scale·acc.
+			scale := k.bcastParam("scale")
+			dwp := k.gp(c.Param("dw").Base())
+			c.MOVQ(j0, tmp)
+			c.IMUL3Q(synImm(4*LW), tmp, tmp)
+			c.ADDQ(tmp, dwp)
+			for q := 0; q < r; q++ {
+				for v := 0; v < ch.n; v++ {
+					dst := synMem(dwp, 4*(q*LW+V*(ch.first+v)))
+					if ch.first+v == nv-1 && tail != nil {
+						old := k.vec()
+						k.loadM(dst, tail, old)
+						c.VFMADD213PS(old, scale, acc[q][v])
+						k.storeM(acc[q][v], tail, dst)
+						continue
+					}
+					c.VFMADD213PS(dst, scale, acc[q][v])
+					k.storeM(acc[q][v], nil, dst)
+				}
+			}
+		}
+		c.ADDQ(synImm(r), j0)
+	}
+
+	left := c.GP64()
+	lBlk, lRem := k.lbl("blocks"), k.lbl("blocksrem")
+	k.label(lBlk)
+	c.MOVQ(t, left)
+	c.SUBQ(j0, left)
+	c.CMPQ(left, synImm(R))
+	c.JLT(synRef(lRem))
+	block(R)
+	c.JMP(synRef(lBlk))
+	k.label(lRem)
+	for _, b := range synBlockSizes(R) {
+		lSkip := k.lbl("skip")
+		c.MOVQ(t, left)
+		c.SUBQ(j0, left)
+		c.CMPQ(left, synImm(b))
+		c.JLT(synRef(lSkip))
+		block(b)
+		k.label(lSkip)
+	}
+
+	// dbias[j] += Σ_{i≥j} dc[i,j], by panels of V columns.
+	lEnd := k.lbl("end")
+	c.CMPQ(k.addr(c.Param("dbias").Len(), "len(dbias)"), synImm(0))
+	c.JEQ(synRef(lEnd))
+	k.columnSums(t, "dc", "dbias")
+	k.label(lEnd)
+	k.ret()
+}
+
+// columnSums adds to out[j] (a slice parameter) the sums Σ_{j≤i<t}
+// tri[i·N+j] over the causal triangle of the slice parameter tri.
+func (k *synKit) columnSums(t reg.GPVirtual, tri, out string) {
+	c := k.c
+	N, V := k.f.Config.N, k.V
+	j0 := c.GP64()
+	c.XORQ(j0, j0)
+	lPanel := k.lbl("colpanel")
+	k.label(lPanel)
+	dcp := k.gp(c.Param(tri).Base()) // tri[j0, j0]
+	tmp := c.GP64()
+	c.MOVQ(j0, tmp)
+	c.IMUL3Q(synImm(4*(N+1)), tmp, tmp)
+	c.ADDQ(tmp, dcp)
+	rows := c.GP64()
+	c.MOVQ(t, rows)
+	c.SUBQ(j0, rows)
+	acc := k.vec()
+	k.zero(acc)
+	var m reg.GPVirtual // as in emitProduct: lanes ≤ i−j0
+	if k.avx512() {
+		m = c.GP32()
+		c.MOVL(operand.U32(1), m)
+	} else {
+		m = c.GP64()
+		c.MOVQ(synImm(4*(V-1)), m)
+	}
+	lRow := k.lbl("colrow")
+	k.label(lRow)
+	v := k.vec()
+	if k.avx512() {
+		km := c.K()
+		c.KMOVW(m, km)
+		c.VMOVUPS_Z(synMem(dcp, 0), km, v)
+		c.VADDPS(v, acc, acc)
+		c.LEAL(operand.Mem{Base: m, Index: m, Scale: 1, Disp: 1}, m)
+		c.ANDL(operand.U32(0xFFFF), m)
+	} else {
+		lFull, lDone := k.lbl("colfull"), k.lbl("coldone")
+		c.CMPQ(m, synImm(0))
+		c.JEQ(synRef(lFull))
+		tb := c.GP64()
+		c.LEAQ(k.maskTable(), tb)
+		mk := k.vec()
+		c.VMOVDQU(synMemIdx(tb, 0, m, 1), mk)
+		c.VMASKMOVPS(synMem(dcp, 0), mk, v)
+		c.VADDPS(v, acc, acc)
+		c.SUBQ(synImm(4), m)
+		c.JMP(synRef(lDone))
+		k.label(lFull)
+		c.VADDPS(synMem(dcp, 0), acc, acc)
+		k.label(lDone)
+	}
+	c.ADDQ(synImm(4*N), dcp)
+	c.DECQ(rows)
+	c.JNZ(synRef(lRow))
+	// out[j0 : j0+min(V, t−j0)] += acc.
+	n := c.GP64()
+	c.MOVQ(t, n)
+	c.SUBQ(j0, n)
+	k.capLanes(n)
+	mk := k.dynLanes(n)
+	ob := k.gp(c.Param(out).Base())
+	dst := synMemIdx(ob, 0, j0, 4)
+	old := k.vec()
+	k.loadM(dst, mk, old)
+	c.VADDPS(old, acc, acc)
+	k.storeM(acc, mk, dst)
+	c.ADDQ(synImm(V), j0)
+	c.CMPQ(j0, t)
+	c.JLT(synRef(lPanel))
+}

@@ -1,0 +1,549 @@
+package gogen
+
+// Emitters of the attention-free kernels (aft_full, aft_local, aft_conv,
+// aft_simple) and of causal linear attention. The formulas are those of the
+// function types in runtime/kernels; the algorithms, shared with the
+// assembly of gen/asmgen, are:
+//
+//   - AFT forward, per row i and channel: the keys j ≤ i − S outside the
+//     window (bias 0) are kept as a running scan (their maximum r and the
+//     sums Σ exp(k_j − r)·v_j, Σ exp(k_j − r)), the keys inside the window
+//     are summed directly after a first pass for their maximum. Both parts
+//     are positive sums shifted by the row maximum m, so nothing cancels and
+//     nothing overflows. aft_full is the case S = ∞ (no scan), aft_simple
+//     S = 0 (no window).
+//   - AFT backward, a reverse sweep over the keys j: the rows i ≥ j + S see
+//     key j with bias 0, so their contribution is exp(k_j − μ) times a
+//     running suffix sum over those rows shifted by their minimum statistic
+//     μ = min m_i (≥ k_j); the window rows j ≤ i < j + S are summed directly
+//     and give the bias gradient.
+//   - Linear: the DH×DH state S_i is kept and updated row by row; the
+//     backward is a forward sweep for dfq and a reverse sweep with the
+//     suffix state G_j = Σ_{i≥j} fq_i a_iᵀ for dfk and dv.
+//
+// Exponentials are math.Exp in float64 of an argument formed in float32
+// exactly as the assembly forms it; sums are float32.
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/synthgen/synthgen/gen/catalog"
+)
+
+// aftMode is the bias structure of an AFT kernel.
+type aftMode int
+
+const (
+	aftModeFull   aftMode = iota // b_ij = w[i·N+j] for every j ≤ i
+	aftModeLocal                 // b_ij = w[i·N+j] inside the window, 0 outside
+	aftModeConv                  // b_ij = u[i−j] inside the window, 0 outside
+	aftModeSimple                // b_ij = 0
+)
+
+func aftModeOf(k catalog.Kind) aftMode {
+	switch k {
+	case catalog.AFTLocal, catalog.AFTLocalBack:
+		return aftModeLocal
+	case catalog.AFTConv, catalog.AFTConvBack:
+		return aftModeConv
+	case catalog.AFTSimple, catalog.AFTSimpleBack:
+		return aftModeSimple
+	}
+	return aftModeFull
+}
+
+// scan reports whether the mode has keys outside the window (bias 0).
+func (m aftMode) scan() bool { return m != aftModeFull }
+
+// window reports whether the mode has keys with a learned bias.
+func (m aftMode) window() bool { return m != aftModeSimple }
+
+// biasName is the bias parameter's name (w or u), "" for aft_simple.
+func (m aftMode) biasName() string {
+	switch m {
+	case aftModeFull, aftModeLocal:
+		return "w"
+	case aftModeConv:
+		return "u"
+	}
+	return ""
+}
+
+// aftBiasDoc describes b_ij for the doc comments.
+func aftBiasDoc(m aftMode) string {
+	switch m {
+	case aftModeFull:
+		return "b_ij = w[i·N+j]"
+	case aftModeLocal:
+		return "b_ij = w[i·N+j] for i − j < S, 0 for i − j ≥ S"
+	case aftModeConv:
+		return "b_ij = u[i−j] for i − j < S, 0 for i − j ≥ S"
+	}
+	return "b_ij = 0"
+}
+
+// id is jen.Id.
+func id(name string) *jen.Statement { return jen.Id(name) }
+
+// atC is name[c].
+func atC(name string) *jen.Statement { return jen.Id(name).Index(jen.Id("c")) }
+
+// headRow declares name := slice[r*D : r*D+DH : r*D+DH], row r of a head slice.
+func headRow(name, slice, r string) jen.Code {
+	lo := func() *jen.Statement { return jen.Id(r).Op("*").Id("D") }
+	return jen.Id(name).Op(":=").Id(slice).Index(lo(), lo().Op("+").Id("DH"), lo().Op("+").Id("DH"))
+}
+
+// forC is `for c := range DH { body }`.
+func forC(body ...jen.Code) jen.Code {
+	return jen.For(jen.Id("c").Op(":=").Range().Id("DH")).Block(body...)
+}
+
+// forP is `for p := range DH { body }`.
+func forP(body ...jen.Code) jen.Code {
+	return jen.For(jen.Id("p").Op(":=").Range().Id("DH")).Block(body...)
+}
+
+// expf is float32(math.Exp(float64(x))).
+func expf(x jen.Code) *jen.Statement {
+	return jen.Float32().Call(jen.Qual("math", "Exp").Call(jen.Float64().Call(x)))
+}
+
+// infF32 is float32(math.Inf(sign)).
+func infF32(sign int) *jen.Statement {
+	return jen.Float32().Call(jen.Qual("math", "Inf").Call(jen.Lit(sign)))
+}
+
+// aftSizes declares the constants of an AFT kernel.
+func aftSizes(op catalog.Op, cfg catalog.Config, m aftMode) jen.Code {
+	sz := []size{}
+	if m == aftModeFull || m == aftModeLocal {
+		sz = append(sz, size{"N", cfg.N, "row stride of w"})
+	}
+	sz = append(sz,
+		size{"D", cfg.D, "row stride of the head slices"},
+		size{"DH", cfg.DH, "head width"},
+	)
+	if m == aftModeLocal || m == aftModeConv {
+		sz = append(sz, size{"S", op.Window, "window"})
+	}
+	return constBlock(sz...)
+}
+
+// aftBias declares b, the bias of key j in row i (inside the window).
+func aftBias(m aftMode) jen.Code {
+	if m == aftModeConv {
+		return jen.Id("b").Op(":=").Id("uw").Index(jen.Id("i").Op("-").Id("j"))
+	}
+	return jen.Id("b").Op(":=").Id("w").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("j"))
+}
+
+// emitAFT emits the forward of an AFT kernel.
+func emitAFT(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	m := aftModeOf(op.Kind)
+	doc := fmt.Sprintf(`%s is the %s forward (kernels.%sFunc) for N = %d, D = %d, DH = %d%s:
+for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
+
+	m[i·D+c]  = max_{j≤i} e_ij[c]
+	rd[i·D+c] = 1 / Σ_{j≤i} exp(e_ij[c] − m[i·D+c])
+	z[i·D+c]  = rd[i·D+c] · Σ_{j≤i} exp(e_ij[c] − m[i·D+c]) · v[j·D+c]
+
+(overwrite).%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, windowDoc(op, m), aftBiasDoc(m), aftFwdAlgoDoc(m))
+
+	body := []jen.Code{aftSizes(op, cfg, m)}
+	if m == aftModeConv {
+		body = append(body, jen.Id("uw").Op(":=").Id("u").Index(jen.Empty(), jen.Id("S"), jen.Id("S")))
+	}
+	if m.scan() {
+		body = append(body,
+			jen.Comment("Scan over the keys without bias: their running maximum r and the sums"),
+			jen.Comment("sa = Σ exp(k_j − r)·v_j and sb = Σ exp(k_j − r)."),
+			jen.Var().List(id("r"), id("sa"), id("sb")).Index(id("DH")).Float32(),
+			jen.For(jen.Id("c").Op(":=").Range().Id("r")).Block(atC("r").Op("=").Add(infF32(-1))),
+		)
+	}
+	if m.window() {
+		body = append(body, jen.Var().List(id("mx"), id("num"), id("den")).Index(id("DH")).Float32())
+	}
+
+	var row []jen.Code
+	if m.scan() {
+		lag := jen.Id("i").Op("-").Id("S")
+		what := "Add key i − S, which leaves the window at row i"
+		if m == aftModeSimple {
+			lag = jen.Id("i")
+			what = "Add key i"
+		}
+		row = append(row, jen.Comment(what+"."),
+			jen.If(jen.Id("j").Op(":=").Add(lag), jen.Id("j").Op(">=").Lit(0)).Block(
+				headRow("kr", "k", "j"),
+				headRow("vr", "v", "j"),
+				forC(scanAdd()...),
+			))
+	}
+	row = append(row, headRow("zr", "z", "i"), headRow("mr", "m", "i"), headRow("rdr", "rd", "i"))
+	if !m.window() {
+		row = append(row, forC(
+			jen.Id("inv").Op(":=").Lit(1).Op("/").Add(atC("sb")),
+			atC("zr").Op("=").Add(atC("sa")).Op("*").Id("inv"),
+			atC("mr").Op("=").Add(atC("r")),
+			atC("rdr").Op("=").Id("inv"),
+		))
+	} else {
+		if m == aftModeFull {
+			row = append(row, jen.Id("j0").Op(":=").Lit(0))
+		} else {
+			row = append(row, jen.Id("j0").Op(":=").Max(jen.Id("i").Op("-").Id("S").Op("+").Lit(1), jen.Lit(0)))
+		}
+		row = append(row, jen.Comment("The row maximum: of the scan and of the keys in the window."))
+		if m.scan() {
+			row = append(row, jen.Id("mx").Op("=").Id("r"))
+		} else {
+			row = append(row, forC(atC("mx").Op("=").Add(infF32(-1))))
+		}
+		row = append(row,
+			jen.For(jen.Id("j").Op(":=").Id("j0"), jen.Id("j").Op("<=").Id("i"), jen.Id("j").Op("++")).Block(
+				aftBias(m),
+				headRow("kr", "k", "j"),
+				forC(atC("mx").Op("=").Max(atC("mx"), atC("kr").Op("+").Id("b"))),
+			))
+		if m.scan() {
+			row = append(row, forC(
+				jen.Id("e").Op(":=").Add(expf(atC("r").Op("-").Add(atC("mx")))),
+				atC("num").Op("=").Add(atC("sa")).Op("*").Id("e"),
+				atC("den").Op("=").Add(atC("sb")).Op("*").Id("e"),
+			))
+		} else {
+			row = append(row,
+				jen.Id("num").Op("=").Index(id("DH")).Float32().Values(),
+				jen.Id("den").Op("=").Index(id("DH")).Float32().Values(),
+			)
+		}
+		row = append(row,
+			jen.For(jen.Id("j").Op(":=").Id("j0"), jen.Id("j").Op("<=").Id("i"), jen.Id("j").Op("++")).Block(
+				aftBias(m),
+				headRow("kr", "k", "j"),
+				headRow("vr", "v", "j"),
+				forC(
+					jen.Id("e").Op(":=").Add(expf(atC("kr").Op("+").Id("b").Op("-").Add(atC("mx")))),
+					atC("num").Op("+=").Id("e").Op("*").Add(atC("vr")),
+					atC("den").Op("+=").Id("e"),
+				),
+			),
+			forC(
+				jen.Id("inv").Op(":=").Lit(1).Op("/").Add(atC("den")),
+				atC("zr").Op("=").Add(atC("num")).Op("*").Id("inv"),
+				atC("mr").Op("=").Add(atC("mx")),
+				atC("rdr").Op("=").Id("inv"),
+			),
+		)
+	}
+	body = append(body, forRows(row...))
+	funcDecl(f, op, doc, body...)
+}
+
+func windowDoc(op catalog.Op, m aftMode) string {
+	if m == aftModeLocal || m == aftModeConv {
+		return fmt.Sprintf(", window S = %d", op.Window)
+	}
+	return ""
+}
+
+func aftFwdAlgoDoc(m aftMode) string {
+	switch m {
+	case aftModeFull:
+		return " Per row, a first pass over the keys finds m, a second sums the\nexponentials."
+	case aftModeSimple:
+		return " One causal scan keeps the running maximum and the sums shifted by it."
+	}
+	return ` The keys j ≤ i − S (bias 0) are kept as a causal scan (running
+maximum and sums shifted by it), the keys of the window are summed
+directly after a pass for their maximum; both parts are positive sums
+shifted by m, so nothing cancels.`
+}
+
+// scanAdd adds key (kr, vr) to the running scan (r, sa, sb) of channel c,
+// with one exponential of a non-positive argument.
+func scanAdd() []jen.Code {
+	return []jen.Code{
+		jen.If(jen.Id("x").Op(":=").Add(atC("kr")), jen.Id("x").Op(">").Add(atC("r"))).Block(
+			jen.Id("e").Op(":=").Add(expf(atC("r").Op("-").Id("x"))),
+			atC("sa").Op("=").Add(atC("sa")).Op("*").Id("e").Op("+").Add(atC("vr")),
+			atC("sb").Op("=").Add(atC("sb")).Op("*").Id("e").Op("+").Lit(1),
+			atC("r").Op("=").Id("x"),
+		).Else().Block(
+			jen.Id("e").Op(":=").Add(expf(jen.Id("x").Op("-").Add(atC("r")))),
+			atC("sa").Op("+=").Id("e").Op("*").Add(atC("vr")),
+			atC("sb").Op("+=").Id("e"),
+		),
+	}
+}
+
+// emitAFTBack emits the backward of an AFT kernel.
+func emitAFTBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	m := aftModeOf(op.Kind)
+	grad := ""
+	switch m {
+	case aftModeFull:
+		grad = "\n\tdw[i·N+j] += Σ_{c<DH} g_ij[c],  j ≤ i < t                (accumulate)"
+	case aftModeLocal:
+		grad = "\n\tdw[i·N+j] += Σ_{c<DH} g_ij[c],  i − S < j ≤ i < t        (accumulate)"
+	case aftModeConv:
+		grad = "\n\tdu[l]     += Σ_{i−j=l} Σ_{c<DH} g_ij[c],  l < S         (accumulate)"
+	}
+	doc := fmt.Sprintf(`%s is the %s backward (kernels.%sFunc) for N = %d, D = %d, DH = %d%s.
+With %s, p_ij[c] = exp(k[j·D+c] + b_ij − m[i·D+c]) · rd[i·D+c] and
+g_ij[c] = p_ij[c] · dz[i·D+c] · (v[j·D+c] − z[i·D+c]):
+
+	dv[j·D+c]  = Σ_{j≤i<t} p_ij[c] · dz[i·D+c]                  (overwrite)
+	dk[j·D+c]  = Σ_{j≤i<t} g_ij[c]                              (overwrite)%s
+
+m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, windowDoc(op, m), aftBiasDoc(m), grad, aftBackAlgoDoc(m))
+
+	body := []jen.Code{aftSizes(op, cfg, m)}
+	if m == aftModeConv {
+		body = append(body,
+			jen.Id("uw").Op(":=").Id("u").Index(jen.Empty(), jen.Id("S"), jen.Id("S")),
+			jen.Id("duw").Op(":=").Id("du").Index(jen.Empty(), jen.Id("S"), jen.Id("S")),
+		)
+	}
+	if m.scan() {
+		body = append(body,
+			jen.Comment("Suffix state over the rows that see key j without bias: mu = min m_i,"),
+			jen.Comment("r1 = Σ exp(mu − m_i)·rd_i·dz_i and r2 = Σ exp(mu − m_i)·rd_i·dz_i·z_i."),
+			jen.Var().List(id("mu"), id("r1"), id("r2")).Index(id("DH")).Float32(),
+			jen.For(jen.Id("c").Op(":=").Range().Id("mu")).Block(atC("mu").Op("=").Add(infF32(1))),
+		)
+	}
+	body = append(body, jen.Var().List(id("gk"), id("gv")).Index(id("DH")).Float32())
+
+	var row []jen.Code
+	if m.scan() {
+		lead := jen.Id("j").Op("+").Id("S")
+		what := "Row j + S is the first to see key j without bias; add it."
+		if m == aftModeSimple {
+			lead = jen.Id("j")
+			what = "Add row j."
+		}
+		row = append(row, jen.Comment(what),
+			jen.If(jen.Id("i").Op(":=").Add(lead), jen.Id("i").Op("<").Id("t")).Block(
+				headRow("mr", "m", "i"),
+				headRow("rdr", "rd", "i"),
+				headRow("dzr", "dz", "i"),
+				headRow("zr", "z", "i"),
+				forC(
+					jen.Id("bz").Op(":=").Add(atC("rdr")).Op("*").Add(atC("dzr")),
+					jen.If(jen.Id("x").Op(":=").Add(atC("mr")), jen.Id("x").Op("<").Add(atC("mu"))).Block(
+						jen.Id("e").Op(":=").Add(expf(jen.Id("x").Op("-").Add(atC("mu")))),
+						atC("r1").Op("=").Add(atC("r1")).Op("*").Id("e").Op("+").Id("bz"),
+						atC("r2").Op("=").Add(atC("r2")).Op("*").Id("e").Op("+").Id("bz").Op("*").Add(atC("zr")),
+						atC("mu").Op("=").Id("x"),
+					).Else().Block(
+						jen.Id("e").Op(":=").Add(expf(atC("mu").Op("-").Id("x"))),
+						atC("r1").Op("+=").Id("e").Op("*").Id("bz"),
+						atC("r2").Op("+=").Id("e").Op("*").Id("bz").Op("*").Add(atC("zr")),
+					),
+				),
+			))
+	}
+	row = append(row, headRow("kr", "k", "j"), headRow("vr", "v", "j"))
+	if m.scan() {
+		row = append(row,
+			jen.Comment("Rows without bias: exp(k_j − mu) ≤ 1 times the suffix sums."),
+			forC(
+				jen.Id("e").Op(":=").Add(expf(atC("kr").Op("-").Add(atC("mu")))),
+				atC("gv").Op("=").Id("e").Op("*").Add(atC("r1")),
+				atC("gk").Op("=").Id("e").Op("*").Parens(atC("vr").Op("*").Add(atC("r1")).Op("-").Add(atC("r2"))),
+			))
+	} else {
+		row = append(row,
+			jen.Id("gk").Op("=").Index(id("DH")).Float32().Values(),
+			jen.Id("gv").Op("=").Index(id("DH")).Float32().Values(),
+		)
+	}
+	if m.window() {
+		end := jen.Id("t")
+		if m != aftModeFull {
+			end = jen.Min(jen.Id("j").Op("+").Id("S"), jen.Id("t"))
+		}
+		dst := jen.Id("dw").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("j"))
+		if m == aftModeConv {
+			dst = jen.Id("duw").Index(jen.Id("i").Op("-").Id("j"))
+		}
+		row = append(row,
+			jen.Comment("Rows whose window holds key j."),
+			jen.For(jen.Id("i").Op(":=").Id("j"), jen.Id("i").Op("<").Add(end), jen.Id("i").Op("++")).Block(
+				aftBias(m),
+				headRow("mr", "m", "i"),
+				headRow("rdr", "rd", "i"),
+				headRow("dzr", "dz", "i"),
+				headRow("zr", "z", "i"),
+				jen.Var().Id("gs").Float32(),
+				forC(
+					jen.Id("pd").Op(":=").Add(expf(atC("kr").Op("+").Id("b").Op("-").Add(atC("mr")))).Op("*").Add(atC("rdr")).Op("*").Add(atC("dzr")),
+					atC("gv").Op("+=").Id("pd"),
+					jen.Id("g").Op(":=").Id("pd").Op("*").Parens(atC("vr").Op("-").Add(atC("zr"))),
+					atC("gk").Op("+=").Id("g"),
+					jen.Id("gs").Op("+=").Id("g"),
+				),
+				dst.Op("+=").Id("gs"),
+			))
+	}
+	row = append(row,
+		jen.Copy(jen.Id("dk").Index(jen.Id("j").Op("*").Id("D"), jen.Id("j").Op("*").Id("D").Op("+").Id("DH")), jen.Id("gk").Index(jen.Empty(), jen.Empty())),
+		jen.Copy(jen.Id("dv").Index(jen.Id("j").Op("*").Id("D"), jen.Id("j").Op("*").Id("D").Op("+").Id("DH")), jen.Id("gv").Index(jen.Empty(), jen.Empty())),
+	)
+	body = append(body, jen.For(jen.Id("j").Op(":=").Id("t").Op("-").Lit(1), jen.Id("j").Op(">=").Lit(0), jen.Id("j").Op("--")).Block(row...))
+	funcDecl(f, op, doc, body...)
+}
+
+func aftBackAlgoDoc(m aftMode) string {
+	switch m {
+	case aftModeFull:
+		return " Keys j in reverse order, each summing over its rows i ≥ j."
+	case aftModeSimple:
+		return ` A reverse sweep over the keys j keeps suffix sums over the rows
+i ≥ j shifted by their smallest statistic mu = min m_i (≥ k_j), so every
+exponential has a non-positive argument.`
+	}
+	return ` A reverse sweep over the keys j: the rows i ≥ j + S, which see
+key j with bias 0, are kept as suffix sums shifted by their smallest
+statistic mu = min m_i (≥ k_j); the window rows j ≤ i < j + S are summed
+directly.`
+}
+
+// emitLinear emits the causal linear-attention forward.
+func emitLinear(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	doc := fmt.Sprintf(`%s is causal linear attention (kernels.LinearFunc) for D = %d, DH = %d,
+Heads = %d: for i < t, with S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk_j,
+
+	rd[i·Heads] = 1 / (fq_i · z_i + 1e-6)
+	y[i·D+c]    = rd[i·Heads] · Σ_{p<DH} fq[i·D+p] · S_i[p, c]
+
+(overwrite). The DH×DH state is updated row by row.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
+	row := []jen.Code{
+		headRow("fkr", "fk", "i"),
+		headRow("vr", "v", "i"),
+		headRow("fqr", "fq", "i"),
+		headRow("yr", "y", "i"),
+		jen.Comment("S += fk_i v_iᵀ, z += fk_i."),
+		forP(
+			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
+			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
+			jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH")),
+			forC(atC("sr").Op("+=").Id("a").Op("*").Add(atC("vr"))),
+		),
+		jen.Var().Id("den").Float32(),
+		forP(jen.Id("den").Op("+=").Id("fqr").Index(jen.Id("p")).Op("*").Id("zs").Index(jen.Id("p"))),
+		jen.Id("inv").Op(":=").Lit(1).Op("/").Parens(jen.Id("den").Op("+").Lit(1e-6)),
+		jen.Id("rd").Index(jen.Id("i").Op("*").Id("Heads")).Op("=").Id("inv"),
+		jen.Var().Id("acc").Index(id("DH")).Float32(),
+		forP(
+			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
+			jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH")),
+			forC(atC("acc").Op("+=").Id("q").Op("*").Add(atC("sr"))),
+		),
+		forC(atC("yr").Op("=").Add(atC("acc")).Op("*").Id("inv")),
+	}
+	funcDecl(f, op, doc,
+		constBlock(
+			size{"D", cfg.D, "row stride of the head slices"},
+			size{"DH", cfg.DH, "head width"},
+			size{"Heads", cfg.Heads, "row stride of rd"},
+		),
+		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S[p, c] at s[p·DH+c]"),
+		jen.Var().Id("zs").Index(id("DH")).Float32(),
+		forRows(row...),
+	)
+}
+
+// emitLinearBack emits the causal linear-attention backward.
+func emitLinearBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	doc := fmt.Sprintf(`%s is the backward of causal linear attention (kernels.LinearBackFunc)
+for D = %d, DH = %d, Heads = %d. With a_i = rd_i·dy_i, b_i = −rd_i·(dy_i · y_i),
+S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk_j it overwrites
+
+	dfq[i·D+p] = Σ_c S_i[p, c]·a_i[c] + b_i·z_i[p]
+	dfk[j·D+p] = Σ_{j≤i<t} (a_i · v_j + b_i) · fq[i·D+p]
+	dv[j·D+c]  = Σ_{j≤i<t} (fq_i · fk_j) · a_i[c]
+
+dfq in a forward sweep with S_i and z_i, dfk and dv in a reverse sweep
+with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
+	srow := func() jen.Code {
+		return jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"))
+	}
+	dot := func(name string) []jen.Code {
+		return []jen.Code{
+			jen.Var().Id(name).Float32(),
+			forC(jen.Id(name).Op("+=").Add(atC("dyr")).Op("*").Add(atC("yr"))),
+		}
+	}
+	fwd := []jen.Code{
+		headRow("fkr", "fk", "i"),
+		headRow("vr", "v", "i"),
+		headRow("dyr", "dy", "i"),
+		headRow("yr", "y", "i"),
+		headRow("dfqr", "dfq", "i"),
+		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("i").Op("*").Id("Heads")),
+		forP(
+			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
+			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
+			srow(),
+			forC(atC("sr").Op("+=").Id("a").Op("*").Add(atC("vr"))),
+		),
+	}
+	fwd = append(fwd, dot("dyy")...)
+	fwd = append(fwd, forP(
+		srow(),
+		jen.Var().Id("acc").Float32(),
+		forC(jen.Id("acc").Op("+=").Add(atC("sr")).Op("*").Add(atC("dyr"))),
+		jen.Id("dfqr").Index(jen.Id("p")).Op("=").Id("inv").Op("*").Parens(jen.Id("acc").Op("-").Id("dyy").Op("*").Id("zs").Index(jen.Id("p"))),
+	))
+	rev := []jen.Code{
+		headRow("fqr", "fq", "j"),
+		headRow("fkr", "fk", "j"),
+		headRow("vr", "v", "j"),
+		headRow("dyr", "dy", "j"),
+		headRow("yr", "y", "j"),
+		headRow("dfkr", "dfk", "j"),
+		headRow("dvr", "dv", "j"),
+		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("j").Op("*").Id("Heads")),
+	}
+	rev = append(rev, dot("dyy")...)
+	rev = append(rev,
+		jen.Id("bj").Op(":=").Op("-").Id("inv").Op("*").Id("dyy"),
+		jen.Comment("G += fq_j a_jᵀ, h += b_j fq_j; then dfk_j = G v_j + h and dv_j = Gᵀ fk_j."),
+		jen.Var().Id("acc").Index(id("DH")).Float32(),
+		forP(
+			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
+			jen.Id("hs").Index(jen.Id("p")).Op("+=").Id("bj").Op("*").Id("q"),
+			jen.Id("qi").Op(":=").Id("q").Op("*").Id("inv"),
+			srow(),
+			jen.Id("kp").Op(":=").Id("fkr").Index(jen.Id("p")),
+			jen.Var().Id("sv").Float32(),
+			forC(
+				atC("sr").Op("+=").Id("qi").Op("*").Add(atC("dyr")),
+				jen.Id("sv").Op("+=").Add(atC("sr")).Op("*").Add(atC("vr")),
+				atC("acc").Op("+=").Id("kp").Op("*").Add(atC("sr")),
+			),
+			jen.Id("dfkr").Index(jen.Id("p")).Op("=").Id("sv").Op("+").Id("hs").Index(jen.Id("p")),
+		),
+		jen.Copy(jen.Id("dvr"), jen.Id("acc").Index(jen.Empty(), jen.Empty())),
+	)
+	funcDecl(f, op, doc,
+		constBlock(
+			size{"D", cfg.D, "row stride of the head slices"},
+			size{"DH", cfg.DH, "head width"},
+			size{"Heads", cfg.Heads, "row stride of rd"},
+		),
+		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S_i, then G_j, at s[p·DH+c]"),
+		jen.Var().List(id("zs"), id("hs")).Index(id("DH")).Float32(),
+		jen.Comment("Forward sweep: dfq."),
+		forRows(fwd...),
+		jen.Clear(jen.Id("s").Index(jen.Empty(), jen.Empty())),
+		jen.Comment("Reverse sweep: dfk and dv."),
+		jen.For(jen.Id("j").Op(":=").Id("t").Op("-").Lit(1), jen.Id("j").Op(">=").Lit(0), jen.Id("j").Op("--")).Block(rev...),
+	)
+}

@@ -1,0 +1,378 @@
+// Package mat holds the float32 matrix products of the linear layers, in
+// plain Go: a blocked, tiled product with a 2×3 register tile, run on a
+// parallel.Pool.
+//
+// All matrices are dense and row-major. For a linear layer with weight
+// w [n, k] (PyTorch's [out, in]) and bias b [n] applied to x [m, k]:
+//
+//	Linear:      y  = x·wᵀ + b          y [m, n]
+//	LinearAdd:   y += x·wᵀ + b
+//	LinearBackX: dx = dy·w   (or +=)    dx [m, k]
+//	LinearBackW: dw += dyᵀ·x, db += colsum(dy)
+//
+// Every product is computed as C = A·Bᵀ with both operands walked along
+// their contiguous rows (the backward products first transpose their
+// operands into the engine's scratch). The output is cut into tiles whose
+// size depends only on the shapes, each tile is one task, and each output
+// element is summed in the same fixed order whichever worker computes it: the
+// results are bit-identical for any number of workers.
+package mat
+
+import (
+	"unsafe"
+
+	"github.com/synthgen/synthgen/runtime/parallel"
+)
+
+// Blocking parameters. The register tile is 2 rows of A by 3 rows of B; a
+// task computes a tileM×tileN block of C, blockK columns of the inner
+// dimension at a time (so a 2×blockK strip of A and a tileN×blockK block of
+// B stay in L1/L2).
+const (
+	tileM  = 64
+	tileN  = 48
+	blockK = 256
+	tileT  = 32 // transpose tile
+)
+
+// Engine runs the products on a worker pool, with scratch for the
+// transposed operands. The zero Engine runs on the calling goroutine alone.
+// An Engine must not be used by two goroutines at once.
+type Engine struct {
+	pool    *parallel.Pool
+	scratch []float32
+	g       gemmJob
+	tr      transposeJob
+}
+
+// NewEngine returns an engine that runs on pool (nil: the calling goroutine).
+func NewEngine(pool *parallel.Pool) *Engine { return &Engine{pool: pool} }
+
+// SetPool changes the pool the engine runs on (nil: the calling goroutine).
+func (e *Engine) SetPool(pool *parallel.Pool) { e.pool = pool }
+
+// ScratchSize is the scratch a linear layer of these sizes needs: the
+// largest of the backward products' transposed operands.
+func ScratchSize(m, k, n int) int { return max(k*padded(n), (n+k)*padded(m)) }
+
+// padded is the row stride of a transposed operand with rows of n floats:
+// n rounded up to a cache line, plus one cache line so that consecutive rows
+// do not fall into the same L1 set (which a stride of a multiple of 4 KiB does).
+func padded(n int) int { return (n+15)/16*16 + 16 }
+
+// Reserve makes sure the engine's scratch holds at least size floats, so
+// that later calls with ScratchSize(m, k, n) ≤ size do not allocate.
+func (e *Engine) Reserve(size int) {
+	if len(e.scratch) < size {
+		e.scratch = Alloc(size)
+	}
+}
+
+// Alloc returns a zeroed slice of n float32s whose first element is aligned
+// to 64 bytes (a cache line, and a ZMM register's width).
+func Alloc(n int) []float32 {
+	buf := make([]float32, n+16)
+	off := 0
+	if n > 0 {
+		addr := uintptr(unsafe.Pointer(&buf[0]))
+		off = int((64-addr%64)%64) / 4
+	}
+	return buf[off : off+n : off+n]
+}
+
+func (e *Engine) run(tasks int, job parallel.Job) {
+	if e.pool == nil {
+		for i := 0; i < tasks; i++ {
+			job.Run(0, i)
+		}
+		return
+	}
+	e.pool.Run(tasks, job)
+}
+
+// MulNT computes C = A·Bᵀ (overwrite) or C += A·Bᵀ (accumulate) for
+// A [m, k], B [n, k], C [m, n], all row-major and contiguous.
+func (e *Engine) MulNT(c, a, b []float32, m, n, k int, accumulate bool) {
+	e.gemm(c, a, b, nil, nil, m, n, k, k, k, accumulate)
+}
+
+// Linear computes y = x·wᵀ + b for x [m, k], w [n, k], y [m, n]; b [n] may
+// be nil (no bias).
+func (e *Engine) Linear(y, x, w, b []float32, m, k, n int) {
+	if b != nil {
+		b = b[:n]
+	}
+	e.gemm(y, x, w, b, nil, m, n, k, k, k, false)
+}
+
+// LinearAdd computes y += x·wᵀ + b for x [m, k], w [n, k], y [m, n]; b [n]
+// may be nil (no bias). It is Linear for a layer whose output is added to a
+// residual stream.
+func (e *Engine) LinearAdd(y, x, w, b []float32, m, k, n int) {
+	if b != nil {
+		b = b[:n]
+	}
+	e.gemm(y, x, w, b, nil, m, n, k, k, k, true)
+}
+
+// LinearBackX computes dx = dy·w (or dx += dy·w when accumulate) for
+// dy [m, n], w [n, k], dx [m, k].
+func (e *Engine) LinearBackX(dx, dy, w []float32, m, k, n int, accumulate bool) {
+	if m == 0 || k == 0 {
+		return
+	}
+	if n == 0 {
+		if !accumulate {
+			clear(dx[:m*k])
+		}
+		return
+	}
+	ld := padded(n)
+	e.Reserve(k * ld)
+	wt := e.scratch[:k*ld]
+	e.transpose(wt, w, n, k, ld)
+	e.gemm(dx, dy, wt, nil, nil, m, k, n, n, ld, accumulate)
+}
+
+// LinearBackW accumulates the weight and bias gradients of a linear layer:
+// dw += dyᵀ·x and db += colsum(dy), for dy [m, n], x [m, k], dw [n, k],
+// db [n]; db may be nil (no bias).
+func (e *Engine) LinearBackW(dw, db, dy, x []float32, m, k, n int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	ld := padded(m)
+	e.Reserve((n + k) * ld)
+	dyt := e.scratch[:n*ld]
+	xt := e.scratch[n*ld : (n+k)*ld]
+	e.transpose(dyt, dy, m, n, ld)
+	e.transpose(xt, x, m, k, ld)
+	if db != nil {
+		db = db[:n]
+	}
+	e.gemm(dw, dyt, xt, nil, db, n, k, m, ld, ld, true)
+}
+
+// gemm: C[m×n] (+)= A[m×k]·B[n×k]ᵀ (+ bias[j]); asum[i] += Σ_p A[i][p].
+// Rows of A are lda apart, rows of B ldb apart; C is contiguous.
+func (e *Engine) gemm(c, a, b, bias, asum []float32, m, n, k, lda, ldb int, accumulate bool) {
+	if m == 0 {
+		return
+	}
+	if n == 0 {
+		if asum != nil {
+			for i := 0; i < m; i++ {
+				var s float32
+				for _, v := range a[i*lda : i*lda+k] {
+					s += v
+				}
+				asum[i] += s
+			}
+		}
+		return
+	}
+	if k == 0 && !accumulate {
+		for i := 0; i < m; i++ {
+			row := c[i*n : i*n+n]
+			if bias != nil {
+				copy(row, bias)
+			} else {
+				clear(row)
+			}
+		}
+		return
+	}
+	g := &e.g
+	*g = gemmJob{c: c[:m*n], a: a[:(m-1)*lda+k], b: b[:(n-1)*ldb+k], bias: bias, asum: asum,
+		m: m, n: n, k: k, lda: lda, ldb: ldb, acc: accumulate, tilesN: (n + tileN - 1) / tileN}
+	tiles := (m + tileM - 1) / tileM * g.tilesN
+	e.run(tiles, g)
+	*g = gemmJob{}
+}
+
+type gemmJob struct {
+	c, a, b, bias, asum []float32
+	m, n, k, lda, ldb   int
+	acc                 bool
+	tilesN              int
+}
+
+// Run computes one tileM×tileN tile of C.
+func (g *gemmJob) Run(_, task int) {
+	m, n, k, lda, ldb := g.m, g.n, g.k, g.lda, g.ldb
+	a, b, c := g.a, g.b, g.c
+	i0 := task / g.tilesN * tileM
+	j0 := task % g.tilesN * tileN
+	i1 := min(i0+tileM, m)
+	j1 := min(j0+tileN, n)
+	for kb := 0; kb < k; kb += blockK {
+		ke := min(kb+blockK, k)
+		keep := g.acc || kb > 0 // add to C rather than overwrite it
+		i := i0
+		for ; i+1 < i1; i += 2 {
+			a0 := a[i*lda+kb : i*lda+ke]
+			a1 := a[(i+1)*lda+kb : (i+1)*lda+ke]
+			r0 := c[i*n : i*n+n]
+			r1 := c[(i+1)*n : (i+1)*n+n]
+			j := j0
+			for ; j+2 < j1; j += 3 {
+				s00, s01, s02, s10, s11, s12 := dot23(a0, a1,
+					b[j*ldb+kb:j*ldb+ke], b[(j+1)*ldb+kb:(j+1)*ldb+ke], b[(j+2)*ldb+kb:(j+2)*ldb+ke])
+				if keep {
+					r0[j] += s00
+					r0[j+1] += s01
+					r0[j+2] += s02
+					r1[j] += s10
+					r1[j+1] += s11
+					r1[j+2] += s12
+				} else {
+					r0[j], r0[j+1], r0[j+2] = s00, s01, s02
+					r1[j], r1[j+1], r1[j+2] = s10, s11, s12
+				}
+			}
+			for ; j < j1; j++ {
+				s0, s1 := dot21(a0, a1, b[j*ldb+kb:j*ldb+ke])
+				if keep {
+					r0[j] += s0
+					r1[j] += s1
+				} else {
+					r0[j], r1[j] = s0, s1
+				}
+			}
+		}
+		if i < i1 {
+			a0 := a[i*lda+kb : i*lda+ke]
+			r0 := c[i*n : i*n+n]
+			j := j0
+			for ; j+2 < j1; j += 3 {
+				s0, s1, s2 := dot13(a0, b[j*ldb+kb:j*ldb+ke], b[(j+1)*ldb+kb:(j+1)*ldb+ke], b[(j+2)*ldb+kb:(j+2)*ldb+ke])
+				if keep {
+					r0[j] += s0
+					r0[j+1] += s1
+					r0[j+2] += s2
+				} else {
+					r0[j], r0[j+1], r0[j+2] = s0, s1, s2
+				}
+			}
+			for ; j < j1; j++ {
+				s := dot11(a0, b[j*ldb+kb:j*ldb+ke])
+				if keep {
+					r0[j] += s
+				} else {
+					r0[j] = s
+				}
+			}
+		}
+	}
+	if g.bias != nil {
+		bias := g.bias
+		for i := i0; i < i1; i++ {
+			row := c[i*n+j0 : i*n+j1]
+			bb := bias[j0:j1]
+			bb = bb[:len(row)]
+			for j := range row {
+				row[j] += bb[j]
+			}
+		}
+	}
+	if g.asum != nil && j0 == 0 {
+		for i := i0; i < i1; i++ {
+			var s float32
+			for _, v := range a[i*lda : i*lda+k] {
+				s += v
+			}
+			g.asum[i] += s
+		}
+	}
+}
+
+// The register-tile kernels. Each output is one accumulator summed over p
+// in increasing order, so every kernel gives an element the same value.
+
+func dot23(a0, a1, b0, b1, b2 []float32) (c00, c01, c02, c10, c11, c12 float32) {
+	n := len(a0)
+	a1 = a1[:n]
+	b0 = b0[:n]
+	b1 = b1[:n]
+	b2 = b2[:n]
+	for p := 0; p < n; p++ {
+		x0, x1 := a0[p], a1[p]
+		y0, y1, y2 := b0[p], b1[p], b2[p]
+		c00 += x0 * y0
+		c01 += x0 * y1
+		c02 += x0 * y2
+		c10 += x1 * y0
+		c11 += x1 * y1
+		c12 += x1 * y2
+	}
+	return
+}
+
+func dot21(a0, a1, b0 []float32) (c0, c1 float32) {
+	n := len(a0)
+	a1 = a1[:n]
+	b0 = b0[:n]
+	for p := 0; p < n; p++ {
+		y := b0[p]
+		c0 += a0[p] * y
+		c1 += a1[p] * y
+	}
+	return
+}
+
+func dot13(a0, b0, b1, b2 []float32) (c0, c1, c2 float32) {
+	n := len(a0)
+	b0 = b0[:n]
+	b1 = b1[:n]
+	b2 = b2[:n]
+	for p := 0; p < n; p++ {
+		x := a0[p]
+		c0 += x * b0[p]
+		c1 += x * b1[p]
+		c2 += x * b2[p]
+	}
+	return
+}
+
+func dot11(a0, b0 []float32) (c float32) {
+	b0 = b0[:len(a0)]
+	for p, x := range a0 {
+		c += x * b0[p]
+	}
+	return
+}
+
+// transpose writes dst = srcᵀ for src [rows, cols]: dst has cols rows of
+// rows floats, ld apart.
+func (e *Engine) transpose(dst, src []float32, rows, cols, ld int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	t := &e.tr
+	*t = transposeJob{dst: dst[:(cols-1)*ld+rows], src: src[:rows*cols], rows: rows, cols: cols, ld: ld,
+		tilesC: (cols + tileT - 1) / tileT}
+	e.run((rows+tileT-1)/tileT*t.tilesC, t)
+	*t = transposeJob{}
+}
+
+type transposeJob struct {
+	dst, src   []float32
+	rows, cols int
+	ld         int
+	tilesC     int
+}
+
+// Run transposes one tileT×tileT block.
+func (t *transposeJob) Run(_, task int) {
+	i0 := task / t.tilesC * tileT
+	j0 := task % t.tilesC * tileT
+	i1 := min(i0+tileT, t.rows)
+	j1 := min(j0+tileT, t.cols)
+	cols, ld := t.cols, t.ld
+	for i := i0; i < i1; i++ {
+		row := t.src[i*cols+j0 : i*cols+j1]
+		for jj, v := range row {
+			t.dst[(j0+jj)*ld+i] = v
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package model
+
+// Backward computes, after a Forward with targets, d(mean loss)/d(param)
+// into every non-frozen Param.Grad (overwriting it).
+func (m *Model) Backward(ws *Workspace) {
+	if ws == nil || ws.m != m || !ws.fwdDone || !ws.hasTargets {
+		panic("model: Backward needs a Forward with targets on this workspace first")
+	}
+	for _, p := range m.Params {
+		clear(p.Grad)
+	}
+	d, rows, heads := m.d, ws.rows, m.heads
+	e := m.eng
+
+	// Output: tied embedding, then lnf.
+	m.crossEntropy(ws, true)
+	e.LinearBackX(ws.dh, ws.dlogits, m.tokEmb.Data, rows, d, m.vocab, false)
+	e.LinearBackW(m.tokEmb.Grad, nil, ws.dlogits, ws.xf, rows, d, m.vocab)
+	m.layerNormBack(ws.dh, ws.xs[len(m.layers)], ws.muF, ws.rsF, ws.dx, m.lnfW, m.lnfB, rows, false)
+
+	for l := len(m.layers) - 1; l >= 0; l-- {
+		ly, lw := &m.layers[l], &ws.lay[l]
+		// Feed-forward: ws.dx is ∂loss/∂xs[l+1].
+		e.LinearBackX(ws.dgl, ws.dx, ly.fc2.w.Data, rows, m.ffn, d, false)
+		e.LinearBackW(ly.fc2.w.Grad, ly.fc2.b.Grad, ws.dx, lw.gl, rows, m.ffn, d)
+		m.elementwise(ewGeluBack, ws.dgl, lw.u, rows*m.ffn)
+		e.LinearBackX(ws.dh, ws.dgl, ly.fc1.w.Data, rows, d, m.ffn, false)
+		e.LinearBackW(ly.fc1.w.Grad, ly.fc1.b.Grad, ws.dgl, lw.h2, rows, d, m.ffn)
+		m.layerNormBack(ws.dh, lw.xm, lw.mu2, lw.rs2, ws.dx, ly.ln2w, ly.ln2b, rows, true)
+
+		// Attention: ws.dx is ∂loss/∂xm.
+		e.LinearBackX(ws.dy, ws.dx, ly.o.w.Data, rows, d, d, false)
+		e.LinearBackW(ly.o.w.Grad, ly.o.b.Grad, ws.dx, lw.y, rows, d, d)
+		m.attentionBackward(ws, l)
+		if ly.fa.w != nil {
+			rh := rows * heads
+			dense := ly.w2.w != nil // dense's kernel already wrote ws.dg
+			e.LinearBackX(ws.dg, ws.dfa, ly.fa.w.Data, rh, m.dh, m.fa, dense)
+			e.LinearBackW(ly.fa.w.Grad, ly.fa.b.Grad, ws.dfa, lw.g, rh, m.dh, m.fa)
+			e.LinearBackX(ws.dg, ws.dfb, ly.fb.w.Data, rh, m.dh, m.fb, true)
+			e.LinearBackW(ly.fb.w.Grad, ly.fb.b.Grad, ws.dfb, lw.g, rh, m.dh, m.fb)
+		}
+		e.LinearBackX(ws.dh, ws.dv, ly.v.w.Data, rows, d, d, false)
+		e.LinearBackW(ly.v.w.Grad, ly.v.b.Grad, ws.dv, lw.h1, rows, d, d)
+		if m.hasQK {
+			e.LinearBackX(ws.dh, ws.dq, ly.q.w.Data, rows, d, d, true)
+			e.LinearBackW(ly.q.w.Grad, ly.q.b.Grad, ws.dq, lw.h1, rows, d, d)
+			e.LinearBackX(ws.dh, ws.dk, ly.k.w.Data, rows, d, d, true)
+			e.LinearBackW(ly.k.w.Grad, ly.k.b.Grad, ws.dk, lw.h1, rows, d, d)
+		}
+		if m.hasG {
+			m.elementwise(ewReluBack, ws.dg, lw.g, rows*d)
+			e.LinearBackX(ws.dh, ws.dg, ly.w1.w.Data, rows, d, d, true)
+			e.LinearBackW(ly.w1.w.Grad, ly.w1.b.Grad, ws.dg, lw.h1, rows, d, d)
+		}
+		m.layerNormBack(ws.dh, ws.xs[l], lw.mu1, lw.rs1, ws.dx, ly.ln1w, ly.ln1b, rows, true)
+	}
+	m.embedBack(ws)
+}

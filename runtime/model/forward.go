@@ -1,0 +1,93 @@
+package model
+
+import "fmt"
+
+// Forward runs the network on batch sequences. inputs and targets hold
+// batch·t tokens each, sequence-major (t = len(inputs)/batch, 1 ≤ t ≤ N).
+// It returns the mean cross-entropy in nats over the batch·t positions
+// (summed in float64), or 0 when targets is nil (the logits are still
+// available through ws.Logits). Misuse (sizes, tokens out of range, a
+// workspace of another model) panics.
+func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float64 {
+	m.checkForward(ws, inputs, targets, batch)
+	d := m.d
+	t := len(inputs) / batch
+	rows := batch * t
+	ws.b, ws.t, ws.rows = batch, t, rows
+	ws.fwdDone = false
+	copy(ws.tokens, inputs)
+	ws.hasTargets = targets != nil
+	if ws.hasTargets {
+		copy(ws.targets, targets)
+	}
+	e := m.eng
+	m.embed(ws)
+	for l := range m.layers {
+		ly, lw := &m.layers[l], &ws.lay[l]
+		x := ws.xs[l][:rows*d]
+		m.layerNorm(x, lw.h1, lw.mu1, lw.rs1, ly.ln1w, ly.ln1b, rows)
+		e.Linear(lw.v, lw.h1, ly.v.w.Data, ly.v.b.Data, rows, d, d)
+		if m.hasQK {
+			e.Linear(lw.q, lw.h1, ly.q.w.Data, ly.q.b.Data, rows, d, d)
+			e.Linear(lw.k, lw.h1, ly.k.w.Data, ly.k.b.Data, rows, d, d)
+		}
+		if m.hasG {
+			e.Linear(lw.g, lw.h1, ly.w1.w.Data, ly.w1.b.Data, rows, d, d)
+			m.elementwise(ewRelu, lw.g, nil, rows*d)
+		}
+		if ly.fa.w != nil {
+			rh := rows * m.heads
+			e.Linear(lw.fa, lw.g, ly.fa.w.Data, ly.fa.b.Data, rh, m.dh, m.fa)
+			e.Linear(lw.fb, lw.g, ly.fb.w.Data, ly.fb.b.Data, rh, m.dh, m.fb)
+		}
+		if ly.mix != nil {
+			mixWeights(ly.mix.Data, lw.w)
+		}
+		m.attentionForward(ws, l)
+		copy(lw.xm[:rows*d], x)
+		e.LinearAdd(lw.xm, lw.y, ly.o.w.Data, ly.o.b.Data, rows, d, d)
+		m.layerNorm(lw.xm, lw.h2, lw.mu2, lw.rs2, ly.ln2w, ly.ln2b, rows)
+		e.Linear(lw.u, lw.h2, ly.fc1.w.Data, ly.fc1.b.Data, rows, d, m.ffn)
+		m.elementwise(ewGelu, lw.u, lw.gl, rows*m.ffn)
+		next := ws.xs[l+1]
+		copy(next[:rows*d], lw.xm)
+		e.LinearAdd(next, lw.gl, ly.fc2.w.Data, ly.fc2.b.Data, rows, m.ffn, d)
+	}
+	m.layerNorm(ws.xs[len(m.layers)], ws.xf, ws.muF, ws.rsF, m.lnfW, m.lnfB, rows)
+	e.Linear(ws.logits, ws.xf, m.tokEmb.Data, nil, rows, d, m.vocab)
+	ws.fwdDone = true
+	if !ws.hasTargets {
+		return 0
+	}
+	m.crossEntropy(ws, false)
+	sum := 0.0
+	for _, v := range ws.rowNLL[:rows] {
+		sum += v
+	}
+	return sum / float64(rows)
+}
+
+func (m *Model) checkForward(ws *Workspace, inputs, targets []int32, batch int) {
+	if ws == nil || ws.m != m {
+		panic("model: Forward: the workspace was not made by this model's NewWorkspace")
+	}
+	if batch < 1 || batch > ws.batch {
+		panic(fmt.Sprintf("model: Forward: batch %d, want 1 ≤ batch ≤ %d (the workspace's size)", batch, ws.batch))
+	}
+	if len(inputs)%batch != 0 || len(inputs)/batch < 1 || len(inputs)/batch > m.n {
+		panic(fmt.Sprintf("model: Forward: %d input tokens do not make %d sequences of 1..%d tokens", len(inputs), batch, m.n))
+	}
+	if targets != nil && len(targets) != len(inputs) {
+		panic(fmt.Sprintf("model: Forward: %d targets for %d inputs", len(targets), len(inputs)))
+	}
+	for i, v := range inputs {
+		if v < 0 || int(v) >= m.vocab {
+			panic(fmt.Sprintf("model: Forward: inputs[%d] = %d is out of the vocabulary [0, %d)", i, v, m.vocab))
+		}
+	}
+	for i, v := range targets {
+		if v < 0 || int(v) >= m.vocab {
+			panic(fmt.Sprintf("model: Forward: targets[%d] = %d is out of the vocabulary [0, %d)", i, v, m.vocab))
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package model
+
+import (
+	"github.com/synthgen/synthgen/runtime/mat"
+)
+
+// Workspace holds every buffer of a forward and a backward pass for up to a
+// fixed number of sequences of up to N tokens, allocated once (64-byte
+// aligned). A Workspace belongs to the Model that made it; it must not be
+// used by two goroutines at once.
+type Workspace struct {
+	m     *Model
+	batch int // capacity in sequences
+
+	// The last Forward.
+	b, t, rows int // sequences, tokens per sequence, rows = b·t
+	tokens     []int32
+	targets    []int32
+	hasTargets bool
+	fwdDone    bool
+
+	xs     [][]float32 // residual stream: xs[l] enters layer l, xs[L] leaves the last one
+	lay    []layerWS
+	muF    []float32
+	rsF    []float32
+	xf     []float32 // lnf output [rows, d]
+	logits []float32 // [rows, vocab]
+	lse    []float64 // per row: log Σ exp(logits)
+	rowNLL []float64 // per row: cross-entropy
+
+	// Backward buffers, shared by the layers.
+	dlogits []float32 // [rows, vocab]
+	dx      []float32 // gradient of the residual stream
+	dh      []float32 // gradient of a LayerNorm's output
+	dy      []float32 // gradient of the attention's head outputs
+	dq, dk  []float32
+	dv      []float32
+	dg      []float32 // gradient of relu(w1·h), then of w1·h
+	dfa     []float32 // [rows·heads, a]
+	dfb     []float32 // [rows·heads, b]
+	dgl     []float32 // [rows, ffn]: gradient of the GELU output, then of fc1's output
+
+	// Per (sequence, head) task partial gradients of the shared parameters,
+	// reduced in task order.
+	pW2   []float32 // [tasks][N·dh + N]: w2 weight, then bias
+	pR1   []float32 // [tasks][N·k]
+	pR2   []float32 // [tasks][N·k]
+	pMix  []float32 // [tasks][components]
+	dmixW []float64 // [components]
+}
+
+// layerWS is what the forward keeps of one layer for the backward.
+type layerWS struct {
+	mu1, rs1, mu2, rs2 []float32 // LayerNorm statistics per row
+	h1                 []float32 // ln1 output [rows, d]
+	q, k, v            []float32 // projections [rows, d]
+	g                  []float32 // relu(w1·h1) [rows, d]
+	fa, fb             []float32 // [rows·heads, a], [rows·heads, b]
+	a                  []float32 // [batch][heads][N, N] attention probabilities (dB after the backward)
+	y                  []float32 // attention heads' outputs [rows, d]
+	xm                 []float32 // residual after the attention [rows, d]
+	h2                 []float32 // ln2 output [rows, d]
+	u                  []float32 // fc1 output [rows, ffn]
+	gl                 []float32 // gelu(u) [rows, ffn]
+	w                  []float32 // softmax(mix)
+}
+
+// NewWorkspace allocates the buffers for up to batch sequences of up to
+// spec.N tokens.
+func (m *Model) NewWorkspace(batch int) *Workspace {
+	if batch < 1 {
+		batch = 1
+	}
+	n, d, h := m.n, m.d, m.heads
+	rows := batch * n
+	tasks := batch * h
+	ws := &Workspace{m: m, batch: batch}
+	ws.tokens = make([]int32, rows)
+	ws.targets = make([]int32, rows)
+	ws.xs = make([][]float32, len(m.layers)+1)
+	for i := range ws.xs {
+		ws.xs[i] = mat.Alloc(rows * d)
+	}
+	ws.lay = make([]layerWS, len(m.layers))
+	for l := range ws.lay {
+		lw := &ws.lay[l]
+		lw.mu1, lw.rs1 = mat.Alloc(rows), mat.Alloc(rows)
+		lw.mu2, lw.rs2 = mat.Alloc(rows), mat.Alloc(rows)
+		lw.h1 = mat.Alloc(rows * d)
+		if m.hasQK {
+			lw.q, lw.k = mat.Alloc(rows*d), mat.Alloc(rows*d)
+		}
+		lw.v = mat.Alloc(rows * d)
+		if m.hasG {
+			lw.g = mat.Alloc(rows * d)
+		}
+		if m.Spec.Has("factorized_dense") {
+			lw.fa = mat.Alloc(rows * h * m.fa)
+			lw.fb = mat.Alloc(rows * h * m.fb)
+		}
+		lw.a = mat.Alloc(tasks * n * n)
+		lw.y = mat.Alloc(rows * d)
+		lw.xm = mat.Alloc(rows * d)
+		lw.h2 = mat.Alloc(rows * d)
+		lw.u = mat.Alloc(rows * m.ffn)
+		lw.gl = mat.Alloc(rows * m.ffn)
+		lw.w = make([]float32, len(m.comps))
+	}
+	ws.muF, ws.rsF = mat.Alloc(rows), mat.Alloc(rows)
+	ws.xf = mat.Alloc(rows * d)
+	ws.logits = mat.Alloc(rows * m.vocab)
+	ws.lse = make([]float64, rows)
+	ws.rowNLL = make([]float64, rows)
+
+	ws.dlogits = mat.Alloc(rows * m.vocab)
+	ws.dx = mat.Alloc(rows * d)
+	ws.dh = mat.Alloc(rows * d)
+	ws.dy = mat.Alloc(rows * d)
+	ws.dv = mat.Alloc(rows * d)
+	if m.hasQK {
+		ws.dq, ws.dk = mat.Alloc(rows*d), mat.Alloc(rows*d)
+	}
+	if m.hasG {
+		ws.dg = mat.Alloc(rows * d)
+	}
+	if m.Spec.Has("factorized_dense") {
+		ws.dfa = mat.Alloc(rows * h * m.fa)
+		ws.dfb = mat.Alloc(rows * h * m.fb)
+	}
+	ws.dgl = mat.Alloc(rows * m.ffn)
+	if m.Spec.Has("dense") {
+		ws.pW2 = mat.Alloc(tasks * (n*m.dh + n))
+	}
+	if m.Spec.Has("factorized_random") {
+		ws.pR1 = mat.Alloc(tasks * n * m.fk)
+		ws.pR2 = mat.Alloc(tasks * n * m.fk)
+	}
+	ws.pMix = make([]float32, tasks*len(m.comps))
+	ws.dmixW = make([]float64, len(m.comps))
+
+	// The matrix engine's scratch for the largest linear layer.
+	s := 0
+	for _, sh := range [][2]int{{d, d}, {d, m.ffn}, {m.ffn, d}, {d, m.vocab}} {
+		s = max(s, mat.ScratchSize(rows, sh[0], sh[1]))
+	}
+	if m.Spec.Has("factorized_dense") {
+		s = max(s, mat.ScratchSize(rows*h, m.dh, max(m.fa, m.fb)))
+	}
+	m.eng.Reserve(s)
+	return ws
+}
+
+// Logits returns the vocab logits at position i of sequence b from the last
+// Forward (valid until the next Forward).
+func (ws *Workspace) Logits(b, i int) []float32 {
+	if !ws.fwdDone || b < 0 || b >= ws.b || i < 0 || i >= ws.t {
+		panic("model: Logits: position out of range of the last Forward")
+	}
+	v := ws.m.vocab
+	r := b*ws.t + i
+	return ws.logits[r*v : r*v+v : r*v+v]
+}

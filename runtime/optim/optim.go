@@ -1,0 +1,192 @@
+// Package optim is the optimizer of the training loop: AdamW as PyTorch
+// defines it (decoupled weight decay, bias-corrected moments), global
+// gradient-norm clipping, and the learning-rate schedule (linear warm-up,
+// then cosine decay to a fraction of the peak).
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/synthgen/synthgen/runtime/model"
+)
+
+// Defaults of the optimizer, used by the training command.
+const (
+	DefaultLR          = 1e-3 // peak learning rate
+	DefaultBeta1       = 0.9
+	DefaultBeta2       = 0.95
+	DefaultEps         = 1e-8
+	DefaultWeightDecay = 0.1 // applied to Param.Decay tensors only
+	DefaultClip        = 1.0 // global gradient-norm bound
+	DefaultMinLRFrac   = 0.1 // the cosine decays to this fraction of the peak
+	DefaultMaxWarmup   = 100 // warm-up is min(100 steps, 5% of the run)
+)
+
+// Config is AdamW's hyper-parameters.
+type Config struct {
+	Beta1, Beta2 float64
+	Eps          float64
+	WeightDecay  float64 // decoupled decay, only on parameters with Decay set
+}
+
+// DefaultConfig is β1 0.9, β2 0.95, eps 1e-8, weight decay 0.1.
+func DefaultConfig() Config {
+	return Config{Beta1: DefaultBeta1, Beta2: DefaultBeta2, Eps: DefaultEps, WeightDecay: DefaultWeightDecay}
+}
+
+// AdamW holds the moments of every parameter. Frozen parameters get no
+// moments and are never touched.
+type AdamW struct {
+	Config
+	Params []*model.Param
+	M, V   [][]float32 // first and second moments, parallel to Params (nil for frozen ones)
+	Steps  int         // updates done so far (the bias-correction step count)
+}
+
+// NewAdamW makes an optimizer for params with zero moments.
+func NewAdamW(params []*model.Param, cfg Config) *AdamW {
+	o := &AdamW{Config: cfg, Params: params, M: make([][]float32, len(params)), V: make([][]float32, len(params))}
+	for i, p := range params {
+		if p.Frozen {
+			continue
+		}
+		o.M[i] = make([]float32, len(p.Data))
+		o.V[i] = make([]float32, len(p.Data))
+	}
+	return o
+}
+
+// GradNorm is the global L2 norm of the gradients of the non-frozen
+// parameters, summed in float64 in parameter order.
+func GradNorm(params []*model.Param) float64 {
+	var s float64
+	for _, p := range params {
+		if p.Frozen {
+			continue
+		}
+		for _, g := range p.Grad {
+			s += float64(g) * float64(g)
+		}
+	}
+	return math.Sqrt(s)
+}
+
+// ClipScale is the factor clip_grad_norm_ multiplies the gradients by:
+// maxNorm/(norm+1e-6) when that is below 1, else 1 (and 1 for maxNorm ≤ 0,
+// which turns clipping off).
+func ClipScale(norm, maxNorm float64) float64 {
+	if maxNorm <= 0 {
+		return 1
+	}
+	c := maxNorm / (norm + 1e-6)
+	if c < 1 {
+		return c
+	}
+	return 1
+}
+
+// Step applies one AdamW update with learning rate lr to every non-frozen
+// parameter, using its gradient multiplied by gradScale (the clipping
+// factor). As in PyTorch: p ← p − lr·wd·p (decay parameters only), then
+// m ← β1·m + (1−β1)·g, v ← β2·v + (1−β2)·g², and
+// p ← p − lr/(1−β1^k) · m / (√v/√(1−β2^k) + eps) at update k. The
+// arithmetic is float64 per element, rounded to float32 on store.
+func (o *AdamW) Step(lr, gradScale float64) {
+	o.Steps++
+	k := float64(o.Steps)
+	bc1 := 1 - math.Pow(o.Beta1, k)
+	bc2 := 1 - math.Pow(o.Beta2, k)
+	stepSize := lr / bc1
+	sqrtBC2 := math.Sqrt(bc2)
+	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
+	for i, p := range o.Params {
+		if p.Frozen {
+			continue
+		}
+		decay := 1.0
+		if p.Decay {
+			decay = 1 - lr*o.WeightDecay
+		}
+		m, v, data, grad := o.M[i], o.V[i], p.Data, p.Grad
+		m = m[:len(data)]
+		v = v[:len(data)]
+		grad = grad[:len(data)]
+		for j := range data {
+			g := float64(grad[j]) * gradScale
+			mj := b1*float64(m[j]) + (1-b1)*g
+			vj := b2*float64(v[j]) + (1-b2)*g*g
+			m[j] = float32(mj)
+			v[j] = float32(vj)
+			x := float64(data[j]) * decay
+			x -= stepSize * mj / (math.Sqrt(vj)/sqrtBC2 + eps)
+			data[j] = float32(x)
+		}
+	}
+}
+
+// Schedule is the learning rate over a run of Total steps: a linear
+// warm-up over the first Warmup steps to Peak, then a cosine decay that
+// reaches MinFrac·Peak at the run's last step.
+type Schedule struct {
+	Peak    float64
+	MinFrac float64
+	Warmup  int
+	Total   int
+}
+
+// DefaultWarmup is the warm-up of a run of total steps: 100 steps or 5% of
+// the run, whichever is smaller.
+func DefaultWarmup(total int) int {
+	w := total / 20
+	if w > DefaultMaxWarmup {
+		w = DefaultMaxWarmup
+	}
+	return w
+}
+
+// NewSchedule is the default schedule of a run: peak lr, warm-up
+// DefaultWarmup(total), decay to 10% of the peak.
+func NewSchedule(peak float64, total int) Schedule {
+	return Schedule{Peak: peak, MinFrac: DefaultMinLRFrac, Warmup: DefaultWarmup(total), Total: total}
+}
+
+// Validate reports a schedule that cannot run.
+func (s Schedule) Validate() error {
+	switch {
+	case !(s.Peak > 0) || math.IsInf(s.Peak, 0):
+		return fmt.Errorf("learning rate %g must be a positive number", s.Peak)
+	case s.Total < 1:
+		return fmt.Errorf("steps %d must be ≥ 1", s.Total)
+	case s.Warmup < 0 || s.Warmup > s.Total:
+		return fmt.Errorf("warm-up %d must satisfy 0 ≤ warm-up ≤ steps (%d)", s.Warmup, s.Total)
+	case !(s.MinFrac >= 0 && s.MinFrac <= 1):
+		return fmt.Errorf("final learning-rate fraction %g must be in [0, 1]", s.MinFrac)
+	}
+	return nil
+}
+
+// LR is the learning rate of step s (0-based): Peak·(s+1)/Warmup during
+// the warm-up (s < Warmup), then
+// min + (Peak−min)·(1+cos(π·p))/2 with p = (s−Warmup)/(Total−1−Warmup)
+// running from 0 at the first step after the warm-up to 1 at the last step
+// (Total−1), min = MinFrac·Peak. Steps past the end stay at min; a run
+// with a single step after the warm-up takes it at the peak.
+func (s Schedule) LR(step int) float64 {
+	if step < s.Warmup {
+		return s.Peak * float64(step+1) / float64(s.Warmup)
+	}
+	lo := s.MinFrac * s.Peak
+	span := s.Total - 1 - s.Warmup
+	if span <= 0 { // at most one step after the warm-up: it runs at the peak
+		if step < s.Total {
+			return s.Peak
+		}
+		return lo
+	}
+	p := float64(step-s.Warmup) / float64(span)
+	if p > 1 {
+		p = 1
+	}
+	return lo + (s.Peak-lo)*0.5*(1+math.Cos(math.Pi*p))
+}

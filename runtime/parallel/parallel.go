@@ -1,0 +1,171 @@
+// Package parallel is a fixed pool of goroutine workers that run numbered
+// tasks. A pool is fed one job at a time: Run hands out the task numbers
+// 0..n−1 to the workers (the calling goroutine is one of them) and returns
+// when every task has finished. Nothing is allocated per Run, so a training
+// step can use a pool without touching the heap.
+//
+// Between jobs the workers spin briefly (a training step calls Run hundreds
+// of times in quick succession) and then park on a channel, so an idle pool
+// costs nothing.
+//
+// Which worker runs which task is not fixed, so a job whose results must not
+// depend on the number of workers has to make each task's arithmetic depend
+// on the task number only (per-worker scratch is fine as long as a task
+// never reads what an earlier task left in it).
+package parallel
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// Job is work split into numbered tasks. Run(worker, task) is called once for
+// every task number; worker (0 ≤ worker < Pool.Size()) identifies the
+// goroutine running it, for per-worker scratch buffers. Implement Job with a
+// pointer receiver on a long-lived struct so that passing it to Pool.Run does
+// not allocate.
+type Job interface {
+	Run(worker, task int)
+}
+
+// spins is how many times a waiting goroutine yields (runtime.Gosched, about
+// 0.1 µs each) before it parks.
+const spins = 200
+
+// Pool is a fixed set of workers. Its methods must not be called
+// concurrently; Run is not reentrant (a task must not call Run on its pool).
+type Pool struct {
+	n       int
+	helpers []*helper
+
+	job     Job
+	tasks   int64
+	next    atomic.Int64
+	gen     atomic.Uint64 // bumped by Run: every helper joins every job
+	pending atomic.Int64  // helpers not yet done with the current job
+	closed  atomic.Bool
+
+	waiting atomic.Bool   // the caller of Run is parked (or about to be) on done
+	done    chan struct{} // capacity 1
+}
+
+type helper struct {
+	sleeping atomic.Bool   // parked (or about to be) on wake
+	wake     chan struct{} // capacity 1
+}
+
+// New starts a pool of n workers: n−1 goroutines plus the goroutine calling
+// Run. n < 1 means runtime.GOMAXPROCS(0). Close stops the goroutines.
+func New(n int) *Pool {
+	if n < 1 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	p := &Pool{n: n, done: make(chan struct{}, 1)}
+	for w := 1; w < n; w++ {
+		h := &helper{wake: make(chan struct{}, 1)}
+		p.helpers = append(p.helpers, h)
+		go p.loop(w, h)
+	}
+	return p
+}
+
+// Size is the number of workers, the caller included.
+func (p *Pool) Size() int { return p.n }
+
+// loop is a helper goroutine: wait for a new generation, drain its tasks,
+// report.
+func (p *Pool) loop(w int, h *helper) {
+	var seen uint64 // generation 0 is the pool's creation, not a job
+	for {
+		for i := 0; p.gen.Load() == seen; i++ {
+			if i < spins {
+				runtime.Gosched()
+				continue
+			}
+			// Park. Run bumps gen, then claims sleeping (true → false) and
+			// sends; either it sees our flag or we see its generation.
+			h.sleeping.Store(true)
+			if p.gen.Load() != seen && h.sleeping.CompareAndSwap(true, false) {
+				break
+			}
+			<-h.wake
+			break
+		}
+		seen = p.gen.Load()
+		if p.closed.Load() {
+			return
+		}
+		p.drain(w)
+		if p.pending.Add(-1) == 0 && p.waiting.CompareAndSwap(true, false) {
+			p.done <- struct{}{}
+		}
+	}
+}
+
+func (p *Pool) drain(w int) {
+	for {
+		i := p.next.Add(1) - 1
+		if i >= p.tasks {
+			return
+		}
+		p.job.Run(w, int(i))
+	}
+}
+
+// Run calls job.Run for every task number in [0, tasks) across the workers
+// and returns when all have returned.
+func (p *Pool) Run(tasks int, job Job) {
+	if tasks <= 0 {
+		return
+	}
+	if len(p.helpers) == 0 || tasks == 1 {
+		for i := 0; i < tasks; i++ {
+			job.Run(0, i)
+		}
+		return
+	}
+	p.job = job
+	p.tasks = int64(tasks)
+	p.next.Store(0)
+	p.pending.Store(int64(len(p.helpers)))
+	p.gen.Add(1)
+	for _, h := range p.helpers {
+		if h.sleeping.Load() && h.sleeping.CompareAndSwap(true, false) {
+			h.wake <- struct{}{}
+		}
+	}
+	p.drain(0)
+	p.wait()
+	p.job = nil
+}
+
+// wait returns when every helper has finished the current job.
+func (p *Pool) wait() {
+	for i := 0; p.pending.Load() != 0; i++ {
+		if i < spins {
+			runtime.Gosched()
+			continue
+		}
+		p.waiting.Store(true)
+		if p.pending.Load() == 0 && p.waiting.CompareAndSwap(true, false) {
+			return
+		}
+		<-p.done
+		return
+	}
+}
+
+// Close stops the pool's goroutines; later Runs execute on the caller
+// alone. Closing twice is harmless.
+func (p *Pool) Close() {
+	if p.closed.Swap(true) {
+		return
+	}
+	p.gen.Add(1)
+	for _, h := range p.helpers {
+		if h.sleeping.CompareAndSwap(true, false) {
+			h.wake <- struct{}{}
+		}
+	}
+	p.helpers = nil
+}

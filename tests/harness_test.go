@@ -1,0 +1,393 @@
+// Package tests is the repository-wide kernel test suite: every kernel of
+// every linked spec, at every instruction-set level this CPU runs, against
+// a plain float64 reference written from the formulas of runtime/kernels
+// and against the Go level, with guard values around every region a kernel
+// may touch.
+package tests
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// This file is the harness: guarded buffers, the kernel call and the
+// comparisons. The references are in reference_test.go, the scenarios in
+// kernels_test.go.
+
+const (
+	// lead misaligns every slice: its first element sits lead floats (plus
+	// its column offset) past the start of its allocation.
+	lead = 1
+	// tail is the number of guard floats after every region.
+	tail = 19
+	// canaryBits fills every float a kernel must not write. It is a NaN, so
+	// a kernel that reads one into its arithmetic poisons its output.
+	canaryBits = 0x7fa5a5a5
+	// unwrittenBits fills overwrite outputs before the call: a NaN that
+	// fails every comparison if the kernel leaves the entry unwritten.
+	unwrittenBits = 0x7fb0b0b0
+)
+
+var (
+	canary    = math.Float32frombits(canaryBits)
+	unwritten = math.Float32frombits(unwrittenBits)
+)
+
+// layout is the shape of one slice argument: rows rows, stride floats
+// apart, each width floats wide (width −1: the causal triangle, row r has
+// r+1 entries), starting at column col of a buffer row (a head's offset).
+type layout struct {
+	rows, stride, width, col int
+}
+
+// triangle is the causal triangle of t rows with row stride n.
+func triangle(t, n int) layout { return layout{rows: t, stride: n, width: -1} }
+
+// rowLen is the number of active entries of row r.
+func (l layout) rowLen(r int) int {
+	if l.width < 0 {
+		return r + 1
+	}
+	return l.width
+}
+
+// count is the number of active entries.
+func (l layout) count() int {
+	if l.width < 0 {
+		return l.rows * (l.rows + 1) / 2
+	}
+	return l.rows * l.width
+}
+
+// pos is the index of entry (r, p) in the list of active values.
+func (l layout) pos(r, p int) int {
+	if l.width < 0 {
+		return r*(r+1)/2 + p
+	}
+	return r*l.width + p
+}
+
+// coord is the inverse of pos.
+func (l layout) coord(k int) (r, p int) {
+	if l.width < 0 {
+		r = int((math.Sqrt(8*float64(k)+1) - 1) / 2)
+		for r*(r+1)/2 > k {
+			r--
+		}
+		for (r+1)*(r+2)/2 <= k {
+			r++
+		}
+		return r, k - r*(r+1)/2
+	}
+	return k / l.width, k % l.width
+}
+
+// need is the length of the slice passed: from entry (0, 0) to the last
+// active entry, exactly.
+func (l layout) need() int {
+	if l.rows == 0 {
+		return 0
+	}
+	return (l.rows-1)*l.stride + l.rowLen(l.rows-1)
+}
+
+// size is the allocation: the lead, every row whole, and the tail guard.
+func (l layout) size() int { return lead + max(l.rows*l.stride, l.col+l.need()) + tail }
+
+// index is the buffer index of active entry (r, p).
+func (l layout) index(r, p int) int { return lead + l.col + r*l.stride + p }
+
+// role is what a kernel may do to an argument.
+type role int
+
+const (
+	in  role = iota // read only: must come back bit for bit unchanged
+	out             // overwritten: starts as unwritten markers
+	acc             // accumulated into: starts from the given values
+)
+
+// operand is one slice argument of a call.
+type operand struct {
+	name  string
+	lay   layout
+	role  role
+	vals  []float32 // active values before the call (in, acc, and alias targets)
+	alias string    // share the buffer of this earlier operand (same layout)
+	empty bool      // pass an empty slice: an optional argument turned off
+}
+
+// mat is a matrix of active values in layout order.
+type mat struct {
+	lay layout
+	v   []float32
+}
+
+func newMat(l layout) mat { return mat{l, make([]float32, l.count())} }
+
+func (m mat) at(r, p int) float32 { return m.v[m.lay.pos(r, p)] }
+
+// expect is a reference output: values and the error allowed for each.
+type expect struct {
+	lay  layout
+	v    []float64
+	tol  []float64
+	name string
+}
+
+func newExpect(name string, l layout) *expect {
+	return &expect{lay: l, v: make([]float64, l.count()), tol: make([]float64, l.count()), name: name}
+}
+
+func (e *expect) set(r, p int, v, tol float64) {
+	k := e.lay.pos(r, p)
+	e.v[k], e.tol[k] = v, tol
+}
+
+// scalarExpect is the expectation for a kernel's return value.
+func scalarExpect(v, tol float64) *expect {
+	return &expect{lay: layout{rows: 1, stride: 1, width: 1}, v: []float64{v}, tol: []float64{tol}, name: "return value"}
+}
+
+// args are the arguments of one call: the length, the slices by operand
+// name, and the scalars (scale, alpha) by name.
+type args struct {
+	t      int
+	s      map[string][]float32
+	scalar map[string]float32
+}
+
+// invoker calls one kernel with a scenario's arguments; its result is the
+// kernel's return value (0 for kernels without one).
+type invoker func(a args) float32
+
+// scenario is one call to make at every level: length, operands, scalars,
+// expected outputs (by operand name; "return" for the return value) and a
+// label.
+type scenario struct {
+	label   string
+	t       int
+	ops     []*operand
+	scalars map[string]float32
+	want    map[string]*expect
+}
+
+// outputs are a call's results: active values of the out and acc operands,
+// and "return".
+type outputs map[string][]float32
+
+// buffer is one allocation and the regions of it a kernel may write.
+type buffer struct {
+	data     []float32
+	before   []uint32
+	writable []bool
+	owners   []string
+}
+
+// exercise lays the operands out in guarded, misaligned buffers, calls the
+// kernel, and returns its outputs and every guard or input that changed.
+func exercise(sc scenario, call invoker) (outputs, []string) {
+	ops := sc.ops
+	bufs := map[string]*buffer{}
+	slices := map[string][]float32{}
+	for _, op := range ops {
+		if op.alias != "" {
+			b, ok := bufs[op.alias]
+			if !ok {
+				panic("alias of unknown operand " + op.alias)
+			}
+			bufs[op.name] = b
+			continue
+		}
+		b := &buffer{data: make([]float32, op.lay.size())}
+		for i := range b.data {
+			b.data[i] = canary
+		}
+		if !op.empty {
+			l := op.lay
+			for r := 0; r < l.rows; r++ {
+				for p := 0; p < l.rowLen(r); p++ {
+					v := unwritten
+					if op.role != out {
+						v = op.vals[l.pos(r, p)]
+					}
+					b.data[l.index(r, p)] = v
+				}
+			}
+		}
+		bufs[op.name] = b
+	}
+	for _, b := range bufs {
+		if b.before != nil {
+			continue
+		}
+		b.before = make([]uint32, len(b.data))
+		for i, v := range b.data {
+			b.before[i] = math.Float32bits(v)
+		}
+		b.writable = make([]bool, len(b.data))
+		b.owners = make([]string, len(b.data))
+	}
+	for _, op := range ops {
+		b := bufs[op.name]
+		if op.empty {
+			slices[op.name] = b.data[lead:lead:lead]
+			continue
+		}
+		start := lead + op.lay.col
+		slices[op.name] = b.data[start : start+op.lay.need()]
+		l := op.lay
+		for r := 0; r < l.rows; r++ {
+			for p := 0; p < l.rowLen(r); p++ {
+				i := l.index(r, p)
+				if b.owners[i] == "" {
+					b.owners[i] = op.name
+				}
+				if op.role != in {
+					b.writable[i] = true
+				}
+			}
+		}
+	}
+	ret := call(args{t: sc.t, s: slices, scalar: sc.scalars})
+
+	var problems []string
+	seen := map[*buffer]bool{}
+	for _, op := range ops {
+		b := bufs[op.name]
+		if seen[b] {
+			continue
+		}
+		seen[b] = true
+		bad, first := 0, ""
+		for i, v := range b.data {
+			if b.writable[i] || math.Float32bits(v) == b.before[i] {
+				continue
+			}
+			if bad == 0 {
+				first = describe(op, b, i, v)
+			}
+			bad++
+		}
+		if bad > 0 {
+			problems = append(problems, fmt.Sprintf("%s: %d floats changed that the kernel must not write; first %s", op.name, bad, first))
+		}
+	}
+	res := outputs{"return": {ret}}
+	for _, op := range ops {
+		if op.role == in || op.empty {
+			continue
+		}
+		b, l := bufs[op.name], op.lay
+		v := make([]float32, l.count())
+		for r := 0; r < l.rows; r++ {
+			for p := 0; p < l.rowLen(r); p++ {
+				v[l.pos(r, p)] = b.data[l.index(r, p)]
+			}
+		}
+		res[op.name] = v
+	}
+	return res, problems
+}
+
+// describe locates buffer index i of op's allocation for a report.
+func describe(op *operand, b *buffer, i int, v float32) string {
+	was := math.Float32frombits(b.before[i])
+	l := op.lay
+	var where string
+	switch {
+	case i < lead:
+		where = "before the buffer"
+	case b.owners[i] != "":
+		where = "inside read-only " + b.owners[i]
+	case l.stride > 0 && i-lead < l.rows*l.stride:
+		r, c := (i-lead)/l.stride, (i-lead)%l.stride
+		where = fmt.Sprintf("row %d, buffer column %d (active columns %d..%d)", r, c, l.col, l.col+l.rowLen(r)-1)
+	default:
+		where = fmt.Sprintf("%d floats past the region", i-lead-max(l.rows*l.stride, l.col+l.need())+1)
+	}
+	return fmt.Sprintf("[%d] %s: %s → %g", i, where, fmtGuard(was), v)
+}
+
+func fmtGuard(v float32) string {
+	switch math.Float32bits(v) {
+	case canaryBits:
+		return "guard"
+	case unwrittenBits:
+		return "unwritten"
+	}
+	return fmt.Sprint(v)
+}
+
+// compare checks got against the reference: |got − want| ≤ tol·factor
+// element by element (NaN never passes), reporting the first few misses.
+func compare(what string, got []float32, want *expect, factor float64) []string {
+	if len(got) != len(want.v) {
+		return []string{fmt.Sprintf("%s: %d values, want %d", what, len(got), len(want.v))}
+	}
+	var misses []string
+	bad := 0
+	for k, g := range got {
+		d := math.Abs(float64(g) - want.v[k])
+		if d <= want.tol[k]*factor { // false for NaN
+			continue
+		}
+		if want.v[k] == float64(g) { // equal infinities
+			continue
+		}
+		bad++
+		if len(misses) < 4 {
+			r, p := want.lay.coord(k)
+			misses = append(misses, fmt.Sprintf("(%d,%d): got %s, want %.9g ± %.3g", r, p, fmtGuard(g), want.v[k], want.tol[k]*factor))
+		}
+	}
+	if bad == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %d of %d wrong: %s", what, bad, len(got), strings.Join(misses, "; "))}
+}
+
+// level is one instruction set's implementation of the kernel at hand.
+type level struct {
+	name string
+	call invoker
+}
+
+// runScenario runs sc at every level (the first must be Go) and returns
+// every problem: guards or inputs changed, outputs off the reference, and
+// levels above Go off the Go level's outputs by more than twice the
+// reference tolerance (each may err by tol in opposite directions).
+func runScenario(sc scenario, levels []level) []string {
+	var problems []string
+	var goOut outputs
+	for li, lv := range levels {
+		got, probs := exercise(sc, lv.call)
+		for _, p := range probs {
+			problems = append(problems, fmt.Sprintf("%s %s: %s", sc.label, lv.name, p))
+		}
+		for name, want := range sc.want {
+			g, ok := got[name]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s %s: no output %s", sc.label, lv.name, name))
+				continue
+			}
+			for _, p := range compare(name+" vs float64 reference", g, want, 1) {
+				problems = append(problems, fmt.Sprintf("%s %s: %s", sc.label, lv.name, p))
+			}
+			if li == 0 {
+				continue
+			}
+			gw := &expect{lay: want.lay, v: make([]float64, len(want.v)), tol: want.tol}
+			for k, v := range goOut[name] {
+				gw.v[k] = float64(v)
+			}
+			for _, p := range compare(name+" vs Go level", g, gw, 2) {
+				problems = append(problems, fmt.Sprintf("%s %s: %s", sc.label, lv.name, p))
+			}
+		}
+		if li == 0 {
+			goOut = got
+		}
+	}
+	return problems
+}
