@@ -155,16 +155,16 @@ func aftBackward64(g aftGeom, d *aftData, z, m, rd, dz []float64) (dk, dv, dw, d
 	return dk, dv, dw, du
 }
 
-// onGrid reports whether x is a multiple of 1/64 below 2¹⁶: sums and
+// aftOnGrid reports whether x is a multiple of 1/64 below 2¹⁶: sums and
 // differences of such values are exact in float32.
-func onGrid(x float64) bool {
+func aftOnGrid(x float64) bool {
 	y := x * 64
 	return y == math.Round(y) && math.Abs(x) < 65536
 }
 
 // aftDelta bounds the error of forming k + b − m in float32.
 func aftDelta(k, b, m float64) float64 {
-	if onGrid(k) && onGrid(b) && onGrid(m) {
+	if aftOnGrid(k) && aftOnGrid(b) && aftOnGrid(m) {
 		return 0
 	}
 	return 2 * u * (math.Abs(k) + math.Abs(b) + math.Abs(m))
@@ -173,8 +173,8 @@ func aftDelta(k, b, m float64) float64 {
 // aftRel is the relative error allowed on a sum of L exponential terms.
 func aftRel(L int) float64 { return float64(8*L+64) * u }
 
-// headVals reads a head-layout mat into a dense [t][dh] float64 slice.
-func headVals(m mat, t, dh int) []float64 {
+// aftHeadVals reads a head-layout mat into a dense [t][dh] float64 slice.
+func aftHeadVals(m mat, t, dh int) []float64 {
 	out := make([]float64, t*dh)
 	for i := 0; i < t; i++ {
 		for c := 0; c < dh; c++ {
@@ -184,8 +184,8 @@ func headVals(m mat, t, dh int) []float64 {
 	return out
 }
 
-// triVals reads a causal triangle into a dense [t][t] slice (0 above it).
-func triVals(m mat, t int) []float64 {
+// aftTriVals reads a causal triangle into a dense [t][t] slice (0 above it).
+func aftTriVals(m mat, t int) []float64 {
 	out := make([]float64, t*t)
 	for i := 0; i < t; i++ {
 		for j := 0; j <= i; j++ {
@@ -195,18 +195,18 @@ func triVals(m mat, t int) []float64 {
 	return out
 }
 
-// uLayout is head e.h's row of the [Heads, s] parameter u.
-func (e *env) uLayout(s int) layout {
+// aftULayout is head e.h's row of the [Heads, s] parameter u.
+func (e *env) aftULayout(s int) layout {
 	return layout{rows: 1, stride: e.heads * s, width: s, col: e.h * s}
 }
 
-// quantize rounds x to the 1/64 grid.
-func quantize(x float64) float32 { return float32(math.Round(x*64) / 64) }
+// aftQuantize rounds x to the 1/64 grid.
+func aftQuantize(x float64) float32 { return float32(math.Round(x*64) / 64) }
 
-// aftValue draws one logit-like input (k, w, u) for a mode: "random"
+// aftDraw draws one logit-like input (k, w, u) for a mode: "random"
 // (normal, σ 2), "pm30" and "pm1e4" (±30 or ±1e4 in a third of the entries
 // each, the rest normal with σ 3, all on the 1/64 grid).
-func aftValue(rng *rand.Rand, mode string) float32 {
+func aftDraw(rng *rand.Rand, mode string) float32 {
 	big := 30.0
 	switch mode {
 	case "random":
@@ -216,45 +216,45 @@ func aftValue(rng *rand.Rand, mode string) float32 {
 	}
 	switch rng.IntN(3) {
 	case 0:
-		return quantize(big + rng.NormFloat64()*3)
+		return aftQuantize(big + rng.NormFloat64()*3)
 	case 1:
-		return quantize(-big + rng.NormFloat64()*3)
+		return aftQuantize(-big + rng.NormFloat64()*3)
 	}
-	return quantize(rng.NormFloat64() * 3)
+	return aftQuantize(rng.NormFloat64() * 3)
 }
 
-// aftInputs are the forward inputs of one scenario, as mats and as aftData.
-type aftInputs struct {
+// aftIn are the forward inputs of one scenario, as mats and as aftData.
+type aftIn struct {
 	k, v, w, uw mat
 	d           *aftData
 }
 
-// makeAFTInputs draws the inputs. For aft_local, w is NaN outside the
+// makeAFTIn draws the inputs. For aft_local, w is NaN outside the
 // window: those entries must not be read (the bias there is 0).
-func makeAFTInputs(e *env, g aftGeom, t int, mode string, rng *rand.Rand) aftInputs {
+func makeAFTIn(e *env, g aftGeom, t int, mode string, rng *rand.Rand) aftIn {
 	lh := e.head(t)
-	in := aftInputs{k: newMat(lh), v: mixed(rng, lh, 1)}
+	in := aftIn{k: newMat(lh), v: mixed(rng, lh, 1)}
 	for x := range in.k.v {
-		in.k.v[x] = aftValue(rng, mode)
+		in.k.v[x] = aftDraw(rng, mode)
 	}
-	in.d = &aftData{t: t, dh: e.dh, k: headVals(in.k, t, e.dh), v: headVals(in.v, t, e.dh)}
+	in.d = &aftData{t: t, dh: e.dh, k: aftHeadVals(in.k, t, e.dh), v: aftHeadVals(in.v, t, e.dh)}
 	switch g.mode {
 	case "full", "local":
 		in.w = newMat(triangle(t, e.n))
 		for i := 0; i < t; i++ {
 			for j := 0; j <= i; j++ {
-				x := aftValue(rng, mode)
+				x := aftDraw(rng, mode)
 				if g.mode == "local" && i-j >= g.s {
 					x = float32(math.NaN())
 				}
 				in.w.v[in.w.lay.pos(i, j)] = x
 			}
 		}
-		in.d.w = triVals(in.w, t)
+		in.d.w = aftTriVals(in.w, t)
 	case "conv":
-		in.uw = newMat(e.uLayout(g.s))
+		in.uw = newMat(e.aftULayout(g.s))
 		for l := range in.uw.v {
-			in.uw.v[l] = aftValue(rng, mode)
+			in.uw.v[l] = aftDraw(rng, mode)
 		}
 		in.d.u = make([]float64, g.s)
 		for l := range in.d.u {
@@ -265,7 +265,7 @@ func makeAFTInputs(e *env, g aftGeom, t int, mode string, rng *rand.Rand) aftInp
 }
 
 // ops lists the forward inputs as harness operands.
-func (in aftInputs) ops(g aftGeom) []*operand {
+func (in aftIn) ops(g aftGeom) []*operand {
 	ops := []*operand{{name: "k", lay: in.k.lay, vals: in.k.v}, {name: "v", lay: in.v.lay, vals: in.v.v}}
 	switch g.mode {
 	case "full", "local":
@@ -306,7 +306,7 @@ func aftForwardTest() kernelTest {
 		modes: []string{"random", "pm30", "pm1e4"},
 		scenario: func(e *env, field string, t int, mode string, rng *rand.Rand) scenario {
 			g := aftGeomOf(e, field)
-			in := makeAFTInputs(e, g, t, mode, rng)
+			in := makeAFTIn(e, g, t, mode, rng)
 			lh := e.head(t)
 			z, m, rd := refAFT(g, in.d, lh)
 			ops := append(in.ops(g),
@@ -361,9 +361,9 @@ func bindAFTBack(fn reflect.Value) invoker {
 	panic(fmt.Sprintf("bindAFTBack: %s", fn.Type()))
 }
 
-// stats rounds the float64 forward's z, m and 1/den to float32 mats: the
+// aftStats rounds the float64 forward's z, m and 1/den to float32 mats: the
 // statistics a forward kernel hands its backward.
-func stats(lh layout, z, m, den []float64, dh int) (zm, mm, rdm mat) {
+func aftStats(lh layout, z, m, den []float64, dh int) (zm, mm, rdm mat) {
 	zm, mm, rdm = newMat(lh), newMat(lh), newMat(lh)
 	for i := 0; i < lh.rows; i++ {
 		for c := 0; c < dh; c++ {
@@ -382,7 +382,7 @@ func stats(lh layout, z, m, den []float64, dh int) (zm, mm, rdm mat) {
 // initial value exactly.
 func refAFTBack(g aftGeom, d *aftData, zm, mm, rdm, dzm mat, dw0, du0 mat, lh layout) (dk, dv, dw, du *expect) {
 	t, dh := d.t, d.dh
-	z, m, rd, dz := headVals(zm, t, dh), headVals(mm, t, dh), headVals(rdm, t, dh), headVals(dzm, t, dh)
+	z, m, rd, dz := aftHeadVals(zm, t, dh), aftHeadVals(mm, t, dh), aftHeadVals(rdm, t, dh), aftHeadVals(dzm, t, dh)
 	gk, gv, gw, gu := aftBackward64(g, d, z, m, rd, dz)
 	dk, dv = newExpect("dk", lh), newExpect("dv", lh)
 	wMag, wErr := make([]float64, t*t), make([]float64, t*t)
@@ -424,7 +424,7 @@ func refAFTBack(g aftGeom, d *aftData, zm, mm, rdm, dzm mat, dw0, du0 mat, lh la
 					continue
 				}
 				v := w0 + gw[i*t+j]
-				dw.set(i, j, v, wErr[i*t+j]+wMag[i*t+j]*float64(2*dh+64)*u+blockAdds(dh)*u*(math.Abs(w0)+wMag[i*t+j])+0x1p-120)
+				dw.set(i, j, v, wErr[i*t+j]+wMag[i*t+j]*float64(2*dh+64)*u+aftBlockAdds(dh)*u*(math.Abs(w0)+wMag[i*t+j])+0x1p-120)
 			}
 		}
 	case "conv":
@@ -432,27 +432,27 @@ func refAFTBack(g aftGeom, d *aftData, zm, mm, rdm, dzm mat, dw0, du0 mat, lh la
 		for l := 0; l < g.s; l++ {
 			u0 := float64(du0.at(0, l))
 			v := u0 + gu[l]
-			du.set(0, l, v, uErr[l]+uMag[l]*float64(2*dh*max(t-l, 1)+64)*u+float64(max(t-l, 1))*blockAdds(dh)*u*(math.Abs(u0)+uMag[l])+0x1p-120)
+			du.set(0, l, v, uErr[l]+uMag[l]*float64(2*dh*max(t-l, 1)+64)*u+float64(max(t-l, 1))*aftBlockAdds(dh)*u*(math.Abs(u0)+uMag[l])+0x1p-120)
 		}
 	}
 	return dk, dv, dw, du
 }
 
-// blockAdds is the number of roundings a bias-gradient entry may take as
+// aftBlockAdds is the number of roundings a bias-gradient entry may take as
 // it accumulates: a kernel that works on the head's channels in blocks adds
 // each block's partial sum separately (at most one block per 8 channels),
 // plus one.
-func blockAdds(dh int) float64 { return float64((dh+7)/8 + 1) }
+func aftBlockAdds(dh int) float64 { return float64((dh+7)/8 + 1) }
 
 func aftBackTest() kernelTest {
 	return kernelTest{
 		modes: []string{"random", "pm30", "pm1e4"},
 		scenario: func(e *env, field string, t int, mode string, rng *rand.Rand) scenario {
 			g := aftGeomOf(e, field)
-			in := makeAFTInputs(e, g, t, mode, rng)
+			in := makeAFTIn(e, g, t, mode, rng)
 			lh := e.head(t)
 			z, m, den := aftForward64(g, in.d)
-			zm, mm, rdm := stats(lh, z, m, den, e.dh)
+			zm, mm, rdm := aftStats(lh, z, m, den, e.dh)
 			dzm := mixed(rng, lh, 1)
 			ops := append(in.ops(g),
 				&operand{name: "z", lay: lh, vals: zm.v},
@@ -467,7 +467,7 @@ func aftBackTest() kernelTest {
 				dw0 = mixed(rng, triangle(t, e.n), 1)
 				ops = append(ops, &operand{name: "dw", lay: dw0.lay, role: acc, vals: dw0.v})
 			case "conv":
-				du0 = mixed(rng, e.uLayout(g.s), 1)
+				du0 = mixed(rng, e.aftULayout(g.s), 1)
 				ops = append(ops, &operand{name: "du", lay: du0.lay, role: acc, vals: du0.v})
 			}
 			dk, dv, dw, du := refAFTBack(g, in.d, zm, mm, rdm, dzm, dw0, du0, lh)
@@ -559,8 +559,8 @@ func linBackward64(d *linData, y, rd, dy []float64) (dfq, dfk, dv, mq, mk, mv []
 // rows of DH-wide products (all positive apart from v and dy).
 func linRel(L, dh int) float64 { return float64(4*(L+dh)+32) * u }
 
-// rdLayout is column h of a [t, Heads] matrix.
-func (e *env) rdLayout(t int) layout { return layout{rows: t, stride: e.heads, width: 1, col: e.h} }
+// linRDLayout is column h of a [t, Heads] matrix.
+func (e *env) linRDLayout(t int) layout { return layout{rows: t, stride: e.heads, width: 1, col: e.h} }
 
 // linInputs draws fq = φ(x), fk = φ(x) (φ = elu + 1) and v: "random" with
 // x ~ N(0, 1), "wide" with positive features spread over 1e-3 … 1e3.
@@ -580,7 +580,7 @@ func linInputs(e *env, t int, mode string, rng *rand.Rand) (fq, fk, v mat, d *li
 	for k := range fq.v {
 		fq.v[k], fk.v[k] = feat(), feat()
 	}
-	d = &linData{t: t, dh: e.dh, fq: headVals(fq, t, e.dh), fk: headVals(fk, t, e.dh), v: headVals(v, t, e.dh)}
+	d = &linData{t: t, dh: e.dh, fq: aftHeadVals(fq, t, e.dh), fk: aftHeadVals(fk, t, e.dh), v: aftHeadVals(v, t, e.dh)}
 	return fq, fk, v, d
 }
 
@@ -589,7 +589,7 @@ func linearTest() kernelTest {
 		modes: []string{"random", "wide"},
 		scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
 			fq, fk, v, d := linInputs(e, t, mode, rng)
-			lh, lr := e.head(t), e.rdLayout(t)
+			lh, lr := e.head(t), e.linRDLayout(t)
 			y, den := linForward64(d)
 			ye, rde := newExpect("y", lh), newExpect("rd", lr)
 			for i := 0; i < t; i++ {
@@ -627,7 +627,7 @@ func linearBackTest() kernelTest {
 		modes: []string{"random", "wide"},
 		scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
 			fq, fk, v, d := linInputs(e, t, mode, rng)
-			lh, lr := e.head(t), e.rdLayout(t)
+			lh, lr := e.head(t), e.linRDLayout(t)
 			y64, den := linForward64(d)
 			ym, rdm := newMat(lh), newMat(lr)
 			for i := 0; i < t; i++ {
@@ -641,7 +641,7 @@ func linearBackTest() kernelTest {
 			for i := range rd {
 				rd[i] = float64(rdm.v[i])
 			}
-			dfq, dfk, dv, mq, mk, mv := linBackward64(d, headVals(ym, t, e.dh), rd, headVals(dym, t, e.dh))
+			dfq, dfk, dv, mq, mk, mv := linBackward64(d, aftHeadVals(ym, t, e.dh), rd, aftHeadVals(dym, t, e.dh))
 			eq, ek, ev := newExpect("dfq", lh), newExpect("dfk", lh), newExpect("dv", lh)
 			for i := 0; i < t; i++ {
 				for c := 0; c < e.dh; c++ {
@@ -678,9 +678,9 @@ var aftVariantSpecs = []string{
 	"aft_full", "aft_local", "aft_conv", "aft_simple", "linear",
 }
 
-// allSets returns every kernel set of spec name this CPU runs (ignoring
+// aftSets returns every kernel set of spec name this CPU runs (ignoring
 // SYNTHGEN_ISA: these tests compare the levels with each other).
-func allSets(t *testing.T, name string) []kernels.Set {
+func aftSets(t *testing.T, name string) []kernels.Set {
 	t.Helper()
 	sets, err := kernels.Sets(name)
 	if err != nil {
@@ -691,7 +691,7 @@ func allSets(t *testing.T, name string) []kernels.Set {
 
 // denseCall runs a kernel on dense buffers of one spec: head slices at
 // head h of [t, D] matrices.
-type denseAFT struct {
+type aftDense struct {
 	e  *env
 	g  aftGeom
 	t  int
@@ -699,7 +699,7 @@ type denseAFT struct {
 }
 
 // toHead writes dense [t][dh] values into head h of a fresh [t, D] matrix.
-func (x denseAFT) toHead(v []float64) []float32 {
+func (x aftDense) toHead(v []float64) []float32 {
 	out := make([]float32, x.t*x.e.d)
 	for i := 0; i < x.t; i++ {
 		for c := 0; c < x.e.dh; c++ {
@@ -710,7 +710,7 @@ func (x denseAFT) toHead(v []float64) []float32 {
 }
 
 // fromHead reads head h of a [t, D] matrix.
-func (x denseAFT) fromHead(s []float32) []float64 {
+func (x aftDense) fromHead(s []float32) []float64 {
 	out := make([]float64, x.t*x.e.dh)
 	for i := 0; i < x.t; i++ {
 		for c := 0; c < x.e.dh; c++ {
@@ -721,17 +721,17 @@ func (x denseAFT) fromHead(s []float32) []float64 {
 }
 
 // headSlice is head h's slice of a [t, D] matrix.
-func (x denseAFT) headSlice(s []float32) []float32 { return s[x.e.h*x.e.dh:] }
+func (x aftDense) headSlice(s []float32) []float32 { return s[x.e.h*x.e.dh:] }
 
-// aftRun holds one level's forward and backward results on dense data.
-type aftRun struct {
+// aftResult holds one level's forward and backward results on dense data.
+type aftResult struct {
 	z, m, rd, dk, dv []float64
 	dw               []float64 // [t][t]
 	du               []float64
 }
 
 // run calls the spec's forward and backward kernels of set s with dz.
-func (x denseAFT) run(s kernels.Set, dz []float64) aftRun {
+func (x aftDense) run(s kernels.Set, dz []float64) aftResult {
 	e, t := x.e, x.t
 	k, v := x.toHead(x.in.k), x.toHead(x.in.v)
 	z, m, rd := make([]float32, t*e.d), make([]float32, t*e.d), make([]float32, t*e.d)
@@ -769,7 +769,7 @@ func (x denseAFT) run(s kernels.Set, dz []float64) aftRun {
 	default:
 		panic("no AFT kernels")
 	}
-	r := aftRun{z: x.fromHead(z), m: x.fromHead(m), rd: x.fromHead(rd), dk: x.fromHead(dk), dv: x.fromHead(dv)}
+	r := aftResult{z: x.fromHead(z), m: x.fromHead(m), rd: x.fromHead(rd), dk: x.fromHead(dk), dv: x.fromHead(dv)}
 	r.dw = make([]float64, t*t)
 	for i := 0; i < t; i++ {
 		for j := 0; j <= i; j++ {
@@ -782,9 +782,9 @@ func (x denseAFT) run(s kernels.Set, dz []float64) aftRun {
 	return r
 }
 
-// closeTo reports the entries where got and want differ by more than
+// aftClose reports the entries where got and want differ by more than
 // tol·(max|want| + |want_k|) (NaN never passes).
-func closeTo(what string, got, want []float64, tol float64) []string {
+func aftClose(what string, got, want []float64, tol float64) []string {
 	scale := 0.0
 	for _, w := range want {
 		scale = math.Max(scale, math.Abs(w))
@@ -805,8 +805,8 @@ func closeTo(what string, got, want []float64, tol float64) []string {
 	return []string{fmt.Sprintf("%s: %d of %d differ: %s", what, n, len(want), strings.Join(bad, "; "))}
 }
 
-// specEnv returns a linked spec's env and its AFT geometry.
-func specEnv(t *testing.T, name string) *env {
+// aftSpecEnv returns a linked spec's env and its AFT geometry.
+func aftSpecEnv(t *testing.T, name string) *env {
 	t.Helper()
 	spec, err := kernels.Spec(name)
 	if err != nil {
@@ -837,13 +837,13 @@ func TestAFTGradients(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			e := specEnv(t, name)
-			sets := allSets(t, name)
+			e := aftSpecEnv(t, name)
+			sets := aftSets(t, name)
 			g := aftGeomOf(e, aftFieldOf(sets[0]))
 			for _, mode := range []string{"random", "pm30"} {
 				tl := min(7, e.n)
 				rng := rngFor("aft gradients", name, mode)
-				in := makeAFTInputs(e, g, tl, mode, rng)
+				in := makeAFTIn(e, g, tl, mode, rng)
 				if in.d.w != nil { // the NaN outside the window are never read; make them finite for the perturbations
 					for i := range in.d.w {
 						if math.IsNaN(in.d.w[i]) {
@@ -912,14 +912,14 @@ func TestAFTGradients(t *testing.T) {
 					rd[i] = 1 / den[i]
 				}
 				dk, dv, dw, du := aftBackward64(g, in.d, z, m, rd, dz)
-				report(t, closeTo(mode+": reference gradient vs central differences", gather(dk, dv, dw, du), fd, 1e-6))
+				report(t, aftClose(mode+": reference gradient vs central differences", gather(dk, dv, dw, du), fd, 1e-6))
 				for _, s := range sets {
-					x := denseAFT{e: e, g: g, t: tl, in: in.d}
+					x := aftDense{e: e, g: g, t: tl, in: in.d}
 					res := x.run(s, dz)
 					if res.du == nil {
 						res.du = make([]float64, 1)
 					}
-					report(t, closeTo(fmt.Sprintf("%s %s: kernel gradient vs central differences", mode, s.ISA),
+					report(t, aftClose(fmt.Sprintf("%s %s: kernel gradient vs central differences", mode, s.ISA),
 						gather(res.dk, res.dv, res.dw, res.du), fd, 1e-4))
 				}
 			}
@@ -935,7 +935,7 @@ func TestLinearGradients(t *testing.T) {
 	const h = 1e-6
 	for _, name := range []string{"odd_linear", "wide_linear", "linear"} {
 		t.Run(name, func(t *testing.T) {
-			e := specEnv(t, name)
+			e := aftSpecEnv(t, name)
 			tl := min(7, e.n)
 			rng := rngFor("linear gradients", name)
 			_, _, _, d := linInputs(e, tl, "random", rng)
@@ -971,18 +971,18 @@ func TestLinearGradients(t *testing.T) {
 				rd[i] = 1 / den[i]
 			}
 			dfq, dfk, dv, _, _, _ := linBackward64(d, y, rd, dy)
-			report(t, closeTo("reference dfq", dfq, fq, 1e-6), closeTo("reference dfk", dfk, fk, 1e-6), closeTo("reference dv", dv, fv, 1e-6))
-			x := denseAFT{e: e, t: tl}
-			for _, s := range allSets(t, name) {
+			report(t, aftClose("reference dfq", dfq, fq, 1e-6), aftClose("reference dfk", dfk, fk, 1e-6), aftClose("reference dv", dv, fv, 1e-6))
+			x := aftDense{e: e, t: tl}
+			for _, s := range aftSets(t, name) {
 				yb, rdb := make([]float32, tl*e.d), make([]float32, tl*e.heads)
 				gq, gk, gv := make([]float32, tl*e.d), make([]float32, tl*e.d), make([]float32, tl*e.d)
 				hs := x.headSlice
 				qs, ks, vs, dys := x.toHead(d.fq), x.toHead(d.fk), x.toHead(d.v), x.toHead(dy)
 				s.Linear(tl, hs(qs), hs(ks), hs(vs), hs(yb), rdb[e.h:])
 				s.LinearBack(tl, hs(qs), hs(ks), hs(vs), hs(yb), rdb[e.h:], hs(dys), hs(gq), hs(gk), hs(gv))
-				report(t, closeTo(s.ISA.String()+" dfq", x.fromHead(gq), fq, 1e-4),
-					closeTo(s.ISA.String()+" dfk", x.fromHead(gk), fk, 1e-4),
-					closeTo(s.ISA.String()+" dv", x.fromHead(gv), fv, 1e-4))
+				report(t, aftClose(s.ISA.String()+" dfq", x.fromHead(gq), fq, 1e-4),
+					aftClose(s.ISA.String()+" dfk", x.fromHead(gk), fk, 1e-4),
+					aftClose(s.ISA.String()+" dv", x.fromHead(gv), fv, 1e-4))
 			}
 		})
 	}
@@ -1008,13 +1008,13 @@ func TestAFTRelations(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.a+"_vs_"+tc.b, func(t *testing.T) {
-			ea, eb := specEnv(t, tc.a), specEnv(t, tc.b)
-			setsA, setsB := allSets(t, tc.a), allSets(t, tc.b)
+			ea, eb := aftSpecEnv(t, tc.a), aftSpecEnv(t, tc.b)
+			setsA, setsB := aftSets(t, tc.a), aftSets(t, tc.b)
 			ga, gb := aftGeomOf(ea, aftFieldOf(setsA[0])), aftGeomOf(eb, aftFieldOf(setsB[0]))
 			for _, tl := range []int{1, 7, ea.n - 1, ea.n} {
 				for _, mode := range []string{"random", "pm30", "pm1e4"} {
 					rng := rngFor("relations", tc.a, tc.b, tl, mode)
-					in := makeAFTInputs(ea, ga, tl, mode, rng)
+					in := makeAFTIn(ea, ga, tl, mode, rng)
 					da := in.d
 					db := &aftData{t: tl, dh: eb.dh, k: da.k, v: da.v}
 					switch {
@@ -1053,12 +1053,12 @@ func TestAFTRelations(t *testing.T) {
 						if li >= len(setsB) || setsA[li].ISA != setsB[li].ISA {
 							t.Fatalf("%s and %s have different levels", tc.a, tc.b)
 						}
-						ra := denseAFT{e: ea, g: ga, t: tl, in: da}.run(setsA[li], dz)
-						rb := denseAFT{e: eb, g: gb, t: tl, in: db}.run(setsB[li], dz)
+						ra := aftDense{e: ea, g: ga, t: tl, in: da}.run(setsA[li], dz)
+						rb := aftDense{e: eb, g: gb, t: tl, in: db}.run(setsB[li], dz)
 						lbl := fmt.Sprintf("t=%d %s %s", tl, mode, setsA[li].ISA)
-						report(t, closeTo(lbl+" z", ra.z, rb.z, 1e-5), closeTo(lbl+" m", ra.m, rb.m, 0),
-							closeTo(lbl+" rd", ra.rd, rb.rd, 1e-5),
-							closeTo(lbl+" dk", ra.dk, rb.dk, 1e-5), closeTo(lbl+" dv", ra.dv, rb.dv, 1e-5))
+						report(t, aftClose(lbl+" z", ra.z, rb.z, 1e-5), aftClose(lbl+" m", ra.m, rb.m, 0),
+							aftClose(lbl+" rd", ra.rd, rb.rd, 1e-5),
+							aftClose(lbl+" dk", ra.dk, rb.dk, 1e-5), aftClose(lbl+" dv", ra.dv, rb.dv, 1e-5))
 						switch {
 						case tc.makeU: // du[l] = Σ_{i−j=l} dw[i,j]
 							want := make([]float64, ga.s)
@@ -1067,7 +1067,7 @@ func TestAFTRelations(t *testing.T) {
 									want[i-j] += rb.dw[i*tl+j]
 								}
 							}
-							report(t, closeTo(lbl+" du", ra.du, want, 1e-5))
+							report(t, aftClose(lbl+" du", ra.du, want, 1e-5))
 						case tc.zeroDiag:
 							for i := 0; i < tl; i++ {
 								for j := 0; j < i; j++ {
@@ -1085,7 +1085,7 @@ func TestAFTRelations(t *testing.T) {
 									}
 								}
 							}
-							report(t, closeTo(lbl+" dw", ra.dw, want, 1e-5))
+							report(t, aftClose(lbl+" dw", ra.dw, want, 1e-5))
 						}
 					}
 				}
@@ -1094,9 +1094,9 @@ func TestAFTRelations(t *testing.T) {
 	}
 }
 
-// publicBug is a forward kernel with one of the faults of public AFT
+// aftPublicBug is a forward kernel with one of the faults of public AFT
 // implementations (variants-notes.md §2), in float32 Go.
-type publicBug struct {
+type aftPublicBug struct {
 	name  string
 	spec  string
 	field string
@@ -1104,9 +1104,9 @@ type publicBug struct {
 	fn    func(e *env, g aftGeom, a args)
 }
 
-// bugForward writes z_i[c] = zf(i, c) (and zeros for m and rd; only z is
+// aftBugForward writes z_i[c] = zf(i, c) (and zeros for m and rd; only z is
 // checked).
-func bugForward(e *env, a args, zf func(i, c int) float64) {
+func aftBugForward(e *env, a args, zf func(i, c int) float64) {
 	for i := 0; i < a.t; i++ {
 		for c := 0; c < e.dh; c++ {
 			a.s["z"][i*e.d+c] = float32(zf(i, c))
@@ -1115,8 +1115,8 @@ func bugForward(e *env, a args, zf func(i, c int) float64) {
 	}
 }
 
-// weighted is Σ_{j≤i} wt(j)·v_j[c] / Σ_{j≤i} wt(j).
-func weighted(e *env, a args, i, c int, wt func(j int) float64) float64 {
+// aftWeighted is Σ_{j≤i} wt(j)·v_j[c] / Σ_{j≤i} wt(j).
+func aftWeighted(e *env, a args, i, c int, wt func(j int) float64) float64 {
 	var num, den float64
 	for j := 0; j <= i; j++ {
 		num += wt(j) * float64(a.s["v"][j*e.d+c])
@@ -1125,11 +1125,11 @@ func weighted(e *env, a args, i, c int, wt func(j int) float64) float64 {
 	return num / den
 }
 
-var publicBugs = []publicBug{
+var aftPublicBugs = []aftPublicBug{
 	{"aft_local with −∞ instead of 0 outside the window (labml-style mask)", "odd_aft_local", "AFTLocal", "random",
 		func(e *env, g aftGeom, a args) {
-			bugForward(e, a, func(i, c int) float64 {
-				return weighted(e, a, i, c, func(j int) float64 {
+			aftBugForward(e, a, func(i, c int) float64 {
+				return aftWeighted(e, a, i, c, func(j int) float64 {
 					if i-j >= g.s {
 						return 0
 					}
@@ -1139,7 +1139,7 @@ var publicBugs = []publicBug{
 		}},
 	{"aft_simple normalised at the key's own position (fast-transformers)", "odd_aft_simple", "AFTSimple", "random",
 		func(e *env, g aftGeom, a args) {
-			bugForward(e, a, func(i, c int) float64 {
+			aftBugForward(e, a, func(i, c int) float64 {
 				var z, den float64
 				for j := 0; j <= i; j++ {
 					ej := math.Exp(float64(a.s["k"][j*e.d+c]))
@@ -1151,7 +1151,7 @@ var publicBugs = []publicBug{
 		}},
 	{"unguarded exp in float32 (rish-16, no max subtraction)", "odd_aft_full", "AFTFull", "pm1e4",
 		func(e *env, g aftGeom, a args) {
-			bugForward(e, a, func(i, c int) float64 {
+			aftBugForward(e, a, func(i, c int) float64 {
 				var num, den float32
 				for j := 0; j <= i; j++ {
 					x := float32(math.Exp(float64(a.s["k"][j*e.d+c] + a.s["w"][i*e.n+j])))
@@ -1163,8 +1163,8 @@ var publicBugs = []publicBug{
 		}},
 	{"bias multiplied instead of added (fast-transformers K∗w)", "odd_aft_full", "AFTFull", "random",
 		func(e *env, g aftGeom, a args) {
-			bugForward(e, a, func(i, c int) float64 {
-				return weighted(e, a, i, c, func(j int) float64 {
+			aftBugForward(e, a, func(i, c int) float64 {
+				return aftWeighted(e, a, i, c, func(j int) float64 {
 					return math.Exp(float64(a.s["k"][j*e.d+c] * a.s["w"][i*e.n+j]))
 				})
 			})
@@ -1176,9 +1176,9 @@ var publicBugs = []publicBug{
 // kernel must pass and the bug must be reported, so the references and
 // tolerances above can fail.
 func TestAFTCatchesPublicBugs(t *testing.T) {
-	for _, b := range publicBugs {
+	for _, b := range aftPublicBugs {
 		t.Run(b.name, func(t *testing.T) {
-			e := specEnv(t, b.spec)
+			e := aftSpecEnv(t, b.spec)
 			goK, err := kernels.LookupAt(b.spec, kernels.Go)
 			if err != nil {
 				t.Fatal(err)

@@ -170,6 +170,21 @@ func TestResumeCLI(t *testing.T) {
 	}
 }
 
+// TestResumeSplitRun: the case, "-steps 6" then "-resume -steps 12",
+// is exact when the first part fixes the schedule's length with -lr-steps.
+func TestResumeSplitRun(t *testing.T) {
+	dir := t.TempDir()
+	txt := textFile(t, dir, 20000)
+	a := filepath.Join(dir, "a.safetensors")
+	c := filepath.Join(dir, "c.safetensors")
+	mustRun(t, trainCmd, tinyTrain(dir, txt, "-steps", "12", "-out", a)...)
+	mustRun(t, trainCmd, tinyTrain(dir, txt, "-steps", "6", "-lr-steps", "12", "-out", c)...)
+	mustRun(t, trainCmd, "-resume", c, "-steps", "12", "-workers", "2")
+	if !bytes.Equal(fileBytes(t, a), fileBytes(t, c)) {
+		t.Fatal("6 steps then -resume -steps 12 differs from 12 steps")
+	}
+}
+
 // TestInterrupt: a signal stops the run after the current step, saves and
 // says where.
 func TestInterrupt(t *testing.T) {

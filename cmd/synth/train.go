@@ -50,12 +50,12 @@ func runTrain(args []string) error {
 
 // trainOpts are synth train's flags.
 type trainOpts struct {
-	spec, data, out, resume               string
-	steps, batch, warmup, stopAt, workers int
-	evalEvery, evalWindows                int
-	logEvery, saveEvery                   int
-	lr, clip, wd                          float64
-	seed                                  uint64
+	spec, data, out, resume                        string
+	steps, lrSteps, batch, warmup, stopAt, workers int
+	evalEvery, evalWindows                         int
+	logEvery, saveEvery                            int
+	lr, clip, wd                                   float64
+	seed                                           uint64
 }
 
 func trainCmd(e *env, args []string) error {
@@ -64,6 +64,7 @@ func trainCmd(e *env, args []string) error {
 	fs.StringVar(&o.spec, "spec", DefaultSpec, "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&o.data, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
 	fs.IntVar(&o.steps, "steps", DefaultSteps, "total steps of the run (with -resume: continue up to this step); the schedule's horizon")
+	fs.IntVar(&o.lrSteps, "lr-steps", 0, "length of the learning-rate schedule (0: -steps); fix it to split one run into several: -steps 100 -lr-steps 200, then -resume -steps 200, ends with the weights of -steps 200")
 	fs.IntVar(&o.batch, "batch", DefaultBatch, "sequences of n tokens per step")
 	fs.Float64Var(&o.lr, "lr", optim.DefaultLR, "peak learning rate (linear warm-up, then cosine decay to 10%)")
 	fs.IntVar(&o.warmup, "warmup", -1, "warm-up steps (-1: min(100, 5% of -steps))")
@@ -124,6 +125,10 @@ func setupRun(e *env, o *trainOpts, set map[string]bool) (*trainRun, error) {
 	if o.warmup >= 0 {
 		cfg.Warmup = o.warmup
 	}
+	cfg.Horizon = o.lrSteps
+	if o.lrSteps > 0 && o.warmup < 0 {
+		cfg.Warmup = optim.DefaultWarmup(o.lrSteps)
+	}
 	var (
 		m        *model.Model
 		step     int
@@ -171,9 +176,12 @@ func setupRun(e *env, o *trainOpts, set map[string]bool) (*trainRun, error) {
 			}
 			haveOpt, fromFile = true, optPath
 			// The saved run's settings, unless a flag overrides one.
+			if !set["lr-steps"] {
+				cfg.Horizon = saved.Horizon
+			}
 			if !set["steps"] {
 				cfg.Steps = saved.Steps
-			} else if o.steps != saved.Steps {
+			} else if o.steps != saved.Steps && cfg.Horizon == 0 {
 				notes = append(notes, fmt.Sprintf("-steps %d differs from the saved run's %d: the cosine schedule is stretched to the new total from step %d on", o.steps, saved.Steps, step))
 			}
 			if !set["warmup"] {

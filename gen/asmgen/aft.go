@@ -3,8 +3,12 @@ package asmgen
 import (
 	"fmt"
 	"math"
+	"regexp"
 
+	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/pass"
+	"github.com/mmcloughlin/avo/printer"
 	"github.com/mmcloughlin/avo/reg"
 
 	"github.com/synthgen/synthgen/gen/catalog"
@@ -93,6 +97,8 @@ type aftKit struct {
 	nv   int // vectors per head row
 	tail int // lanes of the last vector (V when it is full)
 	d4   int // bytes per row of a [t, D] matrix
+
+	linFixed int // linear attention: vector registers left outside a tile's state
 }
 
 func newAFTKit(f *File, op catalog.Op, isa kernels.ISA) *aftKit {
@@ -119,10 +125,10 @@ func (a *aftKit) tailMask(q1 int) reg.Register {
 	return a.lanes(a.tail)
 }
 
-// blocks cuts the nv head vectors into blocks of at most
-// (regs − fixed)/per vectors, as even as possible.
-func (a *aftKit) blocks(per, fixed int) [][2]int {
-	nb := max(1, (a.regs-fixed)/per)
+// blocksOf cuts the nv head vectors into blocks of at most nb vectors, as
+// even as possible.
+func (a *aftKit) blocksOf(nb int) [][2]int {
+	nb = max(1, min(nb, a.nv))
 	n := (a.nv + nb - 1) / nb
 	var out [][2]int
 	q := 0
@@ -130,6 +136,51 @@ func (a *aftKit) blocks(per, fixed int) [][2]int {
 		sz := (a.nv - q) / (n - b)
 		out = append(out, [2]int{q, q + sz})
 		q += sz
+	}
+	return out
+}
+
+// aftHighReg matches the registers AVX2 code must not use.
+var aftHighReg = regexp.MustCompile(`\b[XY](1[6-9]|2[0-9]|3[01])\b|\bZ[0-9]+\b|\bK[1-7]\b`)
+
+// aftFit returns the first register budget in budgets (most ambitious first)
+// with which emit's code allocates — avo does not spill, and its allocator
+// may need a few more registers than are live at once — and, on AVX2, uses
+// only X/Y0–15. It emits into a scratch file; the last budget is the
+// fallback.
+func aftFit(f *File, op catalog.Op, isa kernels.ISA, budgets []int, emit func(a *aftKit, budget int)) int {
+	for _, b := range budgets[:len(budgets)-1] {
+		tf := NewFile(f.Config)
+		tf.Ctx.Function("fit")
+		tf.Ctx.Attributes(attr.NOSPLIT)
+		tf.Ctx.SignatureExpr(op.Sig())
+		emit(newAFTKit(tf, op, isa), b)
+		file, err := tf.Ctx.Result()
+		if err == nil {
+			err = pass.Compile.Execute(file)
+		}
+		if err != nil {
+			continue
+		}
+		if isa == kernels.AVX2 {
+			text, err := printer.NewGoAsm(printer.Config{Pkg: "fit"}).Print(file)
+			if err != nil || aftHighReg.Match(text) {
+				continue
+			}
+		}
+		return b
+	}
+	return budgets[len(budgets)-1]
+}
+
+// aftDescending lists hi, hi−1, …, lo.
+func aftDescending(hi, lo int) []int {
+	var out []int
+	for b := hi; b >= lo; b-- {
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		out = []int{lo}
 	}
 	return out
 }
@@ -254,21 +305,21 @@ func (a *aftKit) scanStep(x, ref reg.VecVirtual, newer reg.Register) (old, ex re
 	return old, ex
 }
 
-// emitAFT emits an AFT forward: AFTFull, AFTLocal, AFTConv or AFTSimple.
+// emitAFT emits an AFT forward: AFTFull, AFTLocal, AFTConv or AFTSimple,
+// in channel blocks of as many vectors as the registers hold.
 func emitAFT(f *File, op catalog.Op, isa kernels.ISA) {
+	body := func(a *aftKit, nb int) {
+		for _, b := range a.blocksOf(nb) {
+			a.fwdBlock(b[0], b[1])
+		}
+		a.ret()
+	}
 	a := newAFTKit(f, op, isa)
 	per := 3 // mx, num, den or r, sa, sb
 	if a.mode == aftModeLocal || a.mode == aftModeConv {
 		per = 6
 	}
-	fixed := 7
-	if !a.avx512() {
-		fixed = 8
-	}
-	for _, b := range a.blocks(per, fixed) {
-		a.fwdBlock(b[0], b[1])
-	}
-	a.ret()
+	body(a, aftFit(f, op, isa, aftDescending(min(a.nv, (a.regs-6)/per), 1), body))
 }
 
 func (a *aftKit) fwdBlock(q0, q1 int) {
@@ -445,22 +496,22 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 	c.JB(synRef(lRow))
 }
 
-// emitAFTBack emits an AFT backward: AFTFullBack, AFTLocalBack, AFTConvBack
-// or AFTSimpleBack.
+// emitAFTBack emits an AFT backward: AFTFullBack, AFTLocalBack,
+// AFTConvBack or AFTSimpleBack, in channel blocks of as many vectors as the
+// registers hold.
 func emitAFTBack(f *File, op catalog.Op, isa kernels.ISA) {
+	body := func(a *aftKit, nb int) {
+		for _, b := range a.blocksOf(nb) {
+			a.backBlock(b[0], b[1])
+		}
+		a.ret()
+	}
 	a := newAFTKit(f, op, isa)
 	per := 7 // mu, r1, r2, k_j, v_j, dk_j, dv_j
 	if a.mode == aftModeFull {
 		per = 4
 	}
-	fixed := 8
-	if !a.avx512() {
-		fixed = 9
-	}
-	for _, b := range a.blocks(per, fixed) {
-		a.backBlock(b[0], b[1])
-	}
-	a.ret()
+	body(a, aftFit(f, op, isa, aftDescending(min(a.nv, (a.regs-6)/per), 1), body))
 }
 
 func (a *aftKit) backBlock(q0, q1 int) {
@@ -649,26 +700,32 @@ type linSweep struct {
 
 // emitLinear emits the causal linear-attention forward.
 func emitLinear(f *File, op catalog.Op, isa kernels.ISA) {
-	a := newAFTKit(f, op, isa)
-	a.linRD()
-	a.linSweep(linSweep{alpha: "fk", beta: "v", gamma: "fq", out: "y", scaleOut: true})
-	a.ret()
+	body := func(a *aftKit, fixed int) {
+		a.linFixed = fixed
+		a.linRD()
+		a.linSweep(linSweep{alpha: "fk", beta: "v", gamma: "fq", out: "y", scaleOut: true})
+		a.ret()
+	}
+	body(newAFTKit(f, op, isa), aftFit(f, op, isa, linBudgets(), body))
 }
 
 // emitLinearBack emits the causal linear-attention backward.
 func emitLinearBack(f *File, op catalog.Op, isa kernels.ISA) {
-	a := newAFTKit(f, op, isa)
-	a.linSweep(linSweep{alpha: "v", beta: "fk", gamma: "dy", out: "dfq", scaleOut: true, extra: "z"})
-	a.linSweep(linSweep{alpha: "dy", beta: "fq", gamma: "v", out: "dfk", reverse: true, scaleBeta: true, extra: "h"})
-	a.linSweep(linSweep{alpha: "fq", beta: "dy", gamma: "fk", out: "dv", reverse: true, scaleBeta: true})
-	a.ret()
+	body := func(a *aftKit, fixed int) {
+		a.linFixed = fixed
+		a.linSweep(linSweep{alpha: "v", beta: "fk", gamma: "dy", out: "dfq", scaleOut: true, extra: "z"})
+		a.linSweep(linSweep{alpha: "dy", beta: "fq", gamma: "v", out: "dfk", reverse: true, scaleBeta: true, extra: "h"})
+		a.linSweep(linSweep{alpha: "fq", beta: "dy", gamma: "fk", out: "dv", reverse: true, scaleBeta: true})
+		a.ret()
+	}
+	body(newAFTKit(f, op, isa), aftFit(f, op, isa, linBudgets(), body))
 }
 
 // linRD writes rd_i = 1/(fq_i · z_i + 1e-6), z_i = Σ_{j≤i} fk_j, in passes
 // over blocks of the DH lanes (the partial dot products add up in rd).
 func (a *aftKit) linRD() {
 	c, D4, H4 := a.c, a.d4, 4*a.cfg.Heads
-	bl := a.blocks(1, 6)
+	bl := a.blocksOf(a.regs - 6)
 	for bi, b := range bl {
 		q0, q1 := b[0], b[1]
 		first, last := bi == 0, bi == len(bl)-1
@@ -717,6 +774,10 @@ func (a *aftKit) linRD() {
 	}
 }
 
+// linBudgets are the registers a linear-attention tile leaves outside its
+// state, most ambitious first.
+func linBudgets() []int { return []int{5, 6, 7, 8, 10, 12} }
+
 // linSweep emits one product, tiled as lane blocks of cbv vectors × groups
 // of up to P state rows, one pass over the sequence per tile. The full lane
 // blocks run in a loop (their bases shifted by a lane offset), the last,
@@ -758,8 +819,7 @@ func (a *aftKit) linSweep(s linSweep) {
 // bases shifted by the byte offset in lo (nil: none).
 func (a *aftKit) linBlock(s linSweep, q0, nq int, lo reg.GPVirtual) {
 	c := a.c
-	const fixed = 5
-	P := (a.regs - fixed - nq) / nq
+	P := max(1, (a.regs-a.linFixed-nq)/nq)
 	extra := s.extra != ""
 	n0 := min(a.cfg.DH, P)
 	if extra {

@@ -165,7 +165,7 @@ func TestSynKernels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and tests a module with the go tool")
 	}
-	goTool, err := exec.LookPath(filepath.Join(runtime.GOROOT(), "bin", "go"))
+	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("no go tool: %v", err)
 	}
@@ -653,7 +653,8 @@ func TestTri(t *testing.T) {
 	})
 }
 
-// flops reports GFLOP/s for a kernel of 2·(t(t+1)/2)·W flops.
+// benchProducts runs one product kernel at t = N and reports GFLOP/s,
+// counting 2·(t(t+1)/2)·W flops.
 func benchProducts(b *testing.B, l level, kind string) {
 	n := N
 	mk := func(rows, stride, width int) []float32 {

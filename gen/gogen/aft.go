@@ -60,17 +60,6 @@ func (m aftMode) scan() bool { return m != aftModeFull }
 // window reports whether the mode has keys with a learned bias.
 func (m aftMode) window() bool { return m != aftModeSimple }
 
-// biasName is the bias parameter's name (w or u), "" for aft_simple.
-func (m aftMode) biasName() string {
-	switch m {
-	case aftModeFull, aftModeLocal:
-		return "w"
-	case aftModeConv:
-		return "u"
-	}
-	return ""
-}
-
 // aftBiasDoc describes b_ij for the doc comments.
 func aftBiasDoc(m aftMode) string {
 	switch m {
@@ -84,35 +73,35 @@ func aftBiasDoc(m aftMode) string {
 	return "b_ij = 0"
 }
 
-// id is jen.Id.
-func id(name string) *jen.Statement { return jen.Id(name) }
+// aftID is jen.Id.
+func aftID(name string) *jen.Statement { return jen.Id(name) }
 
-// atC is name[c].
-func atC(name string) *jen.Statement { return jen.Id(name).Index(jen.Id("c")) }
+// aftAtC is name[c].
+func aftAtC(name string) *jen.Statement { return jen.Id(name).Index(jen.Id("c")) }
 
-// headRow declares name := slice[r*D : r*D+DH : r*D+DH], row r of a head slice.
-func headRow(name, slice, r string) jen.Code {
+// aftHeadRow declares name := slice[r*D : r*D+DH : r*D+DH], row r of a head slice.
+func aftHeadRow(name, slice, r string) jen.Code {
 	lo := func() *jen.Statement { return jen.Id(r).Op("*").Id("D") }
 	return jen.Id(name).Op(":=").Id(slice).Index(lo(), lo().Op("+").Id("DH"), lo().Op("+").Id("DH"))
 }
 
-// forC is `for c := range DH { body }`.
-func forC(body ...jen.Code) jen.Code {
+// aftForC is `for c := range DH { body }`.
+func aftForC(body ...jen.Code) jen.Code {
 	return jen.For(jen.Id("c").Op(":=").Range().Id("DH")).Block(body...)
 }
 
-// forP is `for p := range DH { body }`.
-func forP(body ...jen.Code) jen.Code {
+// aftForP is `for p := range DH { body }`.
+func aftForP(body ...jen.Code) jen.Code {
 	return jen.For(jen.Id("p").Op(":=").Range().Id("DH")).Block(body...)
 }
 
-// expf is float32(math.Exp(float64(x))).
-func expf(x jen.Code) *jen.Statement {
+// aftExp is float32(math.Exp(float64(x))).
+func aftExp(x jen.Code) *jen.Statement {
 	return jen.Float32().Call(jen.Qual("math", "Exp").Call(jen.Float64().Call(x)))
 }
 
-// infF32 is float32(math.Inf(sign)).
-func infF32(sign int) *jen.Statement {
+// aftInf is float32(math.Inf(sign)).
+func aftInf(sign int) *jen.Statement {
 	return jen.Float32().Call(jen.Qual("math", "Inf").Call(jen.Lit(sign)))
 }
 
@@ -150,7 +139,7 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 	rd[i·D+c] = 1 / Σ_{j≤i} exp(e_ij[c] − m[i·D+c])
 	z[i·D+c]  = rd[i·D+c] · Σ_{j≤i} exp(e_ij[c] − m[i·D+c]) · v[j·D+c]
 
-(overwrite).%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, windowDoc(op, m), aftBiasDoc(m), aftFwdAlgoDoc(m))
+(overwrite).%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, aftWindowDoc(op, m), aftBiasDoc(m), aftFwdAlgoDoc(m))
 
 	body := []jen.Code{aftSizes(op, cfg, m)}
 	if m == aftModeConv {
@@ -160,12 +149,12 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 		body = append(body,
 			jen.Comment("Scan over the keys without bias: their running maximum r and the sums"),
 			jen.Comment("sa = Σ exp(k_j − r)·v_j and sb = Σ exp(k_j − r)."),
-			jen.Var().List(id("r"), id("sa"), id("sb")).Index(id("DH")).Float32(),
-			jen.For(jen.Id("c").Op(":=").Range().Id("r")).Block(atC("r").Op("=").Add(infF32(-1))),
+			jen.Var().List(aftID("r"), aftID("sa"), aftID("sb")).Index(aftID("DH")).Float32(),
+			jen.For(jen.Id("c").Op(":=").Range().Id("r")).Block(aftAtC("r").Op("=").Add(aftInf(-1))),
 		)
 	}
 	if m.window() {
-		body = append(body, jen.Var().List(id("mx"), id("num"), id("den")).Index(id("DH")).Float32())
+		body = append(body, jen.Var().List(aftID("mx"), aftID("num"), aftID("den")).Index(aftID("DH")).Float32())
 	}
 
 	var row []jen.Code
@@ -178,18 +167,18 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 		}
 		row = append(row, jen.Comment(what+"."),
 			jen.If(jen.Id("j").Op(":=").Add(lag), jen.Id("j").Op(">=").Lit(0)).Block(
-				headRow("kr", "k", "j"),
-				headRow("vr", "v", "j"),
-				forC(scanAdd()...),
+				aftHeadRow("kr", "k", "j"),
+				aftHeadRow("vr", "v", "j"),
+				aftForC(aftScanAdd()...),
 			))
 	}
-	row = append(row, headRow("zr", "z", "i"), headRow("mr", "m", "i"), headRow("rdr", "rd", "i"))
+	row = append(row, aftHeadRow("zr", "z", "i"), aftHeadRow("mr", "m", "i"), aftHeadRow("rdr", "rd", "i"))
 	if !m.window() {
-		row = append(row, forC(
-			jen.Id("inv").Op(":=").Lit(1).Op("/").Add(atC("sb")),
-			atC("zr").Op("=").Add(atC("sa")).Op("*").Id("inv"),
-			atC("mr").Op("=").Add(atC("r")),
-			atC("rdr").Op("=").Id("inv"),
+		row = append(row, aftForC(
+			jen.Id("inv").Op(":=").Lit(1).Op("/").Add(aftAtC("sb")),
+			aftAtC("zr").Op("=").Add(aftAtC("sa")).Op("*").Id("inv"),
+			aftAtC("mr").Op("=").Add(aftAtC("r")),
+			aftAtC("rdr").Op("=").Id("inv"),
 		))
 	} else {
 		if m == aftModeFull {
@@ -201,42 +190,42 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 		if m.scan() {
 			row = append(row, jen.Id("mx").Op("=").Id("r"))
 		} else {
-			row = append(row, forC(atC("mx").Op("=").Add(infF32(-1))))
+			row = append(row, aftForC(aftAtC("mx").Op("=").Add(aftInf(-1))))
 		}
 		row = append(row,
 			jen.For(jen.Id("j").Op(":=").Id("j0"), jen.Id("j").Op("<=").Id("i"), jen.Id("j").Op("++")).Block(
 				aftBias(m),
-				headRow("kr", "k", "j"),
-				forC(atC("mx").Op("=").Max(atC("mx"), atC("kr").Op("+").Id("b"))),
+				aftHeadRow("kr", "k", "j"),
+				aftForC(aftAtC("mx").Op("=").Max(aftAtC("mx"), aftAtC("kr").Op("+").Id("b"))),
 			))
 		if m.scan() {
-			row = append(row, forC(
-				jen.Id("e").Op(":=").Add(expf(atC("r").Op("-").Add(atC("mx")))),
-				atC("num").Op("=").Add(atC("sa")).Op("*").Id("e"),
-				atC("den").Op("=").Add(atC("sb")).Op("*").Id("e"),
+			row = append(row, aftForC(
+				jen.Id("e").Op(":=").Add(aftExp(aftAtC("r").Op("-").Add(aftAtC("mx")))),
+				aftAtC("num").Op("=").Add(aftAtC("sa")).Op("*").Id("e"),
+				aftAtC("den").Op("=").Add(aftAtC("sb")).Op("*").Id("e"),
 			))
 		} else {
 			row = append(row,
-				jen.Id("num").Op("=").Index(id("DH")).Float32().Values(),
-				jen.Id("den").Op("=").Index(id("DH")).Float32().Values(),
+				jen.Id("num").Op("=").Index(aftID("DH")).Float32().Values(),
+				jen.Id("den").Op("=").Index(aftID("DH")).Float32().Values(),
 			)
 		}
 		row = append(row,
 			jen.For(jen.Id("j").Op(":=").Id("j0"), jen.Id("j").Op("<=").Id("i"), jen.Id("j").Op("++")).Block(
 				aftBias(m),
-				headRow("kr", "k", "j"),
-				headRow("vr", "v", "j"),
-				forC(
-					jen.Id("e").Op(":=").Add(expf(atC("kr").Op("+").Id("b").Op("-").Add(atC("mx")))),
-					atC("num").Op("+=").Id("e").Op("*").Add(atC("vr")),
-					atC("den").Op("+=").Id("e"),
+				aftHeadRow("kr", "k", "j"),
+				aftHeadRow("vr", "v", "j"),
+				aftForC(
+					jen.Id("e").Op(":=").Add(aftExp(aftAtC("kr").Op("+").Id("b").Op("-").Add(aftAtC("mx")))),
+					aftAtC("num").Op("+=").Id("e").Op("*").Add(aftAtC("vr")),
+					aftAtC("den").Op("+=").Id("e"),
 				),
 			),
-			forC(
-				jen.Id("inv").Op(":=").Lit(1).Op("/").Add(atC("den")),
-				atC("zr").Op("=").Add(atC("num")).Op("*").Id("inv"),
-				atC("mr").Op("=").Add(atC("mx")),
-				atC("rdr").Op("=").Id("inv"),
+			aftForC(
+				jen.Id("inv").Op(":=").Lit(1).Op("/").Add(aftAtC("den")),
+				aftAtC("zr").Op("=").Add(aftAtC("num")).Op("*").Id("inv"),
+				aftAtC("mr").Op("=").Add(aftAtC("mx")),
+				aftAtC("rdr").Op("=").Id("inv"),
 			),
 		)
 	}
@@ -244,7 +233,7 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 	funcDecl(f, op, doc, body...)
 }
 
-func windowDoc(op catalog.Op, m aftMode) string {
+func aftWindowDoc(op catalog.Op, m aftMode) string {
 	if m == aftModeLocal || m == aftModeConv {
 		return fmt.Sprintf(", window S = %d", op.Window)
 	}
@@ -264,19 +253,19 @@ directly after a pass for their maximum; both parts are positive sums
 shifted by m, so nothing cancels.`
 }
 
-// scanAdd adds key (kr, vr) to the running scan (r, sa, sb) of channel c,
+// aftScanAdd adds key (kr, vr) to the running scan (r, sa, sb) of channel c,
 // with one exponential of a non-positive argument.
-func scanAdd() []jen.Code {
+func aftScanAdd() []jen.Code {
 	return []jen.Code{
-		jen.If(jen.Id("x").Op(":=").Add(atC("kr")), jen.Id("x").Op(">").Add(atC("r"))).Block(
-			jen.Id("e").Op(":=").Add(expf(atC("r").Op("-").Id("x"))),
-			atC("sa").Op("=").Add(atC("sa")).Op("*").Id("e").Op("+").Add(atC("vr")),
-			atC("sb").Op("=").Add(atC("sb")).Op("*").Id("e").Op("+").Lit(1),
-			atC("r").Op("=").Id("x"),
+		jen.If(jen.Id("x").Op(":=").Add(aftAtC("kr")), jen.Id("x").Op(">").Add(aftAtC("r"))).Block(
+			jen.Id("e").Op(":=").Add(aftExp(aftAtC("r").Op("-").Id("x"))),
+			aftAtC("sa").Op("=").Add(aftAtC("sa")).Op("*").Id("e").Op("+").Add(aftAtC("vr")),
+			aftAtC("sb").Op("=").Add(aftAtC("sb")).Op("*").Id("e").Op("+").Lit(1),
+			aftAtC("r").Op("=").Id("x"),
 		).Else().Block(
-			jen.Id("e").Op(":=").Add(expf(jen.Id("x").Op("-").Add(atC("r")))),
-			atC("sa").Op("+=").Id("e").Op("*").Add(atC("vr")),
-			atC("sb").Op("+=").Id("e"),
+			jen.Id("e").Op(":=").Add(aftExp(jen.Id("x").Op("-").Add(aftAtC("r")))),
+			aftAtC("sa").Op("+=").Id("e").Op("*").Add(aftAtC("vr")),
+			aftAtC("sb").Op("+=").Id("e"),
 		),
 	}
 }
@@ -300,7 +289,7 @@ g_ij[c] = p_ij[c] · dz[i·D+c] · (v[j·D+c] − z[i·D+c]):
 	dv[j·D+c]  = Σ_{j≤i<t} p_ij[c] · dz[i·D+c]                  (overwrite)
 	dk[j·D+c]  = Σ_{j≤i<t} g_ij[c]                              (overwrite)%s
 
-m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, windowDoc(op, m), aftBiasDoc(m), grad, aftBackAlgoDoc(m))
+m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, aftWindowDoc(op, m), aftBiasDoc(m), grad, aftBackAlgoDoc(m))
 
 	body := []jen.Code{aftSizes(op, cfg, m)}
 	if m == aftModeConv {
@@ -313,11 +302,11 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 		body = append(body,
 			jen.Comment("Suffix state over the rows that see key j without bias: mu = min m_i,"),
 			jen.Comment("r1 = Σ exp(mu − m_i)·rd_i·dz_i and r2 = Σ exp(mu − m_i)·rd_i·dz_i·z_i."),
-			jen.Var().List(id("mu"), id("r1"), id("r2")).Index(id("DH")).Float32(),
-			jen.For(jen.Id("c").Op(":=").Range().Id("mu")).Block(atC("mu").Op("=").Add(infF32(1))),
+			jen.Var().List(aftID("mu"), aftID("r1"), aftID("r2")).Index(aftID("DH")).Float32(),
+			jen.For(jen.Id("c").Op(":=").Range().Id("mu")).Block(aftAtC("mu").Op("=").Add(aftInf(1))),
 		)
 	}
-	body = append(body, jen.Var().List(id("gk"), id("gv")).Index(id("DH")).Float32())
+	body = append(body, jen.Var().List(aftID("gk"), aftID("gv")).Index(aftID("DH")).Float32())
 
 	var row []jen.Code
 	if m.scan() {
@@ -329,38 +318,38 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 		}
 		row = append(row, jen.Comment(what),
 			jen.If(jen.Id("i").Op(":=").Add(lead), jen.Id("i").Op("<").Id("t")).Block(
-				headRow("mr", "m", "i"),
-				headRow("rdr", "rd", "i"),
-				headRow("dzr", "dz", "i"),
-				headRow("zr", "z", "i"),
-				forC(
-					jen.Id("bz").Op(":=").Add(atC("rdr")).Op("*").Add(atC("dzr")),
-					jen.If(jen.Id("x").Op(":=").Add(atC("mr")), jen.Id("x").Op("<").Add(atC("mu"))).Block(
-						jen.Id("e").Op(":=").Add(expf(jen.Id("x").Op("-").Add(atC("mu")))),
-						atC("r1").Op("=").Add(atC("r1")).Op("*").Id("e").Op("+").Id("bz"),
-						atC("r2").Op("=").Add(atC("r2")).Op("*").Id("e").Op("+").Id("bz").Op("*").Add(atC("zr")),
-						atC("mu").Op("=").Id("x"),
+				aftHeadRow("mr", "m", "i"),
+				aftHeadRow("rdr", "rd", "i"),
+				aftHeadRow("dzr", "dz", "i"),
+				aftHeadRow("zr", "z", "i"),
+				aftForC(
+					jen.Id("bz").Op(":=").Add(aftAtC("rdr")).Op("*").Add(aftAtC("dzr")),
+					jen.If(jen.Id("x").Op(":=").Add(aftAtC("mr")), jen.Id("x").Op("<").Add(aftAtC("mu"))).Block(
+						jen.Id("e").Op(":=").Add(aftExp(jen.Id("x").Op("-").Add(aftAtC("mu")))),
+						aftAtC("r1").Op("=").Add(aftAtC("r1")).Op("*").Id("e").Op("+").Id("bz"),
+						aftAtC("r2").Op("=").Add(aftAtC("r2")).Op("*").Id("e").Op("+").Id("bz").Op("*").Add(aftAtC("zr")),
+						aftAtC("mu").Op("=").Id("x"),
 					).Else().Block(
-						jen.Id("e").Op(":=").Add(expf(atC("mu").Op("-").Id("x"))),
-						atC("r1").Op("+=").Id("e").Op("*").Id("bz"),
-						atC("r2").Op("+=").Id("e").Op("*").Id("bz").Op("*").Add(atC("zr")),
+						jen.Id("e").Op(":=").Add(aftExp(aftAtC("mu").Op("-").Id("x"))),
+						aftAtC("r1").Op("+=").Id("e").Op("*").Id("bz"),
+						aftAtC("r2").Op("+=").Id("e").Op("*").Id("bz").Op("*").Add(aftAtC("zr")),
 					),
 				),
 			))
 	}
-	row = append(row, headRow("kr", "k", "j"), headRow("vr", "v", "j"))
+	row = append(row, aftHeadRow("kr", "k", "j"), aftHeadRow("vr", "v", "j"))
 	if m.scan() {
 		row = append(row,
 			jen.Comment("Rows without bias: exp(k_j − mu) ≤ 1 times the suffix sums."),
-			forC(
-				jen.Id("e").Op(":=").Add(expf(atC("kr").Op("-").Add(atC("mu")))),
-				atC("gv").Op("=").Id("e").Op("*").Add(atC("r1")),
-				atC("gk").Op("=").Id("e").Op("*").Parens(atC("vr").Op("*").Add(atC("r1")).Op("-").Add(atC("r2"))),
+			aftForC(
+				jen.Id("e").Op(":=").Add(aftExp(aftAtC("kr").Op("-").Add(aftAtC("mu")))),
+				aftAtC("gv").Op("=").Id("e").Op("*").Add(aftAtC("r1")),
+				aftAtC("gk").Op("=").Id("e").Op("*").Parens(aftAtC("vr").Op("*").Add(aftAtC("r1")).Op("-").Add(aftAtC("r2"))),
 			))
 	} else {
 		row = append(row,
-			jen.Id("gk").Op("=").Index(id("DH")).Float32().Values(),
-			jen.Id("gv").Op("=").Index(id("DH")).Float32().Values(),
+			jen.Id("gk").Op("=").Index(aftID("DH")).Float32().Values(),
+			jen.Id("gv").Op("=").Index(aftID("DH")).Float32().Values(),
 		)
 	}
 	if m.window() {
@@ -376,16 +365,16 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 			jen.Comment("Rows whose window holds key j."),
 			jen.For(jen.Id("i").Op(":=").Id("j"), jen.Id("i").Op("<").Add(end), jen.Id("i").Op("++")).Block(
 				aftBias(m),
-				headRow("mr", "m", "i"),
-				headRow("rdr", "rd", "i"),
-				headRow("dzr", "dz", "i"),
-				headRow("zr", "z", "i"),
+				aftHeadRow("mr", "m", "i"),
+				aftHeadRow("rdr", "rd", "i"),
+				aftHeadRow("dzr", "dz", "i"),
+				aftHeadRow("zr", "z", "i"),
 				jen.Var().Id("gs").Float32(),
-				forC(
-					jen.Id("pd").Op(":=").Add(expf(atC("kr").Op("+").Id("b").Op("-").Add(atC("mr")))).Op("*").Add(atC("rdr")).Op("*").Add(atC("dzr")),
-					atC("gv").Op("+=").Id("pd"),
-					jen.Id("g").Op(":=").Id("pd").Op("*").Parens(atC("vr").Op("-").Add(atC("zr"))),
-					atC("gk").Op("+=").Id("g"),
+				aftForC(
+					jen.Id("pd").Op(":=").Add(aftExp(aftAtC("kr").Op("+").Id("b").Op("-").Add(aftAtC("mr")))).Op("*").Add(aftAtC("rdr")).Op("*").Add(aftAtC("dzr")),
+					aftAtC("gv").Op("+=").Id("pd"),
+					jen.Id("g").Op(":=").Id("pd").Op("*").Parens(aftAtC("vr").Op("-").Add(aftAtC("zr"))),
+					aftAtC("gk").Op("+=").Id("g"),
 					jen.Id("gs").Op("+=").Id("g"),
 				),
 				dst.Op("+=").Id("gs"),
@@ -424,28 +413,28 @@ Heads = %d: for i < t, with S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk
 
 (overwrite). The DH×DH state is updated row by row.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 	row := []jen.Code{
-		headRow("fkr", "fk", "i"),
-		headRow("vr", "v", "i"),
-		headRow("fqr", "fq", "i"),
-		headRow("yr", "y", "i"),
+		aftHeadRow("fkr", "fk", "i"),
+		aftHeadRow("vr", "v", "i"),
+		aftHeadRow("fqr", "fq", "i"),
+		aftHeadRow("yr", "y", "i"),
 		jen.Comment("S += fk_i v_iᵀ, z += fk_i."),
-		forP(
+		aftForP(
 			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
 			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
 			jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH")),
-			forC(atC("sr").Op("+=").Id("a").Op("*").Add(atC("vr"))),
+			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
 		),
 		jen.Var().Id("den").Float32(),
-		forP(jen.Id("den").Op("+=").Id("fqr").Index(jen.Id("p")).Op("*").Id("zs").Index(jen.Id("p"))),
+		aftForP(jen.Id("den").Op("+=").Id("fqr").Index(jen.Id("p")).Op("*").Id("zs").Index(jen.Id("p"))),
 		jen.Id("inv").Op(":=").Lit(1).Op("/").Parens(jen.Id("den").Op("+").Lit(1e-6)),
 		jen.Id("rd").Index(jen.Id("i").Op("*").Id("Heads")).Op("=").Id("inv"),
-		jen.Var().Id("acc").Index(id("DH")).Float32(),
-		forP(
+		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
+		aftForP(
 			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
 			jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH")),
-			forC(atC("acc").Op("+=").Id("q").Op("*").Add(atC("sr"))),
+			aftForC(aftAtC("acc").Op("+=").Id("q").Op("*").Add(aftAtC("sr"))),
 		),
-		forC(atC("yr").Op("=").Add(atC("acc")).Op("*").Id("inv")),
+		aftForC(aftAtC("yr").Op("=").Add(aftAtC("acc")).Op("*").Id("inv")),
 	}
 	funcDecl(f, op, doc,
 		constBlock(
@@ -454,7 +443,7 @@ Heads = %d: for i < t, with S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk
 			size{"Heads", cfg.Heads, "row stride of rd"},
 		),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S[p, c] at s[p·DH+c]"),
-		jen.Var().Id("zs").Index(id("DH")).Float32(),
+		jen.Var().Id("zs").Index(aftID("DH")).Float32(),
 		forRows(row...),
 	)
 }
@@ -477,56 +466,56 @@ with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg
 	dot := func(name string) []jen.Code {
 		return []jen.Code{
 			jen.Var().Id(name).Float32(),
-			forC(jen.Id(name).Op("+=").Add(atC("dyr")).Op("*").Add(atC("yr"))),
+			aftForC(jen.Id(name).Op("+=").Add(aftAtC("dyr")).Op("*").Add(aftAtC("yr"))),
 		}
 	}
 	fwd := []jen.Code{
-		headRow("fkr", "fk", "i"),
-		headRow("vr", "v", "i"),
-		headRow("dyr", "dy", "i"),
-		headRow("yr", "y", "i"),
-		headRow("dfqr", "dfq", "i"),
+		aftHeadRow("fkr", "fk", "i"),
+		aftHeadRow("vr", "v", "i"),
+		aftHeadRow("dyr", "dy", "i"),
+		aftHeadRow("yr", "y", "i"),
+		aftHeadRow("dfqr", "dfq", "i"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("i").Op("*").Id("Heads")),
-		forP(
+		aftForP(
 			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
 			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
 			srow(),
-			forC(atC("sr").Op("+=").Id("a").Op("*").Add(atC("vr"))),
+			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
 		),
 	}
 	fwd = append(fwd, dot("dyy")...)
-	fwd = append(fwd, forP(
+	fwd = append(fwd, aftForP(
 		srow(),
 		jen.Var().Id("acc").Float32(),
-		forC(jen.Id("acc").Op("+=").Add(atC("sr")).Op("*").Add(atC("dyr"))),
+		aftForC(jen.Id("acc").Op("+=").Add(aftAtC("sr")).Op("*").Add(aftAtC("dyr"))),
 		jen.Id("dfqr").Index(jen.Id("p")).Op("=").Id("inv").Op("*").Parens(jen.Id("acc").Op("-").Id("dyy").Op("*").Id("zs").Index(jen.Id("p"))),
 	))
 	rev := []jen.Code{
-		headRow("fqr", "fq", "j"),
-		headRow("fkr", "fk", "j"),
-		headRow("vr", "v", "j"),
-		headRow("dyr", "dy", "j"),
-		headRow("yr", "y", "j"),
-		headRow("dfkr", "dfk", "j"),
-		headRow("dvr", "dv", "j"),
+		aftHeadRow("fqr", "fq", "j"),
+		aftHeadRow("fkr", "fk", "j"),
+		aftHeadRow("vr", "v", "j"),
+		aftHeadRow("dyr", "dy", "j"),
+		aftHeadRow("yr", "y", "j"),
+		aftHeadRow("dfkr", "dfk", "j"),
+		aftHeadRow("dvr", "dv", "j"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("j").Op("*").Id("Heads")),
 	}
 	rev = append(rev, dot("dyy")...)
 	rev = append(rev,
 		jen.Id("bj").Op(":=").Op("-").Id("inv").Op("*").Id("dyy"),
 		jen.Comment("G += fq_j a_jᵀ, h += b_j fq_j; then dfk_j = G v_j + h and dv_j = Gᵀ fk_j."),
-		jen.Var().Id("acc").Index(id("DH")).Float32(),
-		forP(
+		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
+		aftForP(
 			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
 			jen.Id("hs").Index(jen.Id("p")).Op("+=").Id("bj").Op("*").Id("q"),
 			jen.Id("qi").Op(":=").Id("q").Op("*").Id("inv"),
 			srow(),
 			jen.Id("kp").Op(":=").Id("fkr").Index(jen.Id("p")),
 			jen.Var().Id("sv").Float32(),
-			forC(
-				atC("sr").Op("+=").Id("qi").Op("*").Add(atC("dyr")),
-				jen.Id("sv").Op("+=").Add(atC("sr")).Op("*").Add(atC("vr")),
-				atC("acc").Op("+=").Id("kp").Op("*").Add(atC("sr")),
+			aftForC(
+				aftAtC("sr").Op("+=").Id("qi").Op("*").Add(aftAtC("dyr")),
+				jen.Id("sv").Op("+=").Add(aftAtC("sr")).Op("*").Add(aftAtC("vr")),
+				aftAtC("acc").Op("+=").Id("kp").Op("*").Add(aftAtC("sr")),
 			),
 			jen.Id("dfkr").Index(jen.Id("p")).Op("=").Id("sv").Op("+").Id("hs").Index(jen.Id("p")),
 		),
@@ -539,7 +528,7 @@ with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg
 			size{"Heads", cfg.Heads, "row stride of rd"},
 		),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S_i, then G_j, at s[p·DH+c]"),
-		jen.Var().List(id("zs"), id("hs")).Index(id("DH")).Float32(),
+		jen.Var().List(aftID("zs"), aftID("hs")).Index(aftID("DH")).Float32(),
 		jen.Comment("Forward sweep: dfq."),
 		forRows(fwd...),
 		jen.Clear(jen.Id("s").Index(jen.Empty(), jen.Empty())),

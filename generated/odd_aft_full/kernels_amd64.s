@@ -448,7 +448,9 @@ GLOBL exp_c1_v8_3f7ffffb<>(SB), RODATA|NOPTR, $32
 // func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·aftFullBackAVX2(SB), NOSPLIT, $0-248
-	// Channels [0, 8).
+	VMOVDQU synLaneMask<>+16(SB), Y0
+
+	// Channels [0, 12).
 	MOVQ   t+0(FP), AX
 	MOVQ   m_base+104(FP), CX
 	MOVQ   rd_base+128(FP), DX
@@ -459,12 +461,16 @@ TEXT ·aftFullBackAVX2(SB), NOSPLIT, $0-248
 	IMUL3Q $+144, DI, R8
 
 key_1:
-	MOVQ    k_base+8(FP), R9
-	MOVQ    v_base+32(FP), R10
-	VMOVUPS (R9)(R8*1), Y0
-	VMOVUPS (R10)(R8*1), Y1
-	VXORPS  Y2, Y2, Y2
-	VXORPS  Y3, Y3, Y3
+	MOVQ       k_base+8(FP), R9
+	MOVQ       v_base+32(FP), R10
+	VMOVUPS    (R9)(R8*1), Y1
+	VMOVUPS    (R10)(R8*1), Y3
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y7, Y7, Y7
+	VMASKMOVPS 32(R9)(R8*1), Y0, Y2
+	VMASKMOVPS 32(R10)(R8*1), Y0, Y4
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y8, Y8, Y8
 
 	// The rows j … min(j + S, t) − 1, whose window holds key j.
 	MOVQ   AX, R9
@@ -477,38 +483,67 @@ key_1:
 	ADDQ   R13, R12
 
 win_2:
-	VBROADCASTSS (R11), Y4
-	VADDPS       Y4, Y0, Y4
-	VSUBPS       (CX)(R10*1), Y4, Y4
-	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
-	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
-	VPSLLD       $0x17, Y6, Y5
-	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
-	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
-	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
-	VMULPS       Y5, Y4, Y4
-	VFMADD231PS  Y6, Y4, Y5
-	VANDNPS      Y5, Y7, Y5
-	VMULPS       (DX)(R10*1), Y5, Y5
-	VMULPS       (BX)(R10*1), Y5, Y5
-	VADDPS       Y5, Y3, Y3
-	VSUBPS       (SI)(R10*1), Y1, Y4
-	VMULPS       Y5, Y4, Y4
-	VADDPS       Y4, Y2, Y2
-	VEXTRACTF128 $0x01, Y4, X5
-	VADDPS       X4, X5, X5
-	VPERMILPS    $0x4e, X5, X4
-	VADDPS       X4, X5, X5
-	VMOVSHDUP    X5, X4
-	VADDSS       X4, X5, X5
-	VADDSS       (R12), X5, X5
-	VMOVSS       X5, (R12)
+	VBROADCASTSS (R11), Y9
+	VADDPS       Y9, Y1, Y10
+	VSUBPS       (CX)(R10*1), Y10, Y10
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y10, Y13
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y12
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y10, Y12
+	VPSLLD       $0x17, Y12, Y11
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y12, Y12
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y12, Y10
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y12, Y10
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y12
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y10, Y12
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y10, Y12
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y10, Y12
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y10, Y12
+	VMULPS       Y11, Y10, Y10
+	VFMADD231PS  Y12, Y10, Y11
+	VANDNPS      Y11, Y13, Y11
+	VMULPS       (DX)(R10*1), Y11, Y11
+	VMULPS       (BX)(R10*1), Y11, Y11
+	VADDPS       Y11, Y7, Y7
+	VSUBPS       (SI)(R10*1), Y3, Y10
+	VMULPS       Y11, Y10, Y10
+	VADDPS       Y10, Y5, Y5
+	VADDPS       Y9, Y2, Y9
+	VMASKMOVPS   32(CX)(R10*1), Y0, Y11
+	VSUBPS       Y11, Y9, Y9
+	VMINPS       aft_zero_v8_00000000<>+0(SB), Y9, Y9
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y13
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y12
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y12
+	VPSLLD       $0x17, Y12, Y11
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y12, Y12
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y12, Y9
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y12, Y9
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y12
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y12
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y9, Y12
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y9, Y12
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y12
+	VMULPS       Y11, Y9, Y9
+	VFMADD231PS  Y12, Y9, Y11
+	VANDNPS      Y11, Y13, Y11
+	VMASKMOVPS   32(DX)(R10*1), Y0, Y9
+	VMULPS       Y9, Y11, Y11
+	VMASKMOVPS   32(BX)(R10*1), Y0, Y9
+	VMULPS       Y9, Y11, Y11
+	VADDPS       Y11, Y8, Y8
+	VMASKMOVPS   32(SI)(R10*1), Y0, Y9
+	VSUBPS       Y9, Y4, Y9
+	VMULPS       Y11, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VADDPS       Y9, Y10, Y10
+	VEXTRACTF128 $0x01, Y10, X9
+	VADDPS       X10, X9, X9
+	VPERMILPS    $0x4e, X9, X10
+	VADDPS       X10, X9, X9
+	VMOVSHDUP    X9, X10
+	VADDSS       X10, X9, X9
+	VADDSS       (R12), X9, X9
+	VMOVSS       X9, (R12)
 	ADDQ         $+144, R10
 	ADDQ         $+240, R11
 	ADDQ         $+240, R12
@@ -516,91 +551,13 @@ win_2:
 	JNZ          win_2
 	MOVQ         dk_base+176(FP), R9
 	MOVQ         dv_base+200(FP), R10
-	VMOVUPS      Y2, (R9)(R8*1)
-	VMOVUPS      Y3, (R10)(R8*1)
+	VMOVUPS      Y5, (R9)(R8*1)
+	VMOVUPS      Y7, (R10)(R8*1)
+	VMASKMOVPS   Y6, Y0, 32(R9)(R8*1)
+	VMASKMOVPS   Y8, Y0, 32(R10)(R8*1)
 	SUBQ         $+144, R8
 	DECQ         DI
 	JGE          key_1
-	VMOVDQU      synLaneMask<>+16(SB), Y0
-
-	// Channels [8, 12).
-	MOVQ   t+0(FP), AX
-	MOVQ   m_base+104(FP), CX
-	MOVQ   rd_base+128(FP), DX
-	MOVQ   dz_base+152(FP), BX
-	MOVQ   z_base+80(FP), SI
-	MOVQ   AX, DI
-	DECQ   DI
-	IMUL3Q $+144, DI, R8
-
-key_3:
-	MOVQ       k_base+8(FP), R9
-	MOVQ       v_base+32(FP), R10
-	VMASKMOVPS 32(R9)(R8*1), Y0, Y1
-	VMASKMOVPS 32(R10)(R8*1), Y0, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-
-	// The rows j … min(j + S, t) − 1, whose window holds key j.
-	MOVQ   AX, R9
-	SUBQ   DI, R9
-	MOVQ   R8, R10
-	IMUL3Q $+244, DI, R13
-	MOVQ   w_base+56(FP), R11
-	MOVQ   dw_base+224(FP), R12
-	ADDQ   R13, R11
-	ADDQ   R13, R12
-
-win_4:
-	VBROADCASTSS (R11), Y5
-	VADDPS       Y5, Y1, Y5
-	VMASKMOVPS   32(CX)(R10*1), Y0, Y6
-	VSUBPS       Y6, Y5, Y5
-	VMINPS       aft_zero_v8_00000000<>+0(SB), Y5, Y5
-	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y5, Y8
-	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y7
-	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y5, Y7
-	VPSLLD       $0x17, Y7, Y6
-	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y7, Y7
-	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y7, Y5
-	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y7, Y5
-	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y7
-	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y5, Y7
-	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y5, Y7
-	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y5, Y7
-	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y5, Y7
-	VMULPS       Y6, Y5, Y5
-	VFMADD231PS  Y7, Y5, Y6
-	VANDNPS      Y6, Y8, Y6
-	VMASKMOVPS   32(DX)(R10*1), Y0, Y5
-	VMULPS       Y5, Y6, Y6
-	VMASKMOVPS   32(BX)(R10*1), Y0, Y5
-	VMULPS       Y5, Y6, Y6
-	VADDPS       Y6, Y4, Y4
-	VMASKMOVPS   32(SI)(R10*1), Y0, Y5
-	VSUBPS       Y5, Y2, Y5
-	VMULPS       Y6, Y5, Y5
-	VADDPS       Y5, Y3, Y3
-	VEXTRACTF128 $0x01, Y5, X6
-	VADDPS       X5, X6, X6
-	VPERMILPS    $0x4e, X6, X5
-	VADDPS       X5, X6, X6
-	VMOVSHDUP    X6, X5
-	VADDSS       X5, X6, X6
-	VADDSS       (R12), X6, X6
-	VMOVSS       X6, (R12)
-	ADDQ         $+144, R10
-	ADDQ         $+240, R11
-	ADDQ         $+240, R12
-	DECQ         R9
-	JNZ          win_4
-	MOVQ         dk_base+176(FP), R9
-	MOVQ         dv_base+200(FP), R10
-	VMASKMOVPS   Y3, Y0, 32(R9)(R8*1)
-	VMASKMOVPS   Y4, Y0, 32(R10)(R8*1)
-	SUBQ         $+144, R8
-	DECQ         DI
-	JGE          key_3
 	VZEROUPPER
 	RET
 

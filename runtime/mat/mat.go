@@ -210,58 +210,11 @@ func (g *gemmJob) Run(_, task int) {
 		keep := g.acc || kb > 0 // add to C rather than overwrite it
 		i := i0
 		for ; i+1 < i1; i += 2 {
-			a0 := a[i*lda+kb : i*lda+ke]
-			a1 := a[(i+1)*lda+kb : (i+1)*lda+ke]
-			r0 := c[i*n : i*n+n]
-			r1 := c[(i+1)*n : (i+1)*n+n]
-			j := j0
-			for ; j+2 < j1; j += 3 {
-				s00, s01, s02, s10, s11, s12 := dot23(a0, a1,
-					b[j*ldb+kb:j*ldb+ke], b[(j+1)*ldb+kb:(j+1)*ldb+ke], b[(j+2)*ldb+kb:(j+2)*ldb+ke])
-				if keep {
-					r0[j] += s00
-					r0[j+1] += s01
-					r0[j+2] += s02
-					r1[j] += s10
-					r1[j+1] += s11
-					r1[j+2] += s12
-				} else {
-					r0[j], r0[j+1], r0[j+2] = s00, s01, s02
-					r1[j], r1[j+1], r1[j+2] = s10, s11, s12
-				}
-			}
-			for ; j < j1; j++ {
-				s0, s1 := dot21(a0, a1, b[j*ldb+kb:j*ldb+ke])
-				if keep {
-					r0[j] += s0
-					r1[j] += s1
-				} else {
-					r0[j], r1[j] = s0, s1
-				}
-			}
+			row23(a[i*lda+kb:i*lda+ke], a[(i+1)*lda+kb:(i+1)*lda+ke], b[kb:], ldb, j0, j1,
+				c[i*n:i*n+n], c[(i+1)*n:(i+1)*n+n], keep)
 		}
 		if i < i1 {
-			a0 := a[i*lda+kb : i*lda+ke]
-			r0 := c[i*n : i*n+n]
-			j := j0
-			for ; j+2 < j1; j += 3 {
-				s0, s1, s2 := dot13(a0, b[j*ldb+kb:j*ldb+ke], b[(j+1)*ldb+kb:(j+1)*ldb+ke], b[(j+2)*ldb+kb:(j+2)*ldb+ke])
-				if keep {
-					r0[j] += s0
-					r0[j+1] += s1
-					r0[j+2] += s2
-				} else {
-					r0[j], r0[j+1], r0[j+2] = s0, s1, s2
-				}
-			}
-			for ; j < j1; j++ {
-				s := dot11(a0, b[j*ldb+kb:j*ldb+ke])
-				if keep {
-					r0[j] += s
-				} else {
-					r0[j] = s
-				}
-			}
+			row13(a[i*lda+kb:i*lda+ke], b[kb:], ldb, j0, j1, c[i*n:i*n+n], keep)
 		}
 	}
 	if g.bias != nil {
@@ -282,6 +235,61 @@ func (g *gemmJob) Run(_, task int) {
 				s += v
 			}
 			g.asum[i] += s
+		}
+	}
+}
+
+// row23 computes (or adds, when keep) r0[j] = a0·b_j and r1[j] = a1·b_j
+// for j0 ≤ j < j1, where b_j = b[j·ldb:][:len(a0)]: 2×3 register tiles, then
+// 2×1 for the last columns.
+func row23(a0, a1, b []float32, ldb, j0, j1 int, r0, r1 []float32, keep bool) {
+	k := len(a0)
+	j := j0
+	for ; j+2 < j1; j += 3 {
+		s00, s01, s02, s10, s11, s12 := dot23(a0, a1, b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k], b[(j+2)*ldb:(j+2)*ldb+k])
+		if keep {
+			r0[j] += s00
+			r0[j+1] += s01
+			r0[j+2] += s02
+			r1[j] += s10
+			r1[j+1] += s11
+			r1[j+2] += s12
+		} else {
+			r0[j], r0[j+1], r0[j+2] = s00, s01, s02
+			r1[j], r1[j+1], r1[j+2] = s10, s11, s12
+		}
+	}
+	for ; j < j1; j++ {
+		s0, s1 := dot21(a0, a1, b[j*ldb:j*ldb+k])
+		if keep {
+			r0[j] += s0
+			r1[j] += s1
+		} else {
+			r0[j], r1[j] = s0, s1
+		}
+	}
+}
+
+// row13 is row23 for a single row of A.
+func row13(a0, b []float32, ldb, j0, j1 int, r0 []float32, keep bool) {
+	k := len(a0)
+	j := j0
+	for ; j+2 < j1; j += 3 {
+		s0, s1, s2 := dot13(a0, b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k], b[(j+2)*ldb:(j+2)*ldb+k])
+		if keep {
+			r0[j] += s0
+			r0[j+1] += s1
+			r0[j+2] += s2
+		} else {
+			r0[j], r0[j+1], r0[j+2] = s0, s1, s2
+		}
+	}
+	for ; j < j1; j++ {
+		s := dot11(a0, b[j*ldb:j*ldb+k])
+		if keep {
+			r0[j] += s
+		} else {
+			r0[j] = s
 		}
 	}
 }

@@ -67,49 +67,33 @@ func tanhRational(x float32) float32 {
 	return x * p / q
 }
 
-// geluForward writes b[i] = gelu(a[i]) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))),
-// four elements at a time with their dependency chains interleaved (the
-// rational tanh is latency-bound one element at a time).
-func geluForward(a, b []float32) {
-	b = b[:len(a)]
+// geluForward writes g[i] = gelu(u[i]) = 0.5·u·(1 + tanh(√(2/π)·(u + 0.044715·u³)))
+// and replaces u[i] by gelu'(u[i]), which is all the backward needs. Four
+// elements at a time with their dependency chains interleaved (the rational
+// tanh is latency-bound one element at a time).
+func geluForward(u, g []float32) {
+	g = g[:len(u)]
 	i := 0
-	for ; i+3 < len(a); i += 4 {
-		x0, x1, x2, x3 := a[i], a[i+1], a[i+2], a[i+3]
-		z0 := geluC * (x0 + 0.044715*x0*x0*x0)
-		z1 := geluC * (x1 + 0.044715*x1*x1*x1)
-		z2 := geluC * (x2 + 0.044715*x2*x2*x2)
-		z3 := geluC * (x3 + 0.044715*x3*x3*x3)
-		t0, t1, t2, t3 := tanh4(z0, z1, z2, z3)
-		b[i] = 0.5 * x0 * (1 + t0)
-		b[i+1] = 0.5 * x1 * (1 + t1)
-		b[i+2] = 0.5 * x2 * (1 + t2)
-		b[i+3] = 0.5 * x3 * (1 + t3)
-	}
-	for ; i < len(a); i++ {
-		x := a[i]
-		b[i] = 0.5 * x * (1 + tanhRational(geluC*(x+0.044715*x*x*x)))
-	}
-}
-
-// geluBackward multiplies da[i] by gelu'(x[i]).
-func geluBackward(da, x []float32) {
-	da = da[:len(x)]
-	i := 0
-	for ; i+3 < len(x); i += 4 {
-		x0, x1, x2, x3 := x[i], x[i+1], x[i+2], x[i+3]
+	for ; i+3 < len(u); i += 4 {
+		x0, x1, x2, x3 := u[i], u[i+1], u[i+2], u[i+3]
 		s0, s1, s2, s3 := x0*x0, x1*x1, x2*x2, x3*x3
 		t0, t1, t2, t3 := tanh4(geluC*(x0+0.044715*s0*x0), geluC*(x1+0.044715*s1*x1),
 			geluC*(x2+0.044715*s2*x2), geluC*(x3+0.044715*s3*x3))
-		da[i] *= 0.5*(1+t0) + 0.5*x0*(1-t0*t0)*geluC*(1+3*0.044715*s0)
-		da[i+1] *= 0.5*(1+t1) + 0.5*x1*(1-t1*t1)*geluC*(1+3*0.044715*s1)
-		da[i+2] *= 0.5*(1+t2) + 0.5*x2*(1-t2*t2)*geluC*(1+3*0.044715*s2)
-		da[i+3] *= 0.5*(1+t3) + 0.5*x3*(1-t3*t3)*geluC*(1+3*0.044715*s3)
+		g[i] = 0.5 * x0 * (1 + t0)
+		g[i+1] = 0.5 * x1 * (1 + t1)
+		g[i+2] = 0.5 * x2 * (1 + t2)
+		g[i+3] = 0.5 * x3 * (1 + t3)
+		u[i] = 0.5*(1+t0) + 0.5*x0*(1-t0*t0)*geluC*(1+3*0.044715*s0)
+		u[i+1] = 0.5*(1+t1) + 0.5*x1*(1-t1*t1)*geluC*(1+3*0.044715*s1)
+		u[i+2] = 0.5*(1+t2) + 0.5*x2*(1-t2*t2)*geluC*(1+3*0.044715*s2)
+		u[i+3] = 0.5*(1+t3) + 0.5*x3*(1-t3*t3)*geluC*(1+3*0.044715*s3)
 	}
-	for ; i < len(x); i++ {
-		v := x[i]
-		s := v * v
-		t := tanhRational(geluC * (v + 0.044715*s*v))
-		da[i] *= 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*0.044715*s)
+	for ; i < len(u); i++ {
+		x := u[i]
+		s := x * x
+		t := tanhRational(geluC * (x + 0.044715*s*x))
+		g[i] = 0.5 * x * (1 + t)
+		u[i] = 0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*0.044715*s)
 	}
 }
 

@@ -65,12 +65,8 @@ func TestGelu(t *testing.T) {
 		x = append(x, v)
 	}
 	y := make([]float32, len(x))
-	geluForward(x, y)
-	dy := make([]float32, len(x))
-	for i := range dy {
-		dy[i] = 1
-	}
-	geluBackward(dy, x)
+	dy := append([]float32(nil), x...)
+	geluForward(dy, y)
 	for i, v := range x {
 		xv := float64(v)
 		th := math.Tanh(geluC * (xv + 0.044715*xv*xv*xv))
@@ -83,10 +79,10 @@ func TestGelu(t *testing.T) {
 			t.Fatalf("gelu'(%g) = %g, want %g", v, dy[i], wantD)
 		}
 		if i%4 == 3 { // the 4-wide and scalar paths agree bit for bit
-			one := []float32{0}
-			geluForward(x[i:i+1], one)
-			if one[0] != y[i] {
-				t.Fatalf("gelu(%g): 4-wide %g, scalar %g", v, y[i], one[0])
+			one, d1 := []float32{0}, []float32{v}
+			geluForward(d1, one)
+			if one[0] != y[i] || d1[0] != dy[i] {
+				t.Fatalf("gelu(%g): 4-wide %g %g, scalar %g %g", v, y[i], dy[i], one[0], d1[0])
 			}
 		}
 	}

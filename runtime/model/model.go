@@ -13,7 +13,7 @@
 //
 // Memory choice for the backward: the forward keeps, per layer, the
 // LayerNorm inputs' statistics, the projections (q, k, v, relu(w1·h), fa, fb),
-// the attention output, fc1's output and its GELU, and the attention
+// the attention output, the GELU of fc1's output and its derivative, and the attention
 // probabilities A of every (layer, sequence, head) as [t, N] blocks; the
 // backward turns each A block into dB in place (SoftmaxValueBack allows db
 // to alias a), which random's dR reduction then reads. A mixture's

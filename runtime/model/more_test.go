@@ -3,8 +3,10 @@ package model_test
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/model"
@@ -106,19 +108,23 @@ func TestDeterminism(t *testing.T) {
 }
 
 // TestNoAllocs: Forward+Backward allocate nothing once the workspace exists.
+// (With 2 workers the Go runtime itself may, very rarely, allocate a
+// goroutine-parking record; averaged over 10 steps that rounds to 0.)
 func TestNoAllocs(t *testing.T) {
 	for _, name := range []string{"odd", "vanilla", "dense"} {
-		m := newModel(t, name, 1)
-		m.SetWorkers(2)
-		const batch = 2
-		ws := m.NewWorkspace(batch)
-		in, tg := tokens(5, batch, 20)
-		allocs := testing.AllocsPerRun(3, func() {
-			m.Forward(ws, in, tg, batch)
-			m.Backward(ws)
-		})
-		if allocs != 0 {
-			t.Errorf("%s: Forward+Backward allocate %v times per step", name, allocs)
+		for _, workers := range []int{1, 2} {
+			m := newModel(t, name, 1)
+			m.SetWorkers(workers)
+			const batch = 2
+			ws := m.NewWorkspace(batch)
+			in, tg := tokens(5, batch, 20)
+			allocs := testing.AllocsPerRun(10, func() {
+				m.Forward(ws, in, tg, batch)
+				m.Backward(ws)
+			})
+			if allocs != 0 {
+				t.Errorf("%s, %d workers: Forward+Backward allocate %v times per step", name, workers, allocs)
+			}
 		}
 	}
 }
@@ -370,5 +376,41 @@ func TestOverfit(t *testing.T) {
 	t.Logf("loss %.4f → %.4f in %d steps", first, loss, steps)
 	if !(first > 4.5) || !(loss < 0.2) {
 		t.Fatalf("loss %.4f → %.4f: did not overfit the repeating text", first, loss)
+	}
+}
+
+// TestWorkersStop: SetWorkers replaces the pool, and a Model that is no
+// longer referenced stops its goroutines.
+func TestWorkersStop(t *testing.T) {
+	// Let earlier tests' models be collected first.
+	for i := 0; i < 5; i++ {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	base := runtime.NumGoroutine()
+	func() {
+		m := newModel(t, "odd", 1)
+		m.SetWorkers(4)
+		m.SetWorkers(3)
+		if m.Workers() != 3 {
+			t.Errorf("Workers() = %d after SetWorkers(3)", m.Workers())
+		}
+		// The replaced pools' goroutines exit shortly.
+		for i := 0; i < 100 && runtime.NumGoroutine()-base != 2; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := runtime.NumGoroutine() - base; got != 2 {
+			t.Errorf("3 workers: %d extra goroutines, want 2", got)
+		}
+		ws := m.NewWorkspace(1)
+		in, tg := tokens(1, 1, 5)
+		m.Forward(ws, in, tg, 1)
+	}()
+	for i := 0; i < 100 && runtime.NumGoroutine() > base; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := runtime.NumGoroutine() - base; got > 0 {
+		t.Errorf("%d goroutines left after the model was dropped", got)
 	}
 }

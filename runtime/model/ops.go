@@ -179,8 +179,8 @@ type ewOp int
 const (
 	ewRelu     ewOp = iota // a = max(a, 0)
 	ewReluBack             // a = 0 where b ≤ 0
-	ewGelu                 // b = gelu(a)
-	ewGeluBack             // a = a · gelu'(b)
+	ewGelu                 // b = gelu(a), a = gelu'(a)
+	ewMul                  // a = a · b
 )
 
 type ewJob struct {
@@ -210,8 +210,12 @@ func (j *ewJob) Run(_, task int) {
 		}
 	case ewGelu:
 		geluForward(a, j.b[i0:i1])
-	case ewGeluBack:
-		geluBackward(a, j.b[i0:i1])
+	case ewMul:
+		b := j.b[i0:i1]
+		b = b[:len(a)]
+		for i, v := range b {
+			a[i] *= v
+		}
 	}
 }
 

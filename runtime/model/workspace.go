@@ -60,8 +60,8 @@ type layerWS struct {
 	y                  []float32 // attention heads' outputs [rows, d]
 	xm                 []float32 // residual after the attention [rows, d]
 	h2                 []float32 // ln2 output [rows, d]
-	u                  []float32 // fc1 output [rows, ffn]
-	gl                 []float32 // gelu(u) [rows, ffn]
+	gd                 []float32 // gelu'(fc1 output) [rows, ffn]
+	gl                 []float32 // gelu(fc1 output) [rows, ffn]
 	w                  []float32 // softmax(mix)
 }
 
@@ -102,7 +102,7 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 		lw.y = mat.Alloc(rows * d)
 		lw.xm = mat.Alloc(rows * d)
 		lw.h2 = mat.Alloc(rows * d)
-		lw.u = mat.Alloc(rows * m.ffn)
+		lw.gd = mat.Alloc(rows * m.ffn)
 		lw.gl = mat.Alloc(rows * m.ffn)
 		lw.w = make([]float32, len(m.comps))
 	}

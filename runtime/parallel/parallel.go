@@ -28,9 +28,12 @@ type Job interface {
 	Run(worker, task int)
 }
 
-// spins is how many times a waiting goroutine yields (runtime.Gosched, about
-// 0.1 µs each) before it parks.
-const spins = 200
+// spins is how many times a waiting goroutine yields (runtime.Gosched, a
+// few hundred ns each when nothing else is runnable) before it parks: long
+// enough to bridge the gaps between the jobs of a training step (a worker
+// that runs out of tasks waits for the others' last ones), short enough
+// that an idle pool soon stops using the CPU.
+const spins = 4000
 
 // Pool is a fixed set of workers. Its methods must not be called
 // concurrently; Run is not reentrant (a task must not call Run on its pool).

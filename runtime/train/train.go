@@ -24,7 +24,8 @@ import (
 
 // Config is everything that decides a run's trajectory.
 type Config struct {
-	Steps     int     // total steps of the run: the schedule's horizon
+	Steps     int     // total steps of the run
+	Horizon   int     // the schedule's length (warm-up plus cosine); 0 means Steps
 	Batch     int     // sequences per step
 	LR        float64 // peak learning rate
 	Warmup    int     // warm-up steps
@@ -48,13 +49,16 @@ func DefaultConfig(steps, batch int) Config {
 
 // Schedule is the run's learning-rate schedule.
 func (c Config) Schedule() optim.Schedule {
-	return optim.Schedule{Peak: c.LR, MinFrac: c.MinLRFrac, Warmup: c.Warmup, Total: c.Steps}
+	return optim.Schedule{Peak: c.LR, MinFrac: c.MinLRFrac, Warmup: c.Warmup, Total: c.horizon()}
 }
 
 // Validate reports a configuration that cannot run.
 func (c Config) Validate() error {
 	if c.Batch < 1 {
 		return fmt.Errorf("batch %d must be ≥ 1", c.Batch)
+	}
+	if c.Horizon < 0 {
+		return fmt.Errorf("lr-steps %d must be ≥ 0", c.Horizon)
 	}
 	if err := c.Schedule().Validate(); err != nil {
 		return err
@@ -75,9 +79,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// horizon is the schedule's length.
+func (c Config) horizon() int {
+	if c.Horizon > 0 {
+		return c.Horizon
+	}
+	return c.Steps
+}
+
 // Metadata keys of the configuration in the optimizer-state file.
 const (
 	KeySteps     = "train.steps"
+	KeyHorizon   = "train.lr_steps"
 	KeyBatch     = "train.batch"
 	KeyLR        = "train.lr"
 	KeyWarmup    = "train.warmup"
@@ -95,7 +108,7 @@ func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // Metadata encodes the configuration as strings (floats round-trip exactly).
 func (c Config) Metadata() map[string]string {
 	return map[string]string{
-		KeySteps: strconv.Itoa(c.Steps), KeyBatch: strconv.Itoa(c.Batch),
+		KeySteps: strconv.Itoa(c.Steps), KeyHorizon: strconv.Itoa(c.Horizon), KeyBatch: strconv.Itoa(c.Batch),
 		KeyLR: ftoa(c.LR), KeyWarmup: strconv.Itoa(c.Warmup), KeyMinLRFrac: ftoa(c.MinLRFrac),
 		KeyClip: ftoa(c.Clip), KeySeed: strconv.FormatUint(c.Seed, 10),
 		KeyBeta1: ftoa(c.Optim.Beta1), KeyBeta2: ftoa(c.Optim.Beta2),
@@ -137,6 +150,9 @@ func ConfigFromMetadata(file string, meta map[string]string) (Config, error) {
 		*dst = x
 	}
 	integer(KeySteps, &c.Steps)
+	if _, ok := meta[KeyHorizon]; ok {
+		integer(KeyHorizon, &c.Horizon)
+	}
 	integer(KeyBatch, &c.Batch)
 	float(KeyLR, &c.LR)
 	integer(KeyWarmup, &c.Warmup)

@@ -567,7 +567,7 @@ GLOBL exp_c1_v8_3f7ffffb<>(SB), RODATA|NOPTR, $32
 // func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·aftFullBackAVX2(SB), NOSPLIT, $0-248
-	// Channels [0, 8).
+	// Channels [0, 16).
 	MOVQ   t+0(FP), AX
 	MOVQ   m_base+104(FP), CX
 	MOVQ   rd_base+128(FP), DX
@@ -581,9 +581,13 @@ key_1:
 	MOVQ    k_base+8(FP), R9
 	MOVQ    v_base+32(FP), R10
 	VMOVUPS (R9)(R8*1), Y0
-	VMOVUPS (R10)(R8*1), Y1
-	VXORPS  Y2, Y2, Y2
-	VXORPS  Y3, Y3, Y3
+	VMOVUPS (R10)(R8*1), Y2
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y6, Y6, Y6
+	VMOVUPS 32(R9)(R8*1), Y1
+	VMOVUPS 32(R10)(R8*1), Y3
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y7, Y7, Y7
 
 	// The rows j … min(j + S, t) − 1, whose window holds key j.
 	MOVQ   AX, R9
@@ -596,38 +600,62 @@ key_1:
 	ADDQ   R13, R12
 
 win_2:
-	VBROADCASTSS (R11), Y4
-	VADDPS       Y4, Y0, Y4
-	VSUBPS       (CX)(R10*1), Y4, Y4
-	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
-	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
-	VPSLLD       $0x17, Y6, Y5
-	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
-	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
-	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
-	VMULPS       Y5, Y4, Y4
-	VFMADD231PS  Y6, Y4, Y5
-	VANDNPS      Y5, Y7, Y5
-	VMULPS       (DX)(R10*1), Y5, Y5
-	VMULPS       (BX)(R10*1), Y5, Y5
-	VADDPS       Y5, Y3, Y3
-	VSUBPS       (SI)(R10*1), Y1, Y4
-	VMULPS       Y5, Y4, Y4
-	VADDPS       Y4, Y2, Y2
-	VEXTRACTF128 $0x01, Y4, X5
-	VADDPS       X4, X5, X5
-	VPERMILPS    $0x4e, X5, X4
-	VADDPS       X4, X5, X5
-	VMOVSHDUP    X5, X4
-	VADDSS       X4, X5, X5
-	VADDSS       (R12), X5, X5
-	VMOVSS       X5, (R12)
+	VBROADCASTSS (R11), Y8
+	VADDPS       Y8, Y0, Y9
+	VSUBPS       (CX)(R10*1), Y9, Y9
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y12
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y11
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y11
+	VPSLLD       $0x17, Y11, Y10
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y11, Y11
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y11, Y9
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y11, Y9
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y11
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y11
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y9, Y11
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y9, Y11
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y11
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  Y11, Y9, Y10
+	VANDNPS      Y10, Y12, Y10
+	VMULPS       (DX)(R10*1), Y10, Y10
+	VMULPS       (BX)(R10*1), Y10, Y10
+	VADDPS       Y10, Y6, Y6
+	VSUBPS       (SI)(R10*1), Y2, Y9
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y4, Y4
+	VADDPS       Y8, Y1, Y8
+	VSUBPS       32(CX)(R10*1), Y8, Y8
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y12
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y11
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y11
+	VPSLLD       $0x17, Y11, Y10
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y11, Y11
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y11, Y8
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y11, Y8
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y11
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y11
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y8, Y11
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y8, Y11
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y11
+	VMULPS       Y10, Y8, Y8
+	VFMADD231PS  Y11, Y8, Y10
+	VANDNPS      Y10, Y12, Y10
+	VMULPS       32(DX)(R10*1), Y10, Y10
+	VMULPS       32(BX)(R10*1), Y10, Y10
+	VADDPS       Y10, Y7, Y7
+	VSUBPS       32(SI)(R10*1), Y3, Y8
+	VMULPS       Y10, Y8, Y8
+	VADDPS       Y8, Y5, Y5
+	VADDPS       Y8, Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X8
+	VADDPS       X9, X8, X8
+	VPERMILPS    $0x4e, X8, X9
+	VADDPS       X9, X8, X8
+	VMOVSHDUP    X8, X9
+	VADDSS       X9, X8, X8
+	VADDSS       (R12), X8, X8
+	VMOVSS       X8, (R12)
 	ADDQ         $+512, R10
 	ADDQ         $+4096, R11
 	ADDQ         $+4096, R12
@@ -635,13 +663,15 @@ win_2:
 	JNZ          win_2
 	MOVQ         dk_base+176(FP), R9
 	MOVQ         dv_base+200(FP), R10
-	VMOVUPS      Y2, (R9)(R8*1)
-	VMOVUPS      Y3, (R10)(R8*1)
+	VMOVUPS      Y4, (R9)(R8*1)
+	VMOVUPS      Y6, (R10)(R8*1)
+	VMOVUPS      Y5, 32(R9)(R8*1)
+	VMOVUPS      Y7, 32(R10)(R8*1)
 	SUBQ         $+512, R8
 	DECQ         DI
 	JGE          key_1
 
-	// Channels [8, 16).
+	// Channels [16, 32).
 	MOVQ   t+0(FP), AX
 	MOVQ   m_base+104(FP), CX
 	MOVQ   rd_base+128(FP), DX
@@ -654,10 +684,14 @@ win_2:
 key_3:
 	MOVQ    k_base+8(FP), R9
 	MOVQ    v_base+32(FP), R10
-	VMOVUPS 32(R9)(R8*1), Y0
-	VMOVUPS 32(R10)(R8*1), Y1
-	VXORPS  Y2, Y2, Y2
-	VXORPS  Y3, Y3, Y3
+	VMOVUPS 64(R9)(R8*1), Y0
+	VMOVUPS 64(R10)(R8*1), Y2
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y6, Y6, Y6
+	VMOVUPS 96(R9)(R8*1), Y1
+	VMOVUPS 96(R10)(R8*1), Y3
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y7, Y7, Y7
 
 	// The rows j … min(j + S, t) − 1, whose window holds key j.
 	MOVQ   AX, R9
@@ -670,38 +704,62 @@ key_3:
 	ADDQ   R13, R12
 
 win_4:
-	VBROADCASTSS (R11), Y4
-	VADDPS       Y4, Y0, Y4
-	VSUBPS       32(CX)(R10*1), Y4, Y4
-	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
-	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
-	VPSLLD       $0x17, Y6, Y5
-	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
-	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
-	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
-	VMULPS       Y5, Y4, Y4
-	VFMADD231PS  Y6, Y4, Y5
-	VANDNPS      Y5, Y7, Y5
-	VMULPS       32(DX)(R10*1), Y5, Y5
-	VMULPS       32(BX)(R10*1), Y5, Y5
-	VADDPS       Y5, Y3, Y3
-	VSUBPS       32(SI)(R10*1), Y1, Y4
-	VMULPS       Y5, Y4, Y4
-	VADDPS       Y4, Y2, Y2
-	VEXTRACTF128 $0x01, Y4, X5
-	VADDPS       X4, X5, X5
-	VPERMILPS    $0x4e, X5, X4
-	VADDPS       X4, X5, X5
-	VMOVSHDUP    X5, X4
-	VADDSS       X4, X5, X5
-	VADDSS       (R12), X5, X5
-	VMOVSS       X5, (R12)
+	VBROADCASTSS (R11), Y8
+	VADDPS       Y8, Y0, Y9
+	VSUBPS       64(CX)(R10*1), Y9, Y9
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y12
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y11
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y11
+	VPSLLD       $0x17, Y11, Y10
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y11, Y11
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y11, Y9
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y11, Y9
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y11
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y11
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y9, Y11
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y9, Y11
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y11
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  Y11, Y9, Y10
+	VANDNPS      Y10, Y12, Y10
+	VMULPS       64(DX)(R10*1), Y10, Y10
+	VMULPS       64(BX)(R10*1), Y10, Y10
+	VADDPS       Y10, Y6, Y6
+	VSUBPS       64(SI)(R10*1), Y2, Y9
+	VMULPS       Y10, Y9, Y9
+	VADDPS       Y9, Y4, Y4
+	VADDPS       Y8, Y1, Y8
+	VSUBPS       96(CX)(R10*1), Y8, Y8
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y12
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y11
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y11
+	VPSLLD       $0x17, Y11, Y10
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y11, Y11
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y11, Y8
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y11, Y8
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y11
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y11
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y8, Y11
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y8, Y11
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y11
+	VMULPS       Y10, Y8, Y8
+	VFMADD231PS  Y11, Y8, Y10
+	VANDNPS      Y10, Y12, Y10
+	VMULPS       96(DX)(R10*1), Y10, Y10
+	VMULPS       96(BX)(R10*1), Y10, Y10
+	VADDPS       Y10, Y7, Y7
+	VSUBPS       96(SI)(R10*1), Y3, Y8
+	VMULPS       Y10, Y8, Y8
+	VADDPS       Y8, Y5, Y5
+	VADDPS       Y8, Y9, Y9
+	VEXTRACTF128 $0x01, Y9, X8
+	VADDPS       X9, X8, X8
+	VPERMILPS    $0x4e, X8, X9
+	VADDPS       X9, X8, X8
+	VMOVSHDUP    X8, X9
+	VADDSS       X9, X8, X8
+	VADDSS       (R12), X8, X8
+	VMOVSS       X8, (R12)
 	ADDQ         $+512, R10
 	ADDQ         $+4096, R11
 	ADDQ         $+4096, R12
@@ -709,158 +767,12 @@ win_4:
 	JNZ          win_4
 	MOVQ         dk_base+176(FP), R9
 	MOVQ         dv_base+200(FP), R10
-	VMOVUPS      Y2, 32(R9)(R8*1)
-	VMOVUPS      Y3, 32(R10)(R8*1)
+	VMOVUPS      Y4, 64(R9)(R8*1)
+	VMOVUPS      Y6, 64(R10)(R8*1)
+	VMOVUPS      Y5, 96(R9)(R8*1)
+	VMOVUPS      Y7, 96(R10)(R8*1)
 	SUBQ         $+512, R8
 	DECQ         DI
 	JGE          key_3
-
-	// Channels [16, 24).
-	MOVQ   t+0(FP), AX
-	MOVQ   m_base+104(FP), CX
-	MOVQ   rd_base+128(FP), DX
-	MOVQ   dz_base+152(FP), BX
-	MOVQ   z_base+80(FP), SI
-	MOVQ   AX, DI
-	DECQ   DI
-	IMUL3Q $+512, DI, R8
-
-key_5:
-	MOVQ    k_base+8(FP), R9
-	MOVQ    v_base+32(FP), R10
-	VMOVUPS 64(R9)(R8*1), Y0
-	VMOVUPS 64(R10)(R8*1), Y1
-	VXORPS  Y2, Y2, Y2
-	VXORPS  Y3, Y3, Y3
-
-	// The rows j … min(j + S, t) − 1, whose window holds key j.
-	MOVQ   AX, R9
-	SUBQ   DI, R9
-	MOVQ   R8, R10
-	IMUL3Q $+4100, DI, R13
-	MOVQ   w_base+56(FP), R11
-	MOVQ   dw_base+224(FP), R12
-	ADDQ   R13, R11
-	ADDQ   R13, R12
-
-win_6:
-	VBROADCASTSS (R11), Y4
-	VADDPS       Y4, Y0, Y4
-	VSUBPS       64(CX)(R10*1), Y4, Y4
-	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
-	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
-	VPSLLD       $0x17, Y6, Y5
-	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
-	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
-	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
-	VMULPS       Y5, Y4, Y4
-	VFMADD231PS  Y6, Y4, Y5
-	VANDNPS      Y5, Y7, Y5
-	VMULPS       64(DX)(R10*1), Y5, Y5
-	VMULPS       64(BX)(R10*1), Y5, Y5
-	VADDPS       Y5, Y3, Y3
-	VSUBPS       64(SI)(R10*1), Y1, Y4
-	VMULPS       Y5, Y4, Y4
-	VADDPS       Y4, Y2, Y2
-	VEXTRACTF128 $0x01, Y4, X5
-	VADDPS       X4, X5, X5
-	VPERMILPS    $0x4e, X5, X4
-	VADDPS       X4, X5, X5
-	VMOVSHDUP    X5, X4
-	VADDSS       X4, X5, X5
-	VADDSS       (R12), X5, X5
-	VMOVSS       X5, (R12)
-	ADDQ         $+512, R10
-	ADDQ         $+4096, R11
-	ADDQ         $+4096, R12
-	DECQ         R9
-	JNZ          win_6
-	MOVQ         dk_base+176(FP), R9
-	MOVQ         dv_base+200(FP), R10
-	VMOVUPS      Y2, 64(R9)(R8*1)
-	VMOVUPS      Y3, 64(R10)(R8*1)
-	SUBQ         $+512, R8
-	DECQ         DI
-	JGE          key_5
-
-	// Channels [24, 32).
-	MOVQ   t+0(FP), AX
-	MOVQ   m_base+104(FP), CX
-	MOVQ   rd_base+128(FP), DX
-	MOVQ   dz_base+152(FP), BX
-	MOVQ   z_base+80(FP), SI
-	MOVQ   AX, DI
-	DECQ   DI
-	IMUL3Q $+512, DI, R8
-
-key_7:
-	MOVQ    k_base+8(FP), R9
-	MOVQ    v_base+32(FP), R10
-	VMOVUPS 96(R9)(R8*1), Y0
-	VMOVUPS 96(R10)(R8*1), Y1
-	VXORPS  Y2, Y2, Y2
-	VXORPS  Y3, Y3, Y3
-
-	// The rows j … min(j + S, t) − 1, whose window holds key j.
-	MOVQ   AX, R9
-	SUBQ   DI, R9
-	MOVQ   R8, R10
-	IMUL3Q $+4100, DI, R13
-	MOVQ   w_base+56(FP), R11
-	MOVQ   dw_base+224(FP), R12
-	ADDQ   R13, R11
-	ADDQ   R13, R12
-
-win_8:
-	VBROADCASTSS (R11), Y4
-	VADDPS       Y4, Y0, Y4
-	VSUBPS       96(CX)(R10*1), Y4, Y4
-	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
-	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
-	VPSLLD       $0x17, Y6, Y5
-	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
-	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
-	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
-	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
-	VMULPS       Y5, Y4, Y4
-	VFMADD231PS  Y6, Y4, Y5
-	VANDNPS      Y5, Y7, Y5
-	VMULPS       96(DX)(R10*1), Y5, Y5
-	VMULPS       96(BX)(R10*1), Y5, Y5
-	VADDPS       Y5, Y3, Y3
-	VSUBPS       96(SI)(R10*1), Y1, Y4
-	VMULPS       Y5, Y4, Y4
-	VADDPS       Y4, Y2, Y2
-	VEXTRACTF128 $0x01, Y4, X5
-	VADDPS       X4, X5, X5
-	VPERMILPS    $0x4e, X5, X4
-	VADDPS       X4, X5, X5
-	VMOVSHDUP    X5, X4
-	VADDSS       X4, X5, X5
-	VADDSS       (R12), X5, X5
-	VMOVSS       X5, (R12)
-	ADDQ         $+512, R10
-	ADDQ         $+4096, R11
-	ADDQ         $+4096, R12
-	DECQ         R9
-	JNZ          win_8
-	MOVQ         dk_base+176(FP), R9
-	MOVQ         dv_base+200(FP), R10
-	VMOVUPS      Y2, 96(R9)(R8*1)
-	VMOVUPS      Y3, 96(R10)(R8*1)
-	SUBQ         $+512, R8
-	DECQ         DI
-	JGE          key_7
 	VZEROUPPER
 	RET
