@@ -79,35 +79,6 @@ func aftArgs(ops []catalog.Op, set kernels.Set, n, t int) map[string][]float32 {
 	return a
 }
 
-// bindAFT returns a closure running kernel fn of kind op.Kind once.
-func bindAFT(op catalog.Op, fn any, t int, a map[string][]float32) func() {
-	switch f := fn.(type) {
-	case kernels.AFTFullFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTFullBackFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["dw"]) }
-	case kernels.AFTLocalFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTLocalBackFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["dw"]) }
-	case kernels.AFTConvFunc:
-		return func() { f(t, a["k"], a["v"], a["u"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTConvBackFunc:
-		return func() { f(t, a["k"], a["v"], a["u"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["du"]) }
-	case kernels.AFTSimpleFunc:
-		return func() { f(t, a["k"], a["v"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTSimpleBackFunc:
-		return func() { f(t, a["k"], a["v"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"]) }
-	case kernels.LinearFunc:
-		return func() { f(t, a["fq"], a["fk"], a["v"], a["y"], a["rd"]) }
-	case kernels.LinearBackFunc:
-		return func() {
-			f(t, a["fq"], a["fk"], a["v"], a["y"], a["rd"], a["dy"], a["dfq"], a["dfk"], a["dv"])
-		}
-	}
-	panic(fmt.Sprintf("bench: kernel %s has unknown type %T", op.Field, fn))
-}
-
 // BenchmarkAFT runs every attention-free and linear-attention kernel of the
 // bench specs on every level this CPU has, at t = 256 and t = 1024.
 func BenchmarkAFT(b *testing.B) {
@@ -139,7 +110,7 @@ func BenchmarkAFT(b *testing.B) {
 							b.ReportMetric(float64(t*cfg.DH)*float64(b.N)/sec/1e9, "Gelem/s")
 						}
 						if fl := aftFlops(op, cfg, t); fl > 0 {
-							reportFlops(b, fl)
+							reportFlops(b, Case{Flops: fl, Executed: fl})
 						}
 					})
 				}

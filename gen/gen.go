@@ -197,6 +197,10 @@ func renderChecks(p *Package, header string, ops []catalog.Op) error {
 	f.HeaderComment(header)
 	f.ImportName("fmt", "fmt")
 	for _, op := range ops {
+		if op.Kind == catalog.GemmTile {
+			gemmCheck(f, s.Name, op)
+			continue
+		}
 		params, _ := parseSig(op.Sig())
 		shape := map[string]catalog.Shape{}
 		for _, sp := range op.Slices {
@@ -257,6 +261,10 @@ func wrapperName(op catalog.Op, isa kernels.ISA) string {
 // wrapper emits a function that checks the arguments, returns early for
 // t = 0, and calls impl.
 func wrapper(f *jen.File, op catalog.Op, isa kernels.ISA, impl string) {
+	if op.Kind == catalog.GemmTile {
+		gemmWrapper(f, op, isa, impl)
+		return
+	}
 	params, result := parseSig(op.Sig())
 	var args, call []jen.Code
 	for _, pr := range params {
@@ -284,6 +292,9 @@ func setLiteral(isa kernels.ISA, ops []catalog.Op) jen.Code {
 	d := jen.Dict{jen.Id("ISA"): jen.Qual(kernelsPkg, isaConst(isa))}
 	for _, op := range ops {
 		d[jen.Id(op.Field)] = jen.Id(wrapperName(op, isa))
+		if op.Kind == catalog.GemmTile {
+			d[jen.Id("GemmShape")] = jen.Id(gemmShapeName(isa))
+		}
 	}
 	return jen.Values(d)
 }

@@ -99,6 +99,8 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitLinear
 	case catalog.LinearBack:
 		return emitLinearBack
+	case catalog.GemmTile:
+		return emitGemmTile
 	}
 	return nil
 }

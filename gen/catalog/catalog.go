@@ -11,6 +11,7 @@ package catalog
 import (
 	"fmt"
 
+	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/specs"
 )
 
@@ -40,6 +41,8 @@ const (
 	AFTSimpleBack // kernels.AFTSimpleBackFunc
 	Linear        // kernels.LinearFunc
 	LinearBack    // kernels.LinearBackFunc
+
+	GemmTile // kernels.GemmTileFunc (with kernels.GemmShapeFunc beside it)
 )
 
 // Signatures are the Go signatures of each kind, as the stubs declare them.
@@ -65,6 +68,8 @@ var Signatures = map[Kind]string{
 	AFTSimpleBack: "func(t int, k, v, z, m, rd, dz, dk, dv []float32)",
 	Linear:        "func(t int, fq, fk, v, y, rd []float32)",
 	LinearBack:    "func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)",
+
+	GemmTile: "func(kc int, a, b, c []float32, ldc, mr, nr int)",
 }
 
 // Shape is the extent of a slice argument as a function of t: Rows rows of
@@ -130,7 +135,7 @@ func ConfigOf(s *specs.Spec) Config {
 func Ops(s *specs.Spec) []Op {
 	c := ConfigOf(s)
 	if specs.AttentionFree[s.Variant] {
-		return attentionFreeOps(s, c)
+		return append(attentionFreeOps(s, c), gemmOp)
 	}
 	if !s.IsSynthesizer() {
 		return nil
@@ -180,8 +185,28 @@ func Ops(s *specs.Spec) []Op {
 		Op{Field: "TriScale", Func: "triScale", Kind: TriScale, Slices: []Param{{"x", tri}, {"y", tri}}},
 		Op{Field: "TriAxpy", Func: "triAxpy", Kind: TriAxpy, Slices: []Param{{"x", tri}, {"y", tri}}},
 		Op{Field: "TriDot", Func: "triDot", Kind: TriDot, Slices: []Param{{"x", tri}, {"y", tri}}},
+		gemmOp,
 	)
 	return ops
+}
+
+// gemmOp is the linear layers' GEMM micro-kernel, which every spec gets. Its
+// sizes are not the spec's: the tile shape is the level's (GemmShape), and
+// kc, ldc, mr and nr are run-time arguments, so the package writer checks
+// its arguments with its own code rather than with Slices.
+var gemmOp = Op{Field: "GemmTile", Func: "gemmTile", Kind: GemmTile}
+
+// GemmShape is the register tile MR×NR of the GemmTile kernel at level isa:
+// the row count of its packed A panels and the column count of its packed
+// B panels (see kernels.GemmTileFunc).
+func GemmShape(isa kernels.ISA) (mr, nr int) {
+	switch isa {
+	case kernels.AVX512:
+		return 8, 32
+	case kernels.AVX2:
+		return 6, 16
+	}
+	return 2, 4
 }
 
 // attentionFreeOps lists the kernels of the attention-free variants
@@ -241,7 +266,7 @@ func (k Kind) String() string {
 	names := []string{"SoftmaxValue", "SoftmaxValueBack", "Product", "ProductBackX", "ProductBackW",
 		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot",
 		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
-		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack"}
+		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile"}
 	if int(k) < len(names) {
 		return names[k]
 	}

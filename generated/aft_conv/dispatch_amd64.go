@@ -19,6 +19,18 @@ func aftConvBackAvx2Checked(t int, k []float32, v []float32, u []float32, z []fl
 	}
 	aftConvBackAVX2(t, k, v, u, z, m, rd, dz, dk, dv, du)
 }
+func gemmTileAvx2Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(6, 16, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileAVX2(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeAVX2 returns the avx2 GemmTile's tile shape.
+func gemmShapeAVX2() (mr, nr int) {
+	return 6, 16
+}
 func aftConvAvx512Checked(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32) {
 	checkAFTConv(t, k, v, u, z, m, rd)
 	if t == 0 {
@@ -33,16 +45,32 @@ func aftConvBackAvx512Checked(t int, k []float32, v []float32, u []float32, z []
 	}
 	aftConvBackAVX512(t, k, v, u, z, m, rd, dz, dk, dv, du)
 }
+func gemmTileAvx512Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(8, 32, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileAVX512(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeAVX512 returns the avx512 GemmTile's tile shape.
+func gemmShapeAVX512() (mr, nr int) {
+	return 8, 32
+}
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
 		AFTConv:     aftConvAvx2Checked,
 		AFTConvBack: aftConvBackAvx2Checked,
+		GemmShape:   gemmShapeAVX2,
+		GemmTile:    gemmTileAvx2Checked,
 		ISA:         kernels.AVX2,
 	}, kernels.Set{
 		AFTConv:     aftConvAvx512Checked,
 		AFTConvBack: aftConvBackAvx512Checked,
+		GemmShape:   gemmShapeAVX512,
+		GemmTile:    gemmTileAvx512Checked,
 		ISA:         kernels.AVX512,
 	}}
 }

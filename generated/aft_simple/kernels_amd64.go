@@ -11,7 +11,13 @@ func aftSimpleAVX512(t int, k []float32, v []float32, z []float32, m []float32, 
 func aftSimpleBackAVX512(t int, k []float32, v []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32)
 
 //go:noescape
+func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+
+//go:noescape
 func aftSimpleAVX2(t int, k []float32, v []float32, z []float32, m []float32, rd []float32)
 
 //go:noescape
 func aftSimpleBackAVX2(t int, k []float32, v []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32)
+
+//go:noescape
+func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)

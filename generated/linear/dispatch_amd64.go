@@ -19,6 +19,18 @@ func linearBackAvx2Checked(t int, fq []float32, fk []float32, v []float32, y []f
 	}
 	linearBackAVX2(t, fq, fk, v, y, rd, dy, dfq, dfk, dv)
 }
+func gemmTileAvx2Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(6, 16, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileAVX2(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeAVX2 returns the avx2 GemmTile's tile shape.
+func gemmShapeAVX2() (mr, nr int) {
+	return 6, 16
+}
 func linearAvx512Checked(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32) {
 	checkLinear(t, fq, fk, v, y, rd)
 	if t == 0 {
@@ -33,14 +45,30 @@ func linearBackAvx512Checked(t int, fq []float32, fk []float32, v []float32, y [
 	}
 	linearBackAVX512(t, fq, fk, v, y, rd, dy, dfq, dfk, dv)
 }
+func gemmTileAvx512Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(8, 32, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileAVX512(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeAVX512 returns the avx512 GemmTile's tile shape.
+func gemmShapeAVX512() (mr, nr int) {
+	return 8, 32
+}
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
+		GemmShape:  gemmShapeAVX2,
+		GemmTile:   gemmTileAvx2Checked,
 		ISA:        kernels.AVX2,
 		Linear:     linearAvx2Checked,
 		LinearBack: linearBackAvx2Checked,
 	}, kernels.Set{
+		GemmShape:  gemmShapeAVX512,
+		GemmTile:   gemmTileAvx512Checked,
 		ISA:        kernels.AVX512,
 		Linear:     linearAvx512Checked,
 		LinearBack: linearBackAvx512Checked,

@@ -61,6 +61,18 @@ func triDotAvx2Checked(t int, x []float32, y []float32) float32 {
 	}
 	return triDotAVX2(t, x, y)
 }
+func gemmTileAvx2Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(6, 16, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileAVX2(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeAVX2 returns the avx2 GemmTile's tile shape.
+func gemmShapeAVX2() (mr, nr int) {
+	return 6, 16
+}
 func softmaxValueAvx512Checked(t int, b []float32, a []float32, v []float32, y []float32) {
 	checkSoftmaxValue(t, b, a, v, y)
 	if t == 0 {
@@ -117,10 +129,24 @@ func triDotAvx512Checked(t int, x []float32, y []float32) float32 {
 	}
 	return triDotAVX512(t, x, y)
 }
+func gemmTileAvx512Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(8, 32, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileAVX512(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeAVX512 returns the avx512 GemmTile's tile shape.
+func gemmShapeAVX512() (mr, nr int) {
+	return 8, 32
+}
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
+		GemmShape:          gemmShapeAVX2,
+		GemmTile:           gemmTileAvx2Checked,
 		ISA:                kernels.AVX2,
 		SoftmaxValue:       softmaxValueAvx2Checked,
 		SoftmaxValueBack:   softmaxValueBackAvx2Checked,
@@ -131,6 +157,8 @@ func sets() []kernels.Set {
 		VanillaLogitsBackW: vanillaLogitsBackWAvx2Checked,
 		VanillaLogitsBackX: vanillaLogitsBackXAvx2Checked,
 	}, kernels.Set{
+		GemmShape:          gemmShapeAVX512,
+		GemmTile:           gemmTileAvx512Checked,
 		ISA:                kernels.AVX512,
 		SoftmaxValue:       softmaxValueAvx512Checked,
 		SoftmaxValueBack:   softmaxValueBackAvx512Checked,

@@ -29,6 +29,9 @@ func triAxpyAVX512(t int, alpha float32, x []float32, y []float32)
 func triDotAVX512(t int, x []float32, y []float32) float32
 
 //go:noescape
+func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+
+//go:noescape
 func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
 
 //go:noescape
@@ -51,3 +54,6 @@ func triAxpyAVX2(t int, alpha float32, x []float32, y []float32)
 
 //go:noescape
 func triDotAVX2(t int, x []float32, y []float32) float32
+
+//go:noescape
+func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)

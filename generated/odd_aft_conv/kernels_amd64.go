@@ -11,7 +11,13 @@ func aftConvAVX512(t int, k []float32, v []float32, u []float32, z []float32, m 
 func aftConvBackAVX512(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, du []float32)
 
 //go:noescape
+func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+
+//go:noescape
 func aftConvAVX2(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32)
 
 //go:noescape
 func aftConvBackAVX2(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, du []float32)
+
+//go:noescape
+func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)

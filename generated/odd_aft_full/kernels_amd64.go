@@ -11,7 +11,13 @@ func aftFullAVX512(t int, k []float32, v []float32, w []float32, z []float32, m 
 func aftFullBackAVX512(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 
 //go:noescape
+func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+
+//go:noescape
 func aftFullAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32)
 
 //go:noescape
 func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
+
+//go:noescape
+func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)

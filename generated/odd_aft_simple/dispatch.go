@@ -18,12 +18,26 @@ func aftSimpleBackGoChecked(t int, k []float32, v []float32, z []float32, m []fl
 	}
 	aftSimpleBackGo(t, k, v, z, m, rd, dz, dk, dv)
 }
+func gemmTileGoChecked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(2, 4, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileGo(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeGo returns the go GemmTile's tile shape.
+func gemmShapeGo() (mr, nr int) {
+	return 2, 4
+}
 
 // goSet is the unrolled-Go kernel set, available on every platform.
 func goSet() kernels.Set {
 	return kernels.Set{
 		AFTSimple:     aftSimpleGoChecked,
 		AFTSimpleBack: aftSimpleBackGoChecked,
+		GemmShape:     gemmShapeGo,
+		GemmTile:      gemmTileGoChecked,
 		ISA:           kernels.Go,
 	}
 }

@@ -138,6 +138,22 @@ func checkTriDot(t int, x []float32, y []float32) {
 	}
 }
 
+// checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
+func checkGemmTile(mrMax, nrMax, kc int, a, b, c []float32, ldc, mr, nr int) {
+	if kc < 0 || mr < 0 || mr > mrMax || nr < 0 || nr > nrMax || ldc < nr {
+		panic(fmt.Sprintf("random_vanilla.GemmTile: kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, 0 ≤ mr ≤ %d, 0 ≤ nr ≤ %d, ldc ≥ nr", kc, mr, nr, ldc, mrMax, nrMax))
+	}
+	if len(a) < kc*mrMax {
+		panic(fmt.Sprintf("random_vanilla.GemmTile: len(a) = %d, need %d", len(a), kc*mrMax))
+	}
+	if len(b) < kc*nrMax {
+		panic(fmt.Sprintf("random_vanilla.GemmTile: len(b) = %d, need %d", len(b), kc*nrMax))
+	}
+	if mr > 0 && len(c) < (mr-1)*ldc+nr {
+		panic(fmt.Sprintf("random_vanilla.GemmTile: len(c) = %d, need %d", len(c), (mr-1)*ldc+nr))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

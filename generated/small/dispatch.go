@@ -39,10 +39,24 @@ func triDotGoChecked(t int, x []float32, y []float32) float32 {
 	}
 	return triDotGo(t, x, y)
 }
+func gemmTileGoChecked(kc int, a, b, c []float32, ldc, mr, nr int) {
+	checkGemmTile(2, 4, kc, a, b, c, ldc, mr, nr)
+	if kc == 0 || mr == 0 || nr == 0 {
+		return
+	}
+	gemmTileGo(kc, a, b, c, ldc, mr, nr)
+}
+
+// gemmShapeGo returns the go GemmTile's tile shape.
+func gemmShapeGo() (mr, nr int) {
+	return 2, 4
+}
 
 // goSet is the unrolled-Go kernel set, available on every platform.
 func goSet() kernels.Set {
 	return kernels.Set{
+		GemmShape:        gemmShapeGo,
+		GemmTile:         gemmTileGoChecked,
 		ISA:              kernels.Go,
 		SoftmaxValue:     softmaxValueGoChecked,
 		SoftmaxValueBack: softmaxValueBackGoChecked,

@@ -11,7 +11,13 @@ func aftLocalAVX512(t int, k []float32, v []float32, w []float32, z []float32, m
 func aftLocalBackAVX512(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 
 //go:noescape
+func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+
+//go:noescape
 func aftLocalAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32)
 
 //go:noescape
 func aftLocalBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
+
+//go:noescape
+func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)

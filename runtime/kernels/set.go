@@ -172,6 +172,26 @@ type LinearFunc func(t int, fq, fk, v, y, rd []float32)
 // DH×DH sums; no [t, t] matrix is formed.
 type LinearBackFunc func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)
 
+// GemmTileFunc is the register-blocked micro-kernel of the linear layers'
+// matrix products (runtime/mat): with MR×NR the level's tile shape (its
+// GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it adds (accumulate)
+//
+//	c[i·ldc+j] += Σ_{p<kc} a[p·MR+i] · b[p·NR+j]
+//
+// where a is a packed panel of MR rows of A (kc·MR floats, p-major) and b a
+// packed panel of NR columns of Bᵀ (kc·NR floats, p-major). Each sum is
+// formed in one accumulator starting from 0, over p in increasing order, and
+// then added to c once, so a result depends only on its own inputs and kc.
+// Only the mr×nr corner of the tile is read or written in c (ldc ≥ nr);
+// panel entries past mr rows or nr columns are read but may hold anything
+// finite (the packer zero-pads them). kc = 0, mr = 0 or nr = 0 leaves c
+// unchanged.
+type GemmTileFunc func(kc int, a, b, c []float32, ldc, mr, nr int)
+
+// GemmShapeFunc returns the tile shape MR×NR of the GemmTileFunc of the same
+// level (the packing layout the caller must use).
+type GemmShapeFunc func() (mr, nr int)
+
 // Set holds one instruction set's kernels for one spec. A nil field is a
 // kernel the spec does not need (or this level does not provide).
 type Set struct {
@@ -216,4 +236,10 @@ type Set struct {
 	AFTSimpleBack AFTSimpleBackFunc
 	Linear        LinearFunc
 	LinearBack    LinearBackFunc
+
+	// The linear layers' GEMM micro-kernel, in every spec. GemmTile and
+	// GemmShape are always provided together, at the same levels, so
+	// dispatch picks both from one level.
+	GemmTile  GemmTileFunc
+	GemmShape GemmShapeFunc
 }

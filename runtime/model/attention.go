@@ -208,6 +208,10 @@ func (j *reduceJob) Run(_, task int) {
 }
 
 func (m *Model) attentionForward(ws *Workspace, l int) {
+	if m.kind != kindSynth {
+		m.attnFreeForward(ws, l)
+		return
+	}
 	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l}
 	m.run(ws.b*m.heads, &m.jobs.attnF)
 	m.jobs.attnF = attnFwdJob{}
@@ -216,6 +220,10 @@ func (m *Model) attentionForward(ws *Workspace, l int) {
 // attentionBackward runs the per-(sequence, head) backward and the
 // reductions of the shared parameters' gradients, including the mixture's.
 func (m *Model) attentionBackward(ws *Workspace, l int) {
+	if m.kind != kindSynth {
+		m.attnFreeBackward(ws, l)
+		return
+	}
 	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l}
 	m.run(ws.b*m.heads, &m.jobs.attnB)
 	m.jobs.attnB = attnBackJob{}

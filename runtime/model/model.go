@@ -1,7 +1,8 @@
 // Package model is the network of the model card (shared/design/model.md):
 // a causal, byte-level language model with pre-norm blocks whose attention
-// (vanilla, the synthesizer variants and their "+" mixtures) runs on a
-// spec's generated kernels, with its forward pass, its backward pass and
+// (vanilla, the synthesizer variants and their "+" mixtures, the
+// attention-free variants aft_full, aft_local, aft_simple and aft_conv, and
+// linear attention) runs on a spec's generated kernels, with its forward pass, its backward pass and
 // its parameters.
 //
 // The linear layers run on runtime/mat, everything on a fixed pool of
@@ -18,7 +19,11 @@
 // backward turns each A block into dB in place (SoftmaxValueBack allows db
 // to alias a), which random's dR reduction then reads. A mixture's
 // component logits are recomputed in the backward (for the mix gradient)
-// rather than kept.
+// rather than kept. The attention-free variants keep no [t, t] block: the
+// forward keeps σ(Q) (in place of Q), K, V, the normalised sum Z and the
+// kernels' per-channel statistics m and rd; linear attention keeps φ(Q)
+// and φ(K) (in place of Q and K; φ'(x) = min(φ(x), 1)) and its [t, Heads]
+// statistic rd (see aft.go).
 package model
 
 import (
@@ -72,6 +77,7 @@ type layer struct {
 	q, k, v, o             linear
 	w1, w2, fa, fb         linear
 	r, r1, r2, mix         *Param
+	aw, au                 *Param // aft_full / aft_local's w [n, n], aft_conv's u [heads, window]
 	fc1, fc2               linear
 }
 
@@ -85,8 +91,10 @@ type Model struct {
 	Params  []*Param // fixed order: tok_emb, pos_emb, then layer by layer, then lnf
 
 	comps    []comp
-	hasQK    bool // vanilla
-	hasG     bool // dense or factorized_dense: G = relu(w1(h))
+	kind     attnKind // kindSynth, or the attention-free / linear variant
+	window   int      // aft_local's and aft_conv's window
+	hasQK    bool     // vanilla and the attention-free / linear variants
+	hasG     bool     // dense or factorized_dense: G = relu(w1(h))
 	tokEmb   *Param
 	posEmb   *Param
 	lnfW     *Param
@@ -112,32 +120,35 @@ type poolHolder struct{ pool *parallel.Pool }
 // kernels.Lookup(spec.Name)), initialised per the card deterministically
 // from seed: N(0, 0.02²) linear weights, embeddings and synthesizer
 // matrices, zero biases, LayerNorm weight 1 and bias 0, fixed_random's R
-// ~ N(0, 1), mix 0.
+// ~ N(0, 1), mix 0, the attention-free variants' w and u 0.
 func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("model: invalid spec %q: %w", spec.Name, err)
 	}
-	if !spec.IsSynthesizer() {
-		return nil, fmt.Errorf("model: spec %q: variant %q is not supported (runtime/model implements vanilla, the synthesizer family and their mixtures)", spec.Name, spec.Variant)
+	kind, ok := attnFreeKinds[spec.Variant]
+	if !spec.IsSynthesizer() && !ok {
+		return nil, fmt.Errorf("model: spec %q: variant %q is not supported (runtime/model implements vanilla, the synthesizer family and their mixtures, aft_full, aft_local, aft_simple, aft_conv and linear)", spec.Name, spec.Variant)
 	}
 	if k == nil {
 		return nil, fmt.Errorf("model: spec %q: no kernels (use kernels.Lookup)", spec.Name)
 	}
 	ks := k.Spec
 	if ks.N != spec.N || ks.D != spec.D || ks.Heads != spec.Heads || ks.Variant != spec.Variant ||
-		ks.K != spec.K || ks.A != spec.A || ks.B != spec.B {
+		ks.K != spec.K || ks.A != spec.A || ks.B != spec.B || ks.Window != spec.Window {
 		return nil, fmt.Errorf("model: spec %q (variant %s, n %d, d %d, heads %d) does not match the kernels of spec %q (variant %s, n %d, d %d, heads %d)",
 			spec.Name, spec.Variant, spec.N, spec.D, spec.Heads, ks.Name, ks.Variant, ks.N, ks.D, ks.Heads)
 	}
 	m := &Model{
 		Spec: spec, Kernels: k,
 		n: spec.N, d: spec.D, dh: spec.DH(), heads: spec.Heads, vocab: spec.Vocab, ffn: spec.FFN,
-		fk: spec.K, fa: spec.A, fb: spec.B,
+		fk: spec.K, fa: spec.A, fb: spec.B, kind: kind, window: spec.Window,
 	}
-	for _, c := range spec.Components() {
-		m.comps = append(m.comps, compNames[c])
+	if kind == kindSynth {
+		for _, c := range spec.Components() {
+			m.comps = append(m.comps, compNames[c])
+		}
 	}
-	m.hasQK = spec.Has("vanilla")
+	m.hasQK = spec.Has("vanilla") || kind != kindSynth
 	m.hasG = spec.Has("dense") || spec.Has("factorized_dense")
 	if err := m.checkKernels(); err != nil {
 		return nil, err
@@ -162,6 +173,13 @@ func (m *Model) checkKernels() error {
 		if !ok {
 			missing = append(missing, name)
 		}
+	}
+	if m.kind != kindSynth {
+		m.needAttnFree(need)
+		if len(missing) > 0 {
+			return fmt.Errorf("model: spec %q: the kernel set lacks %v", m.Spec.Name, missing)
+		}
+		return nil
 	}
 	need(k.SoftmaxValue != nil, "SoftmaxValue")
 	need(k.SoftmaxValueBack != nil, "SoftmaxValueBack")
@@ -222,6 +240,13 @@ func (m *Model) build() {
 		}
 		ly.v = lin(pre+"attn.v", d, d)
 		ly.o = lin(pre+"attn.o", d, d)
+		switch m.kind {
+		case kindAFTFull, kindAFTLocal:
+			ly.aw = add(pre+"attn.w", n, n)
+		case kindAFTConv:
+			ly.au = add(pre+"attn.u", h, m.window)
+			ly.au.Decay = false
+		}
 		if m.hasG {
 			ly.w1 = lin(pre+"attn.w1", d, d)
 		}
@@ -264,12 +289,17 @@ func (m *Model) init(seed uint64) {
 		}
 	}
 	isLN := map[*Param]bool{m.lnfW: true}
+	isZero := map[*Param]bool{}
 	for _, ly := range m.layers {
 		isLN[ly.ln1w] = true
 		isLN[ly.ln2w] = true
+		isZero[ly.aw] = ly.aw != nil
+		isZero[ly.au] = ly.au != nil
 	}
 	for _, p := range m.Params {
 		switch {
+		case isZero[p]: // aft's w and u
+			clear(p.Data)
 		case isLN[p]:
 			for i := range p.Data {
 				p.Data[i] = 1

@@ -116,6 +116,11 @@ func active(p *model.Param, s specs.Spec, t, i int) bool {
 		return i/sh[len(sh)-1]%sh[len(sh)-2] < t
 	case strings.HasSuffix(name, ".w2.bias"):
 		return i < t
+	case strings.HasSuffix(name, ".attn.w"): // aft_full, aft_local: the causal triangle (band)
+		row, col := i/s.N, i%s.N
+		return row < t && col <= row && (s.Variant != "aft_local" || row-col < s.Window)
+	case strings.HasSuffix(name, ".attn.u"): // aft_conv: offsets < t
+		return i%s.Window < t
 	case strings.HasSuffix(name, ".R"):
 		row, col := i/s.N%s.N, i%s.N
 		return row < t && col <= row

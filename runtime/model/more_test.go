@@ -264,7 +264,7 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("mismatched kernels: err %v", err)
 	}
 	aft := specs.Spec{Name: "aft", N: 16, D: 16, Heads: 2, Layers: 1, Variant: "aft_full", Vocab: 256, FFN: 64}
-	if _, err := model.New(aft, k, 1); err == nil || !strings.Contains(err.Error(), "not supported") {
+	if _, err := model.New(aft, k, 1); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Errorf("aft_full: err %v", err)
 	}
 	bad := k.Spec

@@ -27,6 +27,8 @@ type jobs struct {
 	attnF   attnFwdJob
 	attnB   attnBackJob
 	red     reduceJob
+	free    attnFreeJob
+	freeRed attnFreeReduceJob
 }
 
 // embedJob: x[r] = tok_emb[tokens[r]] + pos_emb[r mod t].

@@ -121,7 +121,11 @@ func refLoss(m *model.Model, in, tg []int32, batch int) (float64, [][]float64) {
 			for i := range y {
 				y[i] = make([]float64, d)
 			}
-			for hh := 0; hh < heads; hh++ {
+			nh := heads
+			if refAttnFree(s, P, lin, pre, h, v, y) {
+				nh = 0 // the attention-free and linear variants: y is written
+			}
+			for hh := 0; hh < nh; hh++ {
 				B := make([][]float64, t)
 				for i := range B {
 					B[i] = make([]float64, t)

@@ -46,6 +46,8 @@ type Workspace struct {
 	pR1   []float32 // [tasks][N·k]
 	pR2   []float32 // [tasks][N·k]
 	pMix  []float32 // [tasks][components]
+	pW    []float32 // [tasks][N·N]: aft_full / aft_local's w
+	pU    []float32 // [tasks][window]: aft_conv's u
 	dmixW []float64 // [components]
 }
 
@@ -63,6 +65,7 @@ type layerWS struct {
 	gd                 []float32 // gelu'(fc1 output) [rows, ffn]
 	gl                 []float32 // gelu(fc1 output) [rows, ffn]
 	w                  []float32 // softmax(mix)
+	z, ms, rd          []float32 // aft: Z and the kernels' m, rd [rows, d]; linear: rd [rows, heads]
 }
 
 // NewWorkspace allocates the buffers for up to batch sequences of up to
@@ -98,7 +101,15 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 			lw.fa = mat.Alloc(rows * h * m.fa)
 			lw.fb = mat.Alloc(rows * h * m.fb)
 		}
-		lw.a = mat.Alloc(tasks * n * n)
+		if m.kind == kindSynth {
+			lw.a = mat.Alloc(tasks * n * n)
+		}
+		switch m.kind {
+		case kindLinear:
+			lw.rd = mat.Alloc(rows * h)
+		case kindAFTFull, kindAFTLocal, kindAFTSimple, kindAFTConv:
+			lw.z, lw.ms, lw.rd = mat.Alloc(rows*d), mat.Alloc(rows*d), mat.Alloc(rows*d)
+		}
 		lw.y = mat.Alloc(rows * d)
 		lw.xm = mat.Alloc(rows * d)
 		lw.h2 = mat.Alloc(rows * d)
@@ -136,6 +147,12 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 		ws.pR2 = mat.Alloc(tasks * n * m.fk)
 	}
 	ws.pMix = make([]float32, tasks*len(m.comps))
+	switch m.kind {
+	case kindAFTFull, kindAFTLocal:
+		ws.pW = mat.Alloc(tasks * n * n)
+	case kindAFTConv:
+		ws.pU = mat.Alloc(tasks * m.window)
+	}
 	ws.dmixW = make([]float64, len(m.comps))
 
 	// The matrix engine's scratch for the largest linear layer.

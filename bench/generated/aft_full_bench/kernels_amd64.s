@@ -249,6 +249,137 @@ win_2:
 	VZEROUPPER
 	RET
 
+// func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-104
+	MOVQ   kc+0(FP), AX
+	MOVQ   a_base+8(FP), CX
+	MOVQ   b_base+32(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+	// acc[i][·] += a[p·MR+i] · b[p·NR : p·NR+NR], p < kc
+	TESTQ AX, AX
+	JZ    store
+
+loop:
+	VMOVUPS      (DX), Z16
+	VMOVUPS      64(DX), Z17
+	VBROADCASTSS (CX), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z1
+	VBROADCASTSS 4(CX), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z3
+	VBROADCASTSS 8(CX), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z5
+	VBROADCASTSS 12(CX), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z7
+	VBROADCASTSS 16(CX), Z18
+	VFMADD231PS  Z18, Z16, Z8
+	VFMADD231PS  Z18, Z17, Z9
+	VBROADCASTSS 20(CX), Z18
+	VFMADD231PS  Z18, Z16, Z10
+	VFMADD231PS  Z18, Z17, Z11
+	VBROADCASTSS 24(CX), Z18
+	VFMADD231PS  Z18, Z16, Z12
+	VFMADD231PS  Z18, Z17, Z13
+	VBROADCASTSS 28(CX), Z18
+	VFMADD231PS  Z18, Z16, Z14
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+
+store:
+	// c[i·ldc : i·ldc+nr] += acc[i], i < mr
+	MOVQ     c_base+56(FP), AX
+	MOVQ     ldc+80(FP), CX
+	SHLQ     $0x02, CX
+	MOVQ     mr+88(FP), DX
+	MOVQ     nr+96(FP), BX
+	MOVL     $0xffffffff, SI
+	BZHIL    BX, SI, SI
+	KMOVW    SI, K1
+	SHRL     $0x10, SI
+	KMOVW    SI, K2
+	CMPQ     DX, $0x00000000
+	JLE      done
+	VADDPS.Z (AX), Z0, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z1, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000001
+	JLE      done
+	VADDPS.Z (AX), Z2, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z3, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000002
+	JLE      done
+	VADDPS.Z (AX), Z4, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z5, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000003
+	JLE      done
+	VADDPS.Z (AX), Z6, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z7, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000004
+	JLE      done
+	VADDPS.Z (AX), Z8, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z9, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000005
+	JLE      done
+	VADDPS.Z (AX), Z10, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z11, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000006
+	JLE      done
+	VADDPS.Z (AX), Z12, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z13, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000007
+	JLE      done
+	VADDPS.Z (AX), Z14, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z15, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+
+done:
+	VZEROUPPER
+	RET
+
 // func aftFullAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·aftFullAVX2(SB), NOSPLIT, $0-152
@@ -776,3 +907,203 @@ win_4:
 	JGE          key_3
 	VZEROUPPER
 	RET
+
+// func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+// Requires: AVX, FMA3
+TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-104
+	MOVQ   kc+0(FP), AX
+	MOVQ   a_base+8(FP), CX
+	MOVQ   b_base+32(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	// acc[i][·] += a[p·MR+i] · b[p·NR : p·NR+NR], p < kc
+	TESTQ AX, AX
+	JZ    store
+
+loop:
+	VMOVUPS      (DX), Y12
+	VMOVUPS      32(DX), Y13
+	VBROADCASTSS (CX), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VBROADCASTSS 4(CX), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VFMADD231PS  Y14, Y13, Y3
+	VBROADCASTSS 8(CX), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VBROADCASTSS 12(CX), Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VFMADD231PS  Y14, Y13, Y7
+	VBROADCASTSS 16(CX), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VBROADCASTSS 20(CX), Y14
+	VFMADD231PS  Y14, Y12, Y10
+	VFMADD231PS  Y14, Y13, Y11
+	ADDQ         $0x00000018, CX
+	ADDQ         $0x00000040, DX
+	DECQ         AX
+	JNZ          loop
+
+store:
+	// c[i·ldc : i·ldc+nr] += acc[i], i < mr
+	MOVQ    c_base+56(FP), AX
+	MOVQ    ldc+80(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mr+88(FP), DX
+	MOVQ    nr+96(FP), BX
+	CMPQ    BX, $0x00000010
+	JNE     masked
+	CMPQ    DX, $0x00000000
+	JLE     done
+	VADDPS  (AX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	VADDPS  32(AX), Y1, Y1
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000001
+	JLE     done
+	VADDPS  (AX), Y2, Y2
+	VMOVUPS Y2, (AX)
+	VADDPS  32(AX), Y3, Y3
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000002
+	JLE     done
+	VADDPS  (AX), Y4, Y4
+	VMOVUPS Y4, (AX)
+	VADDPS  32(AX), Y5, Y5
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000003
+	JLE     done
+	VADDPS  (AX), Y6, Y6
+	VMOVUPS Y6, (AX)
+	VADDPS  32(AX), Y7, Y7
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000004
+	JLE     done
+	VADDPS  (AX), Y8, Y8
+	VMOVUPS Y8, (AX)
+	VADDPS  32(AX), Y9, Y9
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000005
+	JLE     done
+	VADDPS  (AX), Y10, Y10
+	VMOVUPS Y10, (AX)
+	VADDPS  32(AX), Y11, Y11
+	VMOVUPS Y11, 32(AX)
+	JMP     done
+
+masked:
+	// Lane j of mask h is set iff lanes·h + j < nr: a window of 16 ones then 16 zeros.
+	LEAQ       gemm_mask16<>+0(SB), SI
+	MOVQ       $0x00000010, DI
+	SUBQ       BX, DI
+	VMOVDQU    (SI)(DI*4), Y12
+	VMOVDQU    32(SI)(DI*4), Y13
+	CMPQ       DX, $0x00000000
+	JLE        done
+	VMASKMOVPS (AX), Y12, Y14
+	VADDPS     Y14, Y0, Y14
+	VMASKMOVPS Y14, Y12, (AX)
+	VMASKMOVPS 32(AX), Y13, Y0
+	VADDPS     Y0, Y1, Y0
+	VMASKMOVPS Y0, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000001
+	JLE        done
+	VMASKMOVPS (AX), Y12, Y0
+	VADDPS     Y0, Y2, Y0
+	VMASKMOVPS Y0, Y12, (AX)
+	VMASKMOVPS 32(AX), Y13, Y0
+	VADDPS     Y0, Y3, Y0
+	VMASKMOVPS Y0, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000002
+	JLE        done
+	VMASKMOVPS (AX), Y12, Y0
+	VADDPS     Y0, Y4, Y0
+	VMASKMOVPS Y0, Y12, (AX)
+	VMASKMOVPS 32(AX), Y13, Y0
+	VADDPS     Y0, Y5, Y0
+	VMASKMOVPS Y0, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000003
+	JLE        done
+	VMASKMOVPS (AX), Y12, Y0
+	VADDPS     Y0, Y6, Y0
+	VMASKMOVPS Y0, Y12, (AX)
+	VMASKMOVPS 32(AX), Y13, Y0
+	VADDPS     Y0, Y7, Y0
+	VMASKMOVPS Y0, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000004
+	JLE        done
+	VMASKMOVPS (AX), Y12, Y0
+	VADDPS     Y0, Y8, Y0
+	VMASKMOVPS Y0, Y12, (AX)
+	VMASKMOVPS 32(AX), Y13, Y0
+	VADDPS     Y0, Y9, Y0
+	VMASKMOVPS Y0, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000005
+	JLE        done
+	VMASKMOVPS (AX), Y12, Y0
+	VADDPS     Y0, Y10, Y0
+	VMASKMOVPS Y0, Y12, (AX)
+	VMASKMOVPS 32(AX), Y13, Y0
+	VADDPS     Y0, Y11, Y0
+	VMASKMOVPS Y0, Y13, 32(AX)
+
+done:
+	VZEROUPPER
+	RET
+
+DATA gemm_mask16<>+0(SB)/4, $0xffffffff
+DATA gemm_mask16<>+4(SB)/4, $0xffffffff
+DATA gemm_mask16<>+8(SB)/4, $0xffffffff
+DATA gemm_mask16<>+12(SB)/4, $0xffffffff
+DATA gemm_mask16<>+16(SB)/4, $0xffffffff
+DATA gemm_mask16<>+20(SB)/4, $0xffffffff
+DATA gemm_mask16<>+24(SB)/4, $0xffffffff
+DATA gemm_mask16<>+28(SB)/4, $0xffffffff
+DATA gemm_mask16<>+32(SB)/4, $0xffffffff
+DATA gemm_mask16<>+36(SB)/4, $0xffffffff
+DATA gemm_mask16<>+40(SB)/4, $0xffffffff
+DATA gemm_mask16<>+44(SB)/4, $0xffffffff
+DATA gemm_mask16<>+48(SB)/4, $0xffffffff
+DATA gemm_mask16<>+52(SB)/4, $0xffffffff
+DATA gemm_mask16<>+56(SB)/4, $0xffffffff
+DATA gemm_mask16<>+60(SB)/4, $0xffffffff
+DATA gemm_mask16<>+64(SB)/4, $0x00000000
+DATA gemm_mask16<>+68(SB)/4, $0x00000000
+DATA gemm_mask16<>+72(SB)/4, $0x00000000
+DATA gemm_mask16<>+76(SB)/4, $0x00000000
+DATA gemm_mask16<>+80(SB)/4, $0x00000000
+DATA gemm_mask16<>+84(SB)/4, $0x00000000
+DATA gemm_mask16<>+88(SB)/4, $0x00000000
+DATA gemm_mask16<>+92(SB)/4, $0x00000000
+DATA gemm_mask16<>+96(SB)/4, $0x00000000
+DATA gemm_mask16<>+100(SB)/4, $0x00000000
+DATA gemm_mask16<>+104(SB)/4, $0x00000000
+DATA gemm_mask16<>+108(SB)/4, $0x00000000
+DATA gemm_mask16<>+112(SB)/4, $0x00000000
+DATA gemm_mask16<>+116(SB)/4, $0x00000000
+DATA gemm_mask16<>+120(SB)/4, $0x00000000
+DATA gemm_mask16<>+124(SB)/4, $0x00000000
+GLOBL gemm_mask16<>(SB), RODATA|NOPTR, $128

@@ -99,3 +99,44 @@ func aftFullBackGo(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32) {
 		copy(dv[j*D:j*D+DH], gv[:])
 	}
 }
+
+/*
+gemmTileGo is the GEMM micro-kernel (kernels.GemmTileFunc) with an 2×4 tile:
+for i < mr ≤ 2 and j < nr ≤ 4 (accumulate)
+
+	c[i·ldc+j] += Σ_{p<kc} a[p·2+i] · b[p·4+j]
+*/
+func gemmTileGo(kc int, a, b, c []float32, ldc, mr, nr int) {
+	const (
+		MR = 2 // rows of an A panel
+		NR = 4 // columns of a B panel
+	)
+	var c0_0, c0_1, c0_2, c0_3, c1_0, c1_1, c1_2, c1_3 float32
+	a = a[:kc*MR]
+	b = b[:kc*NR]
+	for p := 0; p < kc; p++ {
+		ap := a[p*MR : p*MR+MR : p*MR+MR]
+		bp := b[p*NR : p*NR+NR : p*NR+NR]
+		a0 := ap[0]
+		a1 := ap[1]
+		b0 := bp[0]
+		b1 := bp[1]
+		b2 := bp[2]
+		b3 := bp[3]
+		c0_0 += a0 * b0
+		c0_1 += a0 * b1
+		c0_2 += a0 * b2
+		c0_3 += a0 * b3
+		c1_0 += a1 * b0
+		c1_1 += a1 * b1
+		c1_2 += a1 * b2
+		c1_3 += a1 * b3
+	}
+	tile := [MR][NR]float32{{c0_0, c0_1, c0_2, c0_3}, {c1_0, c1_1, c1_2, c1_3}}
+	for i := 0; i < mr; i++ {
+		row := c[i*ldc : i*ldc+nr]
+		for j, v := range tile[i][:nr] {
+			row[j] += v
+		}
+	}
+}

@@ -11,7 +11,13 @@ func linearAVX512(t int, fq []float32, fk []float32, v []float32, y []float32, r
 func linearBackAVX512(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32, dy []float32, dfq []float32, dfk []float32, dv []float32)
 
 //go:noescape
+func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+
+//go:noescape
 func linearAVX2(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32)
 
 //go:noescape
 func linearBackAVX2(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32, dy []float32, dfq []float32, dfk []float32, dv []float32)
+
+//go:noescape
+func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)

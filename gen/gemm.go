@@ -1,0 +1,61 @@
+package gen
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/synthgen/synthgen/gen/catalog"
+	"github.com/synthgen/synthgen/runtime/kernels"
+)
+
+// The GEMM micro-kernel (catalog.GemmTile) has run-time sizes and a tile
+// shape that depends on the level, so its length checks and wrappers are
+// written here rather than from catalog shapes.
+
+// gemmShapeName is the function returning the GEMM tile shape at level isa.
+func gemmShapeName(isa kernels.ISA) string { return "gemmShape" + isaConst(isa) }
+
+// gemmCheck emits checkGemmTile: it panics unless the arguments fit the
+// contract of kernels.GemmTileFunc for a tile of mrMax×nrMax.
+func gemmCheck(f *jen.File, specName string, op catalog.Op) {
+	id := jen.Id
+	msg := func(format string, args ...jen.Code) jen.Code {
+		return jen.Panic(jen.Qual("fmt", "Sprintf").Call(append([]jen.Code{jen.Lit(specName + "." + op.Field + ": " + format)}, args...)...))
+	}
+	f.Commentf("%s panics unless the arguments fit %s's contract for an mrMax×nrMax tile.", checkName(op), op.Field)
+	f.Func().Id(checkName(op)).Params(
+		jen.List(id("mrMax"), id("nrMax"), id("kc")).Int(), jen.List(id("a"), id("b"), id("c")).Index().Float32(),
+		jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+	).Block(
+		jen.If(id("kc").Op("<").Lit(0).Op("||").Id("mr").Op("<").Lit(0).Op("||").Id("mr").Op(">").Id("mrMax").
+			Op("||").Id("nr").Op("<").Lit(0).Op("||").Id("nr").Op(">").Id("nrMax").Op("||").Id("ldc").Op("<").Id("nr")).Block(
+			msg("kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, 0 ≤ mr ≤ %d, 0 ≤ nr ≤ %d, ldc ≥ nr", id("kc"), id("mr"), id("nr"), id("ldc"), id("mrMax"), id("nrMax")),
+		),
+		jen.If(jen.Len(id("a")).Op("<").Id("kc").Op("*").Id("mrMax")).Block(
+			msg("len(a) = %d, need %d", jen.Len(id("a")), id("kc").Op("*").Id("mrMax"))),
+		jen.If(jen.Len(id("b")).Op("<").Id("kc").Op("*").Id("nrMax")).Block(
+			msg("len(b) = %d, need %d", jen.Len(id("b")), id("kc").Op("*").Id("nrMax"))),
+		jen.If(id("mr").Op(">").Lit(0).Op("&&").Len(id("c")).Op("<").Parens(id("mr").Op("-").Lit(1)).Op("*").Id("ldc").Op("+").Id("nr")).Block(
+			msg("len(c) = %d, need %d", jen.Len(id("c")), jen.Parens(id("mr").Op("-").Lit(1)).Op("*").Id("ldc").Op("+").Id("nr"))),
+	)
+}
+
+// gemmWrapper emits the checked entry point of the GEMM micro-kernel at
+// level isa, calling impl, and the level's shape function.
+func gemmWrapper(f *jen.File, op catalog.Op, isa kernels.ISA, impl string) {
+	mr, nr := catalog.GemmShape(isa)
+	id := jen.Id
+	args := []jen.Code{id("kc"), id("a"), id("b"), id("c"), id("ldc"), id("mr"), id("nr")}
+	f.Func().Id(wrapperName(op, isa)).Params(
+		id("kc").Int(), jen.List(id("a"), id("b"), id("c")).Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+	).Block(
+		id(checkName(op)).Call(append([]jen.Code{jen.Lit(mr), jen.Lit(nr)}, args...)...),
+		jen.If(id("kc").Op("==").Lit(0).Op("||").Id("mr").Op("==").Lit(0).Op("||").Id("nr").Op("==").Lit(0)).Block(jen.Return()),
+		id(impl).Call(args...),
+	)
+	f.Comment(fmt.Sprintf("%s returns the %s GemmTile's tile shape.", gemmShapeName(isa), isa))
+	f.Func().Id(gemmShapeName(isa)).Params().Params(jen.List(id("mr"), id("nr")).Int()).Block(
+		jen.Return(jen.Lit(mr), jen.Lit(nr)),
+	)
+}
