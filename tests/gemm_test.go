@@ -109,3 +109,49 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 	}
 	return probs
 }
+
+// TestGemmTileCatchesBugs runs broken micro-kernels, built from the Go
+// level's, through checkGemmTile: each must be caught.
+func TestGemmTileCatchesBugs(t *testing.T) {
+	names := kernels.Names()
+	if len(names) == 0 {
+		t.Fatal("no specs linked")
+	}
+	goK, err := kernels.LookupAt(names[0], kernels.Go)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, shape := goK.GemmTile, goK.GemmShape
+	mrMax, nrMax := shape()
+	bugs := map[string]kernels.GemmTileFunc{
+		"drops the last p": func(kc int, a, b, c []float32, ldc, mr, nr int) {
+			if kc > 0 {
+				kc--
+			}
+			good(kc, a, b, c, ldc, mr, nr)
+		},
+		"overwrites c": func(kc int, a, b, c []float32, ldc, mr, nr int) {
+			for i := 0; i < mr; i++ {
+				clear(c[i*ldc : i*ldc+nr])
+			}
+			good(kc, a, b, c, ldc, mr, nr)
+		},
+		"writes the full tile width": func(kc int, a, b, c []float32, ldc, mr, nr int) {
+			good(kc, a, b, c, ldc, mr, nr)
+			if cc := c[:cap(c)]; mr > 0 && nr < nrMax && nr < len(cc) {
+				cc[nr] = 0
+			}
+		},
+		"writes one row too many": func(kc int, a, b, c []float32, ldc, mr, nr int) {
+			good(kc, a, b, c, ldc, mr, nr)
+			if cc := c[:cap(c)]; mr > 0 && mr < mrMax && nr > 0 && len(cc) > mr*ldc {
+				cc[mr*ldc] = 0
+			}
+		},
+	}
+	for name, bug := range bugs {
+		if probs := checkGemmTile(bug, shape, names[0]); len(probs) == 0 {
+			t.Errorf("bug %q not caught", name)
+		}
+	}
+}

@@ -43,13 +43,20 @@ type Engine struct {
 	scratch []float32
 	g       gemmJob
 	tr      transposeJob
+
+	mk    micro       // GEMM micro-kernel (SetGemm); none: plain Go
+	packs [][]float32 // per-worker packing buffers of the micro-kernel path
+	pj    packedJob
 }
 
 // NewEngine returns an engine that runs on pool (nil: the calling goroutine).
 func NewEngine(pool *parallel.Pool) *Engine { return &Engine{pool: pool} }
 
 // SetPool changes the pool the engine runs on (nil: the calling goroutine).
-func (e *Engine) SetPool(pool *parallel.Pool) { e.pool = pool }
+func (e *Engine) SetPool(pool *parallel.Pool) {
+	e.pool = pool
+	e.reservePacks()
+}
 
 // ScratchSize is the scratch a linear layer of these sizes needs: the
 // largest of the backward products' transposed operands.
@@ -93,6 +100,10 @@ func (e *Engine) run(tasks int, job parallel.Job) {
 // MulNT computes C = A·Bᵀ (overwrite) or C += A·Bᵀ (accumulate) for
 // A [m, k], B [n, k], C [m, n], all row-major and contiguous.
 func (e *Engine) MulNT(c, a, b []float32, m, n, k int, accumulate bool) {
+	if e.packedOK(m, n, k) {
+		e.gemmPacked(c, operand{a, k, 1}, operand{b, k, 1}, nil, nil, m, n, k, n, accumulate)
+		return
+	}
 	e.gemm(c, a, b, nil, nil, m, n, k, k, k, accumulate)
 }
 
@@ -101,6 +112,10 @@ func (e *Engine) MulNT(c, a, b []float32, m, n, k int, accumulate bool) {
 func (e *Engine) Linear(y, x, w, b []float32, m, k, n int) {
 	if b != nil {
 		b = b[:n]
+	}
+	if e.packedOK(m, n, k) {
+		e.gemmPacked(y, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, false)
+		return
 	}
 	e.gemm(y, x, w, b, nil, m, n, k, k, k, false)
 }
@@ -111,6 +126,10 @@ func (e *Engine) Linear(y, x, w, b []float32, m, k, n int) {
 func (e *Engine) LinearAdd(y, x, w, b []float32, m, k, n int) {
 	if b != nil {
 		b = b[:n]
+	}
+	if e.packedOK(m, n, k) {
+		e.gemmPacked(y, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true)
+		return
 	}
 	e.gemm(y, x, w, b, nil, m, n, k, k, k, true)
 }
@@ -127,6 +146,11 @@ func (e *Engine) LinearBackX(dx, dy, w []float32, m, k, n int, accumulate bool) 
 		}
 		return
 	}
+	if e.packedOK(m, k, n) {
+		// dx(i, j) = Σ_p dy[i·n+p]·w[p·k+j]: B(j, p) = w[p·k+j].
+		e.gemmPacked(dx, operand{dy, n, 1}, operand{w, 1, k}, nil, nil, m, k, n, k, accumulate)
+		return
+	}
 	ld := padded(n)
 	e.Reserve(k * ld)
 	wt := e.scratch[:k*ld]
@@ -141,16 +165,28 @@ func (e *Engine) LinearBackW(dw, db, dy, x []float32, m, k, n int) {
 	if m == 0 || n == 0 {
 		return
 	}
+	if db != nil {
+		db = db[:n]
+	}
+	if e.packedOK(n, k, m) {
+		// dw(j, q) += Σ_i dy[i·n+j]·x[i·k+q]: A(j, i) = dy[i·n+j], B(q, i) = x[i·k+q].
+		e.gemmPacked(dw, operand{dy, 1, n}, operand{x, 1, k}, nil, db, n, k, m, k, true)
+		return
+	}
 	ld := padded(m)
 	e.Reserve((n + k) * ld)
 	dyt := e.scratch[:n*ld]
 	xt := e.scratch[n*ld : (n+k)*ld]
 	e.transpose(dyt, dy, m, n, ld)
 	e.transpose(xt, x, m, k, ld)
-	if db != nil {
-		db = db[:n]
-	}
 	e.gemm(dw, dyt, xt, nil, db, n, k, m, ld, ld, true)
+}
+
+// packedOK reports whether a product C[m×n] with inner dimension k runs on
+// the micro-kernel: the engine has one and no dimension is zero (the plain
+// path handles those edge cases).
+func (e *Engine) packedOK(m, n, k int) bool {
+	return e.mk.tile != nil && m > 0 && n > 0 && k > 0
 }
 
 // gemm: C[m×n] (+)= A[m×k]·B[n×k]ᵀ (+ bias[j]); asum[i] += Σ_p A[i][p].

@@ -41,7 +41,12 @@ var shapes = [][3]int{ // m, k, n
 	{130, 257, 97}, {129, 513, 50}, {24, 36, 256}, {2, 600, 3}, {100, 0, 7},
 }
 
-func TestProducts(t *testing.T) {
+func TestProducts(t *testing.T) { checkProducts(t, shapes, nil) }
+
+// checkProducts runs the products at the shapes against naive float64
+// references, on engines with 0 to 3 workers prepared by setup (nil: plain
+// Go), which must agree bit for bit.
+func checkProducts(t *testing.T, shapes [][3]int, setup func(*Engine)) {
 	pools := []*parallel.Pool{nil, parallel.New(1), parallel.New(2), parallel.New(3)}
 	defer func() {
 		for _, p := range pools[1:] {
@@ -103,6 +108,9 @@ func TestProducts(t *testing.T) {
 		for pi, pool := range pools {
 			name := fmt.Sprintf("m%d_k%d_n%d/pool%d", m, k, n, pi)
 			e := NewEngine(pool)
+			if setup != nil {
+				setup(e)
+			}
 			gotY := randSlice(r, m*n) // garbage: Linear overwrites
 			e.Linear(gotY, x, w, b, m, k, n)
 			checkClose(t, name+"/Linear", gotY, y, k, 4)

@@ -1,11 +1,17 @@
 package model
 
+import "runtime"
+
 // Backward computes, after a Forward with targets, d(mean loss)/d(param)
 // into every non-frozen Param.Grad (overwriting it).
 func (m *Model) Backward(ws *Workspace) {
 	if ws == nil || ws.m != m || !ws.fwdDone || !ws.hasTargets {
 		panic("model: Backward needs a Forward with targets on this workspace first")
 	}
+	// The pool's workers are stopped by a cleanup when m becomes unreachable;
+	// keep m reachable until every job of this pass has finished, or the
+	// cleanup could stop them in the middle of one.
+	defer runtime.KeepAlive(m)
 	for _, p := range m.Params {
 		clear(p.Grad)
 	}

@@ -6,11 +6,11 @@ import (
 )
 
 // BenchmarkStep measures Forward+Backward at batch 16 × 128 tokens (the
-// vanilla and random specs: n 128, d 128, 4 heads, 4 layers) with 1 and 2
+// vanilla, random, aft_* and linear specs: n 128, d 128, 4 heads, 4 layers) with 1 and 2
 // workers, in tokens per second of wall time, and (for a loaded machine)
 // tokens per CPU-second of this process.
 func BenchmarkStep(b *testing.B) {
-	for _, name := range []string{"vanilla", "random"} {
+	for _, name := range []string{"vanilla", "random", "aft_full", "aft_local", "aft_simple", "aft_conv", "linear"} {
 		for _, workers := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/workers=%d", name, workers), func(b *testing.B) {
 				m := newModel(b, name, 1)

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+)
 
 // Forward runs the network on batch sequences. inputs and targets hold
 // batch·t tokens each, sequence-major (t = len(inputs)/batch, 1 ≤ t ≤ N).
@@ -10,6 +13,10 @@ import "fmt"
 // workspace of another model) panics.
 func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float64 {
 	m.checkForward(ws, inputs, targets, batch)
+	// The pool's workers are stopped by a cleanup when m becomes unreachable;
+	// keep m reachable until every job of this pass has finished, or the
+	// cleanup could stop them in the middle of one.
+	defer runtime.KeepAlive(m)
 	d := m.d
 	t := len(inputs) / batch
 	rows := batch * t

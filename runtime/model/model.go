@@ -157,6 +157,9 @@ func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
 	m.init(seed)
 	m.pools = &poolHolder{}
 	m.eng = mat.NewEngine(nil)
+	if k.Chosen["GemmTile"] > kernels.Go { // the Go micro-kernel is slower than mat's plain path
+		m.eng.SetGemm(k.GemmTile, k.GemmShape)
+	}
 	m.SetWorkers(0)
 	runtime.AddCleanup(m, func(h *poolHolder) {
 		if h.pool != nil {
