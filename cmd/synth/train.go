@@ -24,9 +24,9 @@ import (
 // Defaults of synth train, chosen so that the default run (spec random on
 // the default text) takes about 3–5 minutes on the 2-core reference machine.
 const (
-	DefaultSteps       = 800
-	DefaultBatch       = 8
-	DefaultEvalEvery   = 100
+	DefaultSteps       = 2000
+	DefaultBatch       = 16
+	DefaultEvalEvery   = 250
 	DefaultEvalWindows = 64
 	DefaultLogEvery    = 10
 )
