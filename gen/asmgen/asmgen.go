@@ -116,9 +116,11 @@ func Name(op catalog.Op, isa kernels.ISA) string {
 	return op.Func + "Go"
 }
 
-// Emit adds op's function for level isa (AVX2 or AVX512) to f. The
-// function begins with TEXT name, NOSPLIT|NOFRAME-free attributes and the
-// op's signature with a //go:noescape stub.
+// Emit adds op's function for level isa (AVX2 or AVX512) to f, named by
+// Name, with the op's signature and a //go:noescape stub. It is NOSPLIT
+// unless its emitter needs a stack frame larger than NOSPLIT allows, in
+// which case the emitter clears the attribute so the assembler adds the
+// stack check.
 func Emit(f *File, op catalog.Op, isa kernels.ISA) error {
 	if isa != kernels.AVX2 && isa != kernels.AVX512 {
 		return fmt.Errorf("asmgen: no assembly for level %s", isa)
