@@ -7,6 +7,7 @@ package gen
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -76,7 +77,7 @@ func Render(s *specs.Spec, specRel, cmdRel string) (*Package, error) {
 		for _, op := range ops {
 			err := asmgen.Emit(af, op, isa)
 			if err != nil {
-				if asmgenNotImplemented(err) {
+				if errors.Is(err, asmgen.ErrNotImplemented) {
 					continue
 				}
 				return nil, fmt.Errorf("spec %s: %w", s.Name, err)
@@ -105,20 +106,6 @@ func Render(s *specs.Spec, specRel, cmdRel string) (*Package, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-func asmgenNotImplemented(err error) bool {
-	for e := err; e != nil; {
-		if e == asmgen.ErrNotImplemented {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
 }
 
 func compileAsm(ctx *build.Context, pkg string, argv []string) (asm, stubs []byte, err error) {
