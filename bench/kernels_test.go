@@ -7,6 +7,7 @@ import (
 
 	"github.com/synthgen/synthgen/gen/asmgen"
 	_ "github.com/synthgen/synthgen/generated/all"
+	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
 // benchSpecs are the specs whose kernels BenchmarkKernels runs;
@@ -49,6 +50,35 @@ func BenchmarkKernels(b *testing.B) {
 					c.Run()
 				}
 				reportFlops(b, c)
+			})
+		}
+	}
+}
+
+// BenchmarkRowKernels runs the row-wise kernels (LayerNorm forward, input
+// and parameter gradients, GELU forward and backward) of the bench specs
+// on N rows at every level this CPU has, in Gelem/s (elements of the
+// [rows, D] or [rows, FFN] matrix per second).
+//
+//	go test ./bench -run '^$' -bench RowKernels -count 6
+func BenchmarkRowKernels(b *testing.B) {
+	for _, name := range benchSpecs() {
+		spec, err := kernels.Spec(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cases, err := RowKernelCases(name, spec.N)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range cases {
+			b.Run(c.Name, func(b *testing.B) {
+				for b.Loop() {
+					c.Run()
+				}
+				if sec := b.Elapsed().Seconds(); sec > 0 {
+					b.ReportMetric(c.Elems*float64(b.N)/sec/1e9, "Gelem/s")
+				}
 			})
 		}
 	}

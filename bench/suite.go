@@ -159,6 +159,62 @@ func bind(fn any, t int, a map[string][]float32) func() {
 	return nil
 }
 
+// RowCase is one benchmarked call of a row-wise kernel (LayerNorm, GELU),
+// measured in elements per second rather than FLOP/s.
+type RowCase struct {
+	Name  string  // key=value path, e.g. spec=mid/rows=1024/kernel=Gelu/impl=avx512
+	Elems float64 // elements one Run processes: rows·D (LayerNorm) or rows·FFN (GELU)
+	Run   func()
+}
+
+// RowKernelCases returns, for every row-wise kernel of spec name at rows
+// rows, one case per instruction set this CPU runs.
+func RowKernelCases(name string, rows int) ([]RowCase, error) {
+	spec, err := kernels.Spec(name)
+	if err != nil {
+		return nil, err
+	}
+	sets, err := kernels.Sets(name)
+	if err != nil {
+		return nil, err
+	}
+	cfg := catalog.ConfigOf(&spec)
+	var out []RowCase
+	for _, op := range catalog.Ops(&spec) {
+		if !op.Kind.RowWise() {
+			continue
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		a := map[string][]float32{}
+		for _, p := range op.Slices {
+			a[p.Name] = randSlice(r, p.Shape.Need(rows), 1)
+		}
+		elems := float64(rows * cfg.D)
+		if op.Kind == catalog.Gelu || op.Kind == catalog.GeluBack {
+			elems = float64(rows * cfg.FFN)
+		}
+		for _, s := range sets {
+			var run func()
+			switch f := kernelOf(s, op.Field).(type) {
+			case kernels.LayerNormFunc:
+				run = func() { f(rows, a["x"], a["gamma"], a["beta"], a["y"], a["mu"], a["rs"]) }
+			case kernels.LayerNormBackFunc:
+				run = func() { f(rows, a["dy"], a["x"], a["mu"], a["rs"], a["gamma"], a["dx"]) }
+			case kernels.LayerNormGradFunc:
+				run = func() { f(rows, a["dy"], a["x"], a["mu"], a["rs"], a["dgamma"], a["dbeta"]) }
+			case kernels.GeluFunc: // u becomes gelu'(u), in [−0.13, 1.13]: ordinary inputs again
+				run = func() { f(rows, a["u"], a["g"]) }
+			case kernels.GeluBackFunc:
+				run = func() { f(rows, a["a"], a["b"]) }
+			default:
+				continue
+			}
+			out = append(out, RowCase{fmt.Sprintf("spec=%s/rows=%d/kernel=%s/impl=%s", name, rows, op.Field, s.ISA), elems, run})
+		}
+	}
+	return out, nil
+}
+
 // kernelOf returns set s's implementation of field, or nil.
 func kernelOf(s kernels.Set, field string) any {
 	v := reflect.ValueOf(s).FieldByName(field)

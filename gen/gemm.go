@@ -17,7 +17,9 @@ import (
 func gemmShapeName(isa kernels.ISA) string { return "gemmShape" + isaConst(isa) }
 
 // gemmCheck emits checkGemmTile: it panics unless the arguments fit the
-// contract of kernels.GemmTileFunc for a tile of mrMax×nrMax.
+// contract of kernels.GemmTileFunc for a tile of mrMax×nrMax: every
+// element the kernel reads (the whole mrMax×kc block of A and kc×nrMax
+// block of B) and writes (the mr×nr corner of c) is inside its slice.
 func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 	id := jen.Id
 	msg := func(format string, args ...jen.Code) jen.Code {
@@ -25,17 +27,22 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 	}
 	f.Commentf("%s panics unless the arguments fit %s's contract for an mrMax×nrMax tile.", checkName(op), op.Field)
 	f.Func().Id(checkName(op)).Params(
-		jen.List(id("mrMax"), id("nrMax"), id("kc")).Int(), jen.List(id("a"), id("b"), id("c")).Index().Float32(),
-		jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+		jen.List(id("mrMax"), id("nrMax"), id("kc")).Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
+		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+		id("bias").Index().Float32(),
 	).Block(
 		jen.If(id("kc").Op("<").Lit(0).Op("||").Id("mr").Op("<").Lit(0).Op("||").Id("mr").Op(">").Id("mrMax").
 			Op("||").Id("nr").Op("<").Lit(0).Op("||").Id("nr").Op(">").Id("nrMax").Op("||").Id("ldc").Op("<").Id("nr")).Block(
 			msg("kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, 0 ≤ mr ≤ %d, 0 ≤ nr ≤ %d, ldc ≥ nr", id("kc"), id("mr"), id("nr"), id("ldc"), id("mrMax"), id("nrMax")),
 		),
-		jen.If(jen.Len(id("a")).Op("<").Id("kc").Op("*").Id("mrMax")).Block(
-			msg("len(a) = %d, need %d", jen.Len(id("a")), id("kc").Op("*").Id("mrMax"))),
-		jen.If(jen.Len(id("b")).Op("<").Id("kc").Op("*").Id("nrMax")).Block(
-			msg("len(b) = %d, need %d", jen.Len(id("b")), id("kc").Op("*").Id("nrMax"))),
+		jen.If(id("ai").Op("<").Lit(0).Op("||").Id("ap").Op("<").Lit(0).Op("||").Id("bp").Op("<").Lit(0)).Block(
+			msg("strides ai = %d, ap = %d, bp = %d, want ≥ 0", id("ai"), id("ap"), id("bp"))),
+		jen.If(id("kc").Op(">").Lit(0).Op("&&").Len(id("a")).Op("<").Parens(id("mrMax").Op("-").Lit(1)).Op("*").Id("ai").Op("+").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("ap").Op("+").Lit(1)).Block(
+			msg("len(a) = %d, need %d", jen.Len(id("a")), jen.Parens(id("mrMax").Op("-").Lit(1)).Op("*").Id("ai").Op("+").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("ap").Op("+").Lit(1))),
+		jen.If(id("kc").Op(">").Lit(0).Op("&&").Len(id("b")).Op("<").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("bp").Op("+").Id("nrMax")).Block(
+			msg("len(b) = %d, need %d", jen.Len(id("b")), jen.Parens(id("kc").Op("-").Lit(1)).Op("*").Id("bp").Op("+").Id("nrMax"))),
+		jen.If(jen.Len(id("bias")).Op("!=").Lit(0).Op("&&").Len(id("bias")).Op("<").Id("nr")).Block(
+			msg("len(bias) = %d, want 0 or ≥ nr = %d", jen.Len(id("bias")), id("nr"))),
 		jen.If(id("mr").Op(">").Lit(0).Op("&&").Len(id("c")).Op("<").Parens(id("mr").Op("-").Lit(1)).Op("*").Id("ldc").Op("+").Id("nr")).Block(
 			msg("len(c) = %d, need %d", jen.Len(id("c")), jen.Parens(id("mr").Op("-").Lit(1)).Op("*").Id("ldc").Op("+").Id("nr"))),
 	)
@@ -46,13 +53,15 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 func gemmWrapper(f *jen.File, op catalog.Op, isa kernels.ISA, impl string) {
 	mr, nr := catalog.GemmShape(isa)
 	id := jen.Id
-	args := []jen.Code{id("kc"), id("a"), id("b"), id("c"), id("ldc"), id("mr"), id("nr")}
+	args := []jen.Code{id("kc"), id("a"), id("ai"), id("ap"), id("b"), id("bp"), id("c"), id("ldc"), id("mr"), id("nr"), id("bias")}
 	f.Func().Id(wrapperName(op, isa)).Params(
-		id("kc").Int(), jen.List(id("a"), id("b"), id("c")).Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+		id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
+		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+		id("bias").Index().Float32(), id("overwrite").Bool(),
 	).Block(
 		id(checkName(op)).Call(append([]jen.Code{jen.Lit(mr), jen.Lit(nr)}, args...)...),
-		jen.If(id("kc").Op("==").Lit(0).Op("||").Id("mr").Op("==").Lit(0).Op("||").Id("nr").Op("==").Lit(0)).Block(jen.Return()),
-		id(impl).Call(args...),
+		jen.If(id("mr").Op("==").Lit(0).Op("||").Id("nr").Op("==").Lit(0)).Block(jen.Return()),
+		id(impl).Call(append(args, id("overwrite"))...),
 	)
 	f.Comment(fmt.Sprintf("%s returns the %s GemmTile's tile shape.", gemmShapeName(isa), isa))
 	f.Func().Id(gemmShapeName(isa)).Params().Params(jen.List(id("mr"), id("nr")).Int()).Block(

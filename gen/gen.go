@@ -202,6 +202,13 @@ func renderChecks(p *Package, header string, ops []catalog.Op) error {
 				jen.Panic(jen.Qual("fmt", "Sprintf").Call(jen.Lit(s.Name+"."+op.Field+": t = %d, want 0 ≤ t ≤ %d"), jen.Id("t"), jen.Id("N"))),
 			),
 		}
+		if op.Kind.RowWise() { // t counts rows, not positions: no bound but the slices'
+			body = []jen.Code{
+				jen.If(jen.Id("t").Op("<").Lit(0)).Block(
+					jen.Panic(jen.Qual("fmt", "Sprintf").Call(jen.Lit(s.Name+"."+op.Field+": t = %d, want t ≥ 0"), jen.Id("t"))),
+				),
+			}
+		}
 		for _, pr := range params {
 			if pr.typ != "[]float32" {
 				continue
@@ -364,6 +371,7 @@ func renderSpec(p *Package, header, specRel, cmdRel string, ops []catalog.Op) er
 		jen.Id("D").Op("=").Lit(s.D).Comment("model width"),
 		jen.Id("Heads").Op("=").Lit(s.Heads).Comment("attention heads"),
 		jen.Id("DH").Op("=").Lit(s.DH()).Comment("head width"),
+		jen.Id("FFN").Op("=").Lit(s.FFN).Comment("feed-forward width"),
 	)
 	f.Comment("Spec is the spec this package was generated from.")
 	d := jen.Dict{

@@ -11,8 +11,9 @@ import (
 
 // TestGemmTile checks the GEMM micro-kernel of every linked spec at every
 // level this run allows against a float64 reference, for awkward kc and
-// every edge shape mr×nr, with canaries in the gaps between the rows of c
-// (ldc > nr) and after it, and misaligned slices.
+// every edge shape mr×nr, with A and B packed, row-major and transposed
+// (NaN canaries in every float they do not address), canaries in the gaps
+// between the rows of c (ldc > nr) and after it, and misaligned slices.
 func TestGemmTile(t *testing.T) {
 	limit, err := kernels.Level()
 	if err != nil {
@@ -40,8 +41,21 @@ func TestGemmTile(t *testing.T) {
 	}
 }
 
-// checkGemmTile runs the micro-kernel over the shapes and returns the
-// problems found.
+// gemmLayouts are the ways an operand is laid out for the micro-kernel:
+// A by its strides (ai, ap) and B by its row stride bp, as functions of
+// the tile shape and kc. Every float of a buffer the layout does not
+// address is a NaN canary, so a kernel reading past its strides fails.
+var gemmLayouts = []struct {
+	name   string
+	stride func(mrMax, nrMax, kc int) (ai, ap, bp int)
+}{
+	{"packed", func(mrMax, nrMax, kc int) (int, int, int) { return 1, mrMax, nrMax }},
+	{"rowmajor", func(mrMax, nrMax, kc int) (int, int, int) { return kc + 5, 1, nrMax + 7 }},
+	{"colmajor", func(mrMax, nrMax, kc int) (int, int, int) { return 1, mrMax + 3, 2*nrMax + 1 }},
+}
+
+// checkGemmTile runs the micro-kernel over the shapes and layouts and
+// returns the problems found.
 func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed string) []string {
 	mrMax, nrMax := shape()
 	var probs []string
@@ -49,60 +63,98 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 		return []string{fmt.Sprintf("shape %d×%d", mrMax, nrMax)}
 	}
 	rng := rand.New(rand.NewPCG(uint64(len(seed)), 7))
-	for _, kc := range []int{0, 1, 2, 3, 7, 33, 256, 257} {
-		for mr := 0; mr <= mrMax; mr++ {
-			for nr := 0; nr <= nrMax; nr++ {
-				if kc > 33 && nr%5 != 0 && nr != nrMax {
-					continue // the long kc at fewer widths
-				}
-				ldc := nr + 3
-				a := make([]float32, lead+kc*mrMax+tail)[lead:]
-				b := make([]float32, lead+kc*nrMax+tail)[lead:]
-				for i := range a[:kc*mrMax] {
-					a[i] = float32(rng.NormFloat64())
-				}
-				for i := range b[:kc*nrMax] {
-					b[i] = float32(rng.NormFloat64())
-				}
-				clen := 0
-				if mr > 0 {
-					clen = (mr-1)*ldc + nr
-				}
-				cbuf := make([]float32, lead+clen+tail)
-				for i := range cbuf {
-					cbuf[i] = canary
-				}
-				c := cbuf[lead:]
-				c0 := make([]float32, clen)
-				for i := 0; i < mr; i++ {
-					for j := 0; j < nr; j++ {
-						v := float32(rng.NormFloat64())
-						c[i*ldc+j], c0[i*ldc+j] = v, v
+	for _, lay := range gemmLayouts {
+		for _, kc := range []int{0, 1, 2, 3, 7, 33, 256, 257} {
+			ai, ap, bp := lay.stride(mrMax, nrMax, kc)
+			for mr := 0; mr <= mrMax; mr++ {
+				for nr := 0; nr <= nrMax; nr++ {
+					if kc > 33 && nr%5 != 0 && nr != nrMax {
+						continue // the long kc at fewer widths
 					}
-				}
-				tile(kc, a[:kc*mrMax], b[:kc*nrMax], c[:clen], ldc, mr, nr)
-				label := fmt.Sprintf("kc=%d mr=%d nr=%d", kc, mr, nr)
-				for idx, v := range cbuf {
-					r, q := (idx-lead)/max(ldc, 1), (idx-lead)%max(ldc, 1)
-					inside := idx >= lead && idx < lead+clen && q < nr && r < mr
-					if !inside {
-						if math.Float32bits(v) != canaryBits {
-							probs = append(probs, fmt.Sprintf("%s: wrote outside the tile at buffer index %d", label, idx))
-						}
-						continue
+					alen, blen := 0, 0
+					if kc > 0 {
+						alen = (mrMax-1)*ai + (kc-1)*ap + 1
+						blen = (kc-1)*bp + nrMax
 					}
-					want, mag := float64(c0[r*ldc+q]), math.Abs(float64(c0[r*ldc+q]))
+					a := make([]float32, lead+alen+tail)[lead:]
+					b := make([]float32, lead+blen+tail)[lead:]
+					for i := range a {
+						a[i] = canary
+					}
+					for i := range b {
+						b[i] = canary
+					}
 					for p := 0; p < kc; p++ {
-						x := float64(a[p*mrMax+r]) * float64(b[p*nrMax+q])
-						want += x
-						mag += math.Abs(x)
+						for i := 0; i < mrMax; i++ {
+							a[i*ai+p*ap] = float32(rng.NormFloat64())
+						}
+						for j := 0; j < nrMax; j++ {
+							b[p*bp+j] = float32(rng.NormFloat64())
+						}
 					}
-					if d := math.Abs(float64(v) - want); !(d <= 1e-6*float64(kc+2)*mag+1e-30) {
-						probs = append(probs, fmt.Sprintf("%s: c[%d][%d] = %g, want %g", label, r, q, v, want))
+					ldc := nr + 3
+					clen := 0
+					if mr > 0 {
+						clen = (mr-1)*ldc + nr
 					}
-				}
-				if len(probs) > 10 {
-					return probs
+					cbuf := make([]float32, lead+clen+tail)
+					for i := range cbuf {
+						cbuf[i] = canary
+					}
+					c := cbuf[lead:]
+					c0 := make([]float32, clen)
+					for i := 0; i < mr; i++ {
+						for j := 0; j < nr; j++ {
+							v := float32(rng.NormFloat64())
+							c[i*ldc+j], c0[i*ldc+j] = v, v
+						}
+					}
+					// The epilogue's four modes, in turn over the shapes: with
+					// or without a bias row, adding to c or overwriting it.
+					mode := (kc + mr + nr) % 4
+					var bias []float32
+					if mode&1 != 0 {
+						bias = make([]float32, lead+nr+tail)[lead:]
+						for j := range bias {
+							bias[j] = canary
+						}
+						for j := 0; j < nr; j++ {
+							bias[j] = float32(rng.NormFloat64())
+						}
+						bias = bias[:nr]
+					}
+					overwrite := mode&2 != 0
+					tile(kc, a[:alen], ai, ap, b[:blen], bp, c[:clen], ldc, mr, nr, bias, overwrite)
+					label := fmt.Sprintf("%s kc=%d mr=%d nr=%d bias=%v overwrite=%v", lay.name, kc, mr, nr, bias != nil, overwrite)
+					for idx, v := range cbuf {
+						r, q := (idx-lead)/max(ldc, 1), (idx-lead)%max(ldc, 1)
+						inside := idx >= lead && idx < lead+clen && q < nr && r < mr
+						if !inside {
+							if math.Float32bits(v) != canaryBits {
+								probs = append(probs, fmt.Sprintf("%s: wrote outside the tile at buffer index %d", label, idx))
+							}
+							continue
+						}
+						want, mag := float64(c0[r*ldc+q]), math.Abs(float64(c0[r*ldc+q]))
+						if overwrite {
+							want, mag = 0, 0
+						}
+						if bias != nil {
+							want += float64(bias[q])
+							mag += math.Abs(float64(bias[q]))
+						}
+						for p := 0; p < kc; p++ {
+							x := float64(a[r*ai+p*ap]) * float64(b[p*bp+q])
+							want += x
+							mag += math.Abs(x)
+						}
+						if d := math.Abs(float64(v) - want); !(d <= 1e-6*float64(kc+2)*mag+1e-30) {
+							probs = append(probs, fmt.Sprintf("%s: c[%d][%d] = %g, want %g", label, r, q, v, want))
+						}
+					}
+					if len(probs) > 10 {
+						return probs
+					}
 				}
 			}
 		}
@@ -124,26 +176,35 @@ func TestGemmTileCatchesBugs(t *testing.T) {
 	good, shape := goK.GemmTile, goK.GemmShape
 	mrMax, nrMax := shape()
 	bugs := map[string]kernels.GemmTileFunc{
-		"drops the last p": func(kc int, a, b, c []float32, ldc, mr, nr int) {
+		"drops the last p": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
 			if kc > 0 {
 				kc--
 			}
-			good(kc, a, b, c, ldc, mr, nr)
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, ow)
 		},
-		"overwrites c": func(kc int, a, b, c []float32, ldc, mr, nr int) {
-			for i := 0; i < mr; i++ {
-				clear(c[i*ldc : i*ldc+nr])
-			}
-			good(kc, a, b, c, ldc, mr, nr)
+		"overwrites c": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, true)
 		},
-		"writes the full tile width": func(kc int, a, b, c []float32, ldc, mr, nr int) {
-			good(kc, a, b, c, ldc, mr, nr)
+		"adds when told to overwrite": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, false)
+		},
+		"drops the bias": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, nil, ow)
+		},
+		"reads A as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+			good(kc, a, 1, mrMax, b, bp, c, ldc, mr, nr, bias, ow)
+		},
+		"reads B as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+			good(kc, a, ai, ap, b, nrMax, c, ldc, mr, nr, bias, ow)
+		},
+		"writes the full tile width": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, ow)
 			if cc := c[:cap(c)]; mr > 0 && nr < nrMax && nr < len(cc) {
 				cc[nr] = 0
 			}
 		},
-		"writes one row too many": func(kc int, a, b, c []float32, ldc, mr, nr int) {
-			good(kc, a, b, c, ldc, mr, nr)
+		"writes one row too many": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, ow)
 			if cc := c[:cap(c)]; mr > 0 && mr < mrMax && nr > 0 && len(cc) > mr*ldc {
 				cc[mr*ldc] = 0
 			}

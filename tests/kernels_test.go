@@ -19,6 +19,7 @@ import (
 type env struct {
 	name                     string
 	n, d, heads, dh, k, a, b int
+	ffn, vocab               int
 	// h is the head whose columns head-sliced operands occupy: a middle
 	// one, so that other heads' columns lie on both sides as guards when
 	// there are three heads or more.
@@ -26,7 +27,7 @@ type env struct {
 }
 
 func envOf(s specs.Spec) *env {
-	return &env{name: s.Name, n: s.N, d: s.D, heads: s.Heads, dh: s.DH(), k: s.K, a: s.A, b: s.B, h: s.Heads / 2}
+	return &env{name: s.Name, n: s.N, d: s.D, heads: s.Heads, dh: s.DH(), k: s.K, a: s.A, b: s.B, ffn: s.FFN, vocab: s.Vocab, h: s.Heads / 2}
 }
 
 // head is head e.h's slice of a [t, D] matrix.
@@ -93,6 +94,8 @@ type kernelTest struct {
 	modes    []string
 	scenario func(e *env, field string, t int, mode string, rng *rand.Rand) scenario
 	bind     func(fn reflect.Value) invoker
+	// lengths lists the t to test at (nil: tValues).
+	lengths func(e *env) []int
 }
 
 // geometry is a product kernel's width, row strides and column offsets.
@@ -614,7 +617,11 @@ func TestKernels(t *testing.T) {
 						t.Skipf("no test in tests/ for kernel %s: not covered by this suite", f)
 					}
 					levels := levelsFor(t, sets, name, f)
-					for _, tl := range tValues(e.n) {
+					lengths := tValues(e.n)
+					if kt.lengths != nil {
+						lengths = kt.lengths(e)
+					}
+					for _, tl := range lengths {
 						for _, mode := range kt.modes {
 							sc := kt.scenario(e, f, tl, mode, rngFor(name, f, tl, mode))
 							sc.t, sc.label = tl, fmt.Sprintf("t=%d %s", tl, mode)

@@ -101,6 +101,20 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitLinearBack
 	case catalog.GemmTile:
 		return emitGemmTile
+	case catalog.LayerNorm:
+		return emitLayerNorm
+	case catalog.LayerNormBack:
+		return emitLayerNormBack
+	case catalog.LayerNormGrad:
+		return emitLayerNormGrad
+	case catalog.Gelu:
+		return emitGelu
+	case catalog.GeluBack:
+		return emitGeluBack
+	case catalog.SoftmaxStats:
+		return emitSoftmaxStats
+	case catalog.SoftmaxScale:
+		return emitSoftmaxScale
 	}
 	return nil
 }

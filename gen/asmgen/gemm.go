@@ -12,10 +12,19 @@ import (
 
 // The GEMM micro-kernel of the linear layers (kernels.GemmTileFunc): an
 // MR×NR register tile of accumulators, one vector per NR/lanes columns of
-// a row, fed per p by NR/lanes loads of the packed B panel and MR
-// broadcasts of the packed A panel. The tile is then added to the mr×nr
-// corner of c: with K masks on AVX-512, and on AVX2 with plain loads and
-// stores for full-width rows or VMASKMOVPS for a narrower tile.
+// a row, fed per p by NR/lanes loads of B's row p and MR broadcasts of A's
+// column p. A is read through its two strides (ai between rows, ap between
+// p), so the same code reads a packed panel (ai 1, ap MR), a row-major
+// matrix (ai its row stride, ap 1) and a transposed one (ai 1, ap its row
+// stride): the runtime packs only what the strides cannot describe. The
+// epilogue adds the bias row, if any, and then adds the tile to (or, to
+// overwrite, stores it in) the mr×nr corner of c: with K masks on AVX-512,
+// and on AVX2 with plain loads and stores for full-width rows or
+// VMASKMOVPS for a narrower tile.
+//
+// Row i of A is addressed from three bases (rows 0, 3 and 6) and the row
+// stride L = 4·ai as an index register with scale 1, 2 or 4: rows 0, 1,
+// 2, 4 from the first, 3, 5 from the second, 6, 7 from the third.
 //
 // AVX-512: 8×32, 16 ZMM accumulators + 2 B + 1 A = 19 registers.
 // AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A = 15 (never Y16+).
@@ -30,8 +39,8 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		lanes = 16
 	}
 	vecs := nr / lanes
-	if vecs*lanes != nr || vecs != 2 {
-		panic(fmt.Sprintf("asmgen: GemmTile %s: tile width %d is not two vectors", isa, nr))
+	if vecs*lanes != nr || vecs != 2 || mr > 8 {
+		panic(fmt.Sprintf("asmgen: GemmTile %s: tile %d×%d is not up to 8 rows of two vectors", isa, mr, nr))
 	}
 	vec := func() reg.VecVirtual {
 		if isa == kernels.AVX512 {
@@ -41,8 +50,38 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	}
 
 	kc := c.Load(c.Param("kc"), c.GP64())
-	ap := c.Load(c.Param("a").Base(), c.GP64())
+	a0 := c.Load(c.Param("a").Base(), c.GP64())
+	rowStride := c.Load(c.Param("ai"), c.GP64())
+	c.SHLQ(operand.U8(2), rowStride)
+	pStride := c.Load(c.Param("ap"), c.GP64())
+	c.SHLQ(operand.U8(2), pStride)
 	bp := c.Load(c.Param("b").Base(), c.GP64())
+	bStride := c.Load(c.Param("bp"), c.GP64())
+	c.SHLQ(operand.U8(2), bStride)
+	a3 := c.GP64()
+	c.LEAQ(operand.Mem{Base: rowStride, Index: rowStride, Scale: 2}, a3) // 3L
+	var a6 reg.GPVirtual
+	if mr > 6 {
+		a6 = c.GP64()
+		c.LEAQ(operand.Mem{Base: a0, Index: a3, Scale: 2}, a6) // a + 6L
+	}
+	c.ADDQ(a0, a3) // a + 3L
+	rowAddr := func(i int) operand.Mem {
+		switch i {
+		case 0:
+			return operand.Mem{Base: a0}
+		case 1, 2, 4:
+			return operand.Mem{Base: a0, Index: rowStride, Scale: uint8(i)}
+		case 3:
+			return operand.Mem{Base: a3}
+		case 5:
+			return operand.Mem{Base: a3, Index: rowStride, Scale: 2}
+		case 6:
+			return operand.Mem{Base: a6}
+		}
+		return operand.Mem{Base: a6, Index: rowStride, Scale: 1}
+	}
+
 	acc := make([][]reg.VecVirtual, mr)
 	for i := range acc {
 		acc[i] = make([]reg.VecVirtual, vecs)
@@ -56,7 +95,7 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 
-	c.Comment("acc[i][·] += a[p·MR+i] · b[p·NR : p·NR+NR], p < kc")
+	c.Comment("acc[i][·] += a[i·ai + p·ap] · b[p·bp : p·bp+NR], p < kc")
 	c.TESTQ(kc, kc)
 	c.JZ(operand.LabelRef("store"))
 	c.Label("loop")
@@ -67,26 +106,43 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	}
 	for i := 0; i < mr; i++ {
 		av := vec()
-		c.VBROADCASTSS(operand.Mem{Base: ap, Disp: 4 * i}, av)
+		c.VBROADCASTSS(rowAddr(i), av)
 		for h := range bv {
 			c.VFMADD231PS(av, bv[h], acc[i][h])
 		}
 	}
-	c.ADDQ(operand.U32(4*mr), ap)
-	c.ADDQ(operand.U32(4*nr), bp)
+	c.ADDQ(pStride, a0)
+	c.ADDQ(pStride, a3)
+	if mr > 6 {
+		c.ADDQ(pStride, a6)
+	}
+	c.ADDQ(bStride, bp)
 	c.DECQ(kc)
 	c.JNZ(operand.LabelRef("loop"))
 
 	c.Label("store")
-	c.Comment("c[i·ldc : i·ldc+nr] += acc[i], i < mr")
+	c.Comment("acc[i] += bias; then c[i·ldc : i·ldc+nr] = acc[i] (overwrite) or += acc[i], i < mr")
 	cp := c.Load(c.Param("c").Base(), c.GP64())
 	ldc := c.Load(c.Param("ldc"), c.GP64())
 	c.SHLQ(operand.U8(2), ldc)
 	rows := c.Load(c.Param("mr"), c.GP64())
 	cols := c.Load(c.Param("nr"), c.GP64())
+	biasLen := c.Load(c.Param("bias").Len(), c.GP64())
 	rowGuard := func(i int) {
 		c.CMPQ(rows, operand.U32(i))
 		c.JLE(operand.LabelRef("done"))
+	}
+	nextRow := func(i int) {
+		if i+1 < mr {
+			c.ADDQ(ldc, cp)
+		}
+	}
+	addBias := func(bv []reg.VecVirtual) {
+		for i := 0; i < mr; i++ {
+			for h := range bv {
+				c.VADDPS(bv[h], acc[i][h], acc[i][h])
+			}
+		}
 	}
 	if isa == kernels.AVX512 {
 		ones := c.GP32()
@@ -96,6 +152,19 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		c.KMOVW(ones, k[0])
 		c.SHRL(operand.U8(16), ones)
 		c.KMOVW(ones, k[1])
+		c.TESTQ(biasLen, biasLen)
+		c.JZ(operand.LabelRef("nobias"))
+		bptr := c.Load(c.Param("bias").Base(), c.GP64())
+		bv := make([]reg.VecVirtual, vecs)
+		for h := range bv {
+			bv[h] = vec()
+			c.VMOVUPS_Z(operand.Mem{Base: bptr, Disp: 4 * lanes * h}, k[h], bv[h])
+		}
+		addBias(bv)
+		c.Label("nobias")
+		ow := c.Load(c.Param("overwrite"), c.GP8())
+		c.TESTB(ow, ow)
+		c.JNZ(operand.LabelRef("overwrite"))
 		for i := 0; i < mr; i++ {
 			rowGuard(i)
 			for h := 0; h < vecs; h++ {
@@ -104,28 +173,19 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 				c.VADDPS_Z(m, acc[i][h], k[h], t)
 				c.VMOVUPS(t, k[h], m)
 			}
-			if i+1 < mr {
-				c.ADDQ(ldc, cp)
-			}
+			nextRow(i)
 		}
-	} else {
-		c.CMPQ(cols, operand.U32(nr))
-		c.JNE(operand.LabelRef("masked"))
+		c.JMP(operand.LabelRef("done"))
+		c.Label("overwrite")
 		for i := 0; i < mr; i++ {
 			rowGuard(i)
 			for h := 0; h < vecs; h++ {
-				m := operand.Mem{Base: cp, Disp: 4 * lanes * h}
-				c.VADDPS(m, acc[i][h], acc[i][h])
-				c.VMOVUPS(acc[i][h], m)
+				c.VMOVUPS(acc[i][h], k[h], operand.Mem{Base: cp, Disp: 4 * lanes * h})
 			}
-			if i+1 < mr {
-				c.ADDQ(ldc, cp)
-			}
+			nextRow(i)
 		}
-		c.JMP(operand.LabelRef("done"))
-
-		c.Label("masked")
-		c.Comment("Lane j of mask h is set iff lanes·h + j < nr: a window of 16 ones then 16 zeros.")
+	} else {
+		c.Comment("Lane j of mask h is set iff lanes·h + j < nr: a window of NR ones then NR zeros.")
 		words := make([]uint32, 2*nr)
 		for j := 0; j < nr; j++ {
 			words[j] = 0xffffffff
@@ -135,14 +195,56 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		off := c.GP64()
 		c.MOVQ(operand.U32(nr), off)
 		c.SUBQ(cols, off)
+		maskAt := func(h int) operand.Mem {
+			return operand.Mem{Base: tb, Index: off, Scale: 4, Disp: 4 * lanes * h}
+		}
+		c.TESTQ(biasLen, biasLen)
+		c.JZ(operand.LabelRef("nobias"))
+		bptr := c.Load(c.Param("bias").Base(), c.GP64())
+		for h := 0; h < vecs; h++ {
+			mk, bv := vec(), vec()
+			c.VMOVDQU(maskAt(h), mk)
+			c.VMASKMOVPS(operand.Mem{Base: bptr, Disp: 4 * lanes * h}, mk, bv)
+			for i := 0; i < mr; i++ {
+				c.VADDPS(bv, acc[i][h], acc[i][h])
+			}
+		}
+		c.Label("nobias")
+		ow := c.Load(c.Param("overwrite"), c.GP8())
+		c.CMPQ(cols, operand.U32(nr))
+		c.JNE(operand.LabelRef("masked"))
+		c.TESTB(ow, ow)
+		c.JNZ(operand.LabelRef("overwrite"))
+		for i := 0; i < mr; i++ {
+			rowGuard(i)
+			for h := 0; h < vecs; h++ {
+				m := operand.Mem{Base: cp, Disp: 4 * lanes * h}
+				c.VADDPS(m, acc[i][h], acc[i][h])
+				c.VMOVUPS(acc[i][h], m)
+			}
+			nextRow(i)
+		}
+		c.JMP(operand.LabelRef("done"))
+		c.Label("overwrite")
+		for i := 0; i < mr; i++ {
+			rowGuard(i)
+			for h := 0; h < vecs; h++ {
+				c.VMOVUPS(acc[i][h], operand.Mem{Base: cp, Disp: 4 * lanes * h})
+			}
+			nextRow(i)
+		}
+		c.JMP(operand.LabelRef("done"))
+
+		c.Label("masked")
 		masks := make([]reg.VecVirtual, vecs)
 		for h := range masks {
 			masks[h] = vec()
-			c.VMOVDQU(operand.Mem{Base: tb, Index: off, Scale: 4, Disp: 4 * lanes * h}, masks[h])
+			c.VMOVDQU(maskAt(h), masks[h])
 		}
+		c.TESTB(ow, ow)
+		c.JNZ(operand.LabelRef("owmasked"))
 		for i := 0; i < mr; i++ {
-			c.CMPQ(rows, operand.U32(i))
-			c.JLE(operand.LabelRef("done"))
+			rowGuard(i)
 			for h := 0; h < vecs; h++ {
 				m := operand.Mem{Base: cp, Disp: 4 * lanes * h}
 				t := vec()
@@ -150,9 +252,16 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 				c.VADDPS(t, acc[i][h], t)
 				c.VMASKMOVPS(t, masks[h], m)
 			}
-			if i+1 < mr {
-				c.ADDQ(ldc, cp)
+			nextRow(i)
+		}
+		c.JMP(operand.LabelRef("done"))
+		c.Label("owmasked")
+		for i := 0; i < mr; i++ {
+			rowGuard(i)
+			for h := 0; h < vecs; h++ {
+				c.VMASKMOVPS(acc[i][h], masks[h], operand.Mem{Base: cp, Disp: 4 * lanes * h})
 			}
+			nextRow(i)
 		}
 	}
 	c.Label("done")

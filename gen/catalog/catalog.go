@@ -43,6 +43,14 @@ const (
 	LinearBack    // kernels.LinearBackFunc
 
 	GemmTile // kernels.GemmTileFunc (with kernels.GemmShapeFunc beside it)
+
+	LayerNorm     // kernels.LayerNormFunc
+	LayerNormBack // kernels.LayerNormBackFunc
+	LayerNormGrad // kernels.LayerNormGradFunc
+	Gelu          // kernels.GeluFunc
+	GeluBack      // kernels.GeluBackFunc
+	SoftmaxStats  // kernels.SoftmaxStatsFunc
+	SoftmaxScale  // kernels.SoftmaxScaleFunc
 )
 
 // Signatures are the Go signatures of each kind, as the stubs declare them.
@@ -69,7 +77,26 @@ var Signatures = map[Kind]string{
 	Linear:        "func(t int, fq, fk, v, y, rd []float32)",
 	LinearBack:    "func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)",
 
-	GemmTile: "func(kc int, a, b, c []float32, ldc, mr, nr int)",
+	GemmTile: "func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool)",
+
+	LayerNorm:     "func(t int, x, gamma, beta, y, mu, rs []float32)",
+	LayerNormBack: "func(t int, dy, x, mu, rs, gamma, dx []float32)",
+	LayerNormGrad: "func(t int, dy, x, mu, rs, dgamma, dbeta []float32)",
+	Gelu:          "func(t int, u, g []float32)",
+	GeluBack:      "func(t int, a, b []float32)",
+	SoftmaxStats:  "func(t int, x, mx, s []float32)",
+	SoftmaxScale:  "func(t int, x, lse, y []float32, scale float32)",
+}
+
+// RowWise reports whether kind k is one of the row-wise kernels (LayerNorm,
+// GELU, the cross-entropy's softmax): their t counts rows of a row-major matrix, which may hold
+// several sequences, so it is any t ≥ 0 rather than a length ≤ N.
+func (k Kind) RowWise() bool {
+	switch k {
+	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale:
+		return true
+	}
+	return false
 }
 
 // Shape is the extent of a slice argument as a function of t: Rows rows of
@@ -124,18 +151,20 @@ func (o Op) Sig() string { return Signatures[o.Kind] }
 // Config is what the emitters need of a spec: the sizes baked in as constants.
 type Config struct {
 	N, D, DH, Heads int
+	FFN             int // feed-forward width: the row length of the GELU kernels
+	Vocab           int // vocabulary: the row length of the cross-entropy kernels
 }
 
 // ConfigOf derives the emitters' sizes from a spec.
 func ConfigOf(s *specs.Spec) Config {
-	return Config{N: s.N, D: s.D, DH: s.DH(), Heads: s.Heads}
+	return Config{N: s.N, D: s.D, DH: s.DH(), Heads: s.Heads, FFN: s.FFN, Vocab: s.Vocab}
 }
 
 // Ops lists the kernels spec s needs, in a fixed order.
 func Ops(s *specs.Spec) []Op {
 	c := ConfigOf(s)
 	if specs.AttentionFree[s.Variant] {
-		return append(attentionFreeOps(s, c), gemmOp)
+		return append(append(attentionFreeOps(s, c), gemmOp), rowOps(c)...)
 	}
 	if !s.IsSynthesizer() {
 		return nil
@@ -187,7 +216,35 @@ func Ops(s *specs.Spec) []Op {
 		Op{Field: "TriDot", Func: "triDot", Kind: TriDot, Slices: []Param{{"x", tri}, {"y", tri}}},
 		gemmOp,
 	)
-	return ops
+	return append(ops, rowOps(c)...)
+}
+
+// rowOps are the row-wise kernels of the training step's other passes,
+// which every spec gets: LayerNorm over [t, D] rows (forward, input
+// gradient, parameter gradients), the feed-forward's GELU over [t, FFN]
+// rows (forward with its derivative, and the backward's product), and the
+// cross-entropy's softmax over [t, Vocab] logits (statistics, gradient).
+func rowOps(c Config) []Op {
+	rowsD := Shape{Rows: -1, Stride: c.D, Width: c.D}         // [t, D] row-major
+	rowsF := Shape{Rows: -1, Stride: c.FFN, Width: c.FFN}     // [t, FFN] row-major
+	rowsV := Shape{Rows: -1, Stride: c.Vocab, Width: c.Vocab} // [t, Vocab] logits
+	perRow := Shape{Rows: -1, Stride: 1, Width: 1}            // one float per row
+	param := Shape{Rows: 1, Stride: 0, Width: c.D}            // D floats, whatever t
+	p := func(name string, sh Shape) Param { return Param{Name: name, Shape: sh} }
+	return []Op{
+		{Field: "LayerNorm", Func: "layerNorm", Kind: LayerNorm,
+			Slices: []Param{p("x", rowsD), p("gamma", param), p("beta", param), p("y", rowsD), p("mu", perRow), p("rs", perRow)}},
+		{Field: "LayerNormBack", Func: "layerNormBack", Kind: LayerNormBack,
+			Slices: []Param{p("dy", rowsD), p("x", rowsD), p("mu", perRow), p("rs", perRow), p("gamma", param), p("dx", rowsD)}},
+		{Field: "LayerNormGrad", Func: "layerNormGrad", Kind: LayerNormGrad,
+			Slices: []Param{p("dy", rowsD), p("x", rowsD), p("mu", perRow), p("rs", perRow), p("dgamma", param), p("dbeta", param)}},
+		{Field: "Gelu", Func: "gelu", Kind: Gelu, Slices: []Param{p("u", rowsF), p("g", rowsF)}},
+		{Field: "GeluBack", Func: "geluBack", Kind: GeluBack, Slices: []Param{p("a", rowsF), p("b", rowsF)}},
+		{Field: "SoftmaxStats", Func: "softmaxStats", Kind: SoftmaxStats,
+			Slices: []Param{p("x", rowsV), p("mx", perRow), p("s", perRow)}},
+		{Field: "SoftmaxScale", Func: "softmaxScale", Kind: SoftmaxScale,
+			Slices: []Param{p("x", rowsV), p("lse", perRow), p("y", rowsV)}},
+	}
 }
 
 // gemmOp is the linear layers' GEMM micro-kernel, which every spec gets. Its
@@ -197,8 +254,7 @@ func Ops(s *specs.Spec) []Op {
 var gemmOp = Op{Field: "GemmTile", Func: "gemmTile", Kind: GemmTile}
 
 // GemmShape is the register tile MR×NR of the GemmTile kernel at level isa:
-// the row count of its packed A panels and the column count of its packed
-// B panels (see kernels.GemmTileFunc).
+// the rows of A and the columns of B it reads (see kernels.GemmTileFunc).
 func GemmShape(isa kernels.ISA) (mr, nr int) {
 	switch isa {
 	case kernels.AVX512:
@@ -266,7 +322,8 @@ func (k Kind) String() string {
 	names := []string{"SoftmaxValue", "SoftmaxValueBack", "Product", "ProductBackX", "ProductBackW",
 		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot",
 		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
-		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile"}
+		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile",
+		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale"}
 	if int(k) < len(names) {
 		return names[k]
 	}

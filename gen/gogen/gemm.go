@@ -11,7 +11,8 @@ import (
 
 // emitGemmTile emits the Go GEMM micro-kernel (kernels.GemmTileFunc) with
 // the Go level's tile MR×NR: MR·NR scalar accumulators, one per output,
-// summed over p in order and added to c at the end.
+// summed over p in order and added to c at the end. A is read through its
+// strides ai and ap, B's row p at b[p·bp:].
 func emitGemmTile(f *jen.File, op catalog.Op, _ catalog.Config) {
 	mr, nr := catalog.GemmShape(kernels.Go)
 	id := jen.Id
@@ -29,43 +30,62 @@ func emitGemmTile(f *jen.File, op catalog.Op, _ catalog.Config) {
 	}
 	var loads []jen.Code
 	for i := 0; i < mr; i++ {
-		loads = append(loads, id(fmt.Sprintf("a%d", i)).Op(":=").Id("ap").Index(jen.Lit(i)))
+		// a[p·ap + i·ai]: the row offsets i·ai are hoisted out of the loop.
+		loads = append(loads, id(fmt.Sprintf("a%d", i)).Op(":=").Id("a").Index(id("pa").Op("+").Id(fmt.Sprintf("o%d", i))))
 	}
 	for j := 0; j < nr; j++ {
-		loads = append(loads, id(fmt.Sprintf("b%d", j)).Op(":=").Id("bp").Index(jen.Lit(j)))
+		loads = append(loads, id(fmt.Sprintf("b%d", j)).Op(":=").Id("bq").Index(jen.Lit(j)))
 	}
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nr; j++ {
 			fmas = append(fmas, id(acc(i, j)).Op("+=").Id(fmt.Sprintf("a%d", i)).Op("*").Id(fmt.Sprintf("b%d", j)))
 		}
 	}
+	var offs []jen.Code
+	for i := 0; i < mr; i++ {
+		offs = append(offs, id(fmt.Sprintf("o%d", i)).Op(":=").Lit(i).Op("*").Id("ai"))
+	}
 	body := []jen.Code{
 		jen.Const().Defs(
-			id("MR").Op("=").Lit(mr).Comment("rows of an A panel"),
-			id("NR").Op("=").Lit(nr).Comment("columns of a B panel"),
+			id("MR").Op("=").Lit(mr).Comment("rows of A read"),
+			id("NR").Op("=").Lit(nr).Comment("columns of B read"),
 		),
 		jen.Var().List(accs...).Float32(),
-		id("a").Op("=").Id("a").Index(jen.Empty(), id("kc").Op("*").Id("MR")),
-		id("b").Op("=").Id("b").Index(jen.Empty(), id("kc").Op("*").Id("NR")),
+	}
+	body = append(body, offs...)
+	body = append(body,
 		jen.For(id("p").Op(":=").Lit(0), id("p").Op("<").Id("kc"), id("p").Op("++")).Block(
 			append([]jen.Code{
-				id("ap").Op(":=").Id("a").Index(id("p").Op("*").Id("MR"), id("p").Op("*").Id("MR").Op("+").Id("MR"), id("p").Op("*").Id("MR").Op("+").Id("MR")),
-				id("bp").Op(":=").Id("b").Index(id("p").Op("*").Id("NR"), id("p").Op("*").Id("NR").Op("+").Id("NR"), id("p").Op("*").Id("NR").Op("+").Id("NR")),
+				id("pa").Op(":=").Id("p").Op("*").Id("ap"),
+				id("bq").Op(":=").Id("b").Index(id("p").Op("*").Id("bp"), id("p").Op("*").Id("bp").Op("+").Id("NR"), id("p").Op("*").Id("bp").Op("+").Id("NR")),
 			}, append(loads, fmas...)...)...,
 		),
 		id("tile").Op(":=").Index(id("MR")).Index(id("NR")).Float32().Values(rows...),
+		jen.If(jen.Len(id("bias")).Op("!=").Lit(0)).Block(
+			jen.For(id("i").Op(":=").Lit(0), id("i").Op("<").Id("mr"), id("i").Op("++")).Block(
+				jen.For(jen.List(id("j"), id("v")).Op(":=").Range().Id("bias").Index(jen.Empty(), id("nr"))).Block(
+					id("tile").Index(id("i")).Index(id("j")).Op("+=").Id("v"),
+				),
+			),
+		),
 		jen.For(id("i").Op(":=").Lit(0), id("i").Op("<").Id("mr"), id("i").Op("++")).Block(
 			id("row").Op(":=").Id("c").Index(id("i").Op("*").Id("ldc"), id("i").Op("*").Id("ldc").Op("+").Id("nr")),
+			jen.If(id("overwrite")).Block(
+				jen.Copy(id("row"), id("tile").Index(id("i")).Index(jen.Empty(), id("nr"))),
+				jen.Continue(),
+			),
 			jen.For(jen.List(id("j"), id("v")).Op(":=").Range().Id("tile").Index(id("i")).Index(jen.Empty(), id("nr"))).Block(
 				id("row").Index(id("j")).Op("+=").Id("v"),
 			),
 		),
-	}
+	)
 	f.Comment(fmt.Sprintf(`%s is the GEMM micro-kernel (kernels.GemmTileFunc) with an %d×%d tile:
-for i < mr ≤ %d and j < nr ≤ %d (accumulate)
+for i < mr ≤ %d and j < nr ≤ %d, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j] (+ bias[j])
 
-	c[i·ldc+j] += Σ_{p<kc} a[p·%d+i] · b[p·%d+j]`, Name(op), mr, nr, mr, nr, mr, nr))
+	c[i·ldc+j] = s (overwrite) or c[i·ldc+j] += s`, Name(op), mr, nr, mr, nr))
 	f.Func().Id(Name(op)).Params(
-		id("kc").Int(), jen.List(id("a"), id("b"), id("c")).Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+		id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
+		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
+		id("bias").Index().Float32(), id("overwrite").Bool(),
 	).Block(body...)
 }

@@ -154,6 +154,8 @@ func TestEmittedKernelsRun(t *testing.T) {
 		fmt.Fprintf(&cfgs, "\t\tsv: %s, svb: %s, tile: %s, tileBack: %s, scale: %s, axpy: %s, dot: %s,\n",
 			fn("SoftmaxValue"), fn("SoftmaxValueBack"), fn("FactDenseLogits"), fn("FactDenseLogitsBack"),
 			fn("TriScale"), fn("TriAxpy"), fn("TriDot"))
+		fmt.Fprintf(&cfgs, "\t\tffn: %d, ln: %s, lnBack: %s, lnGrad: %s, gelu: %s, geluBack: %s,\n",
+			cfg.FFN, fn("LayerNorm"), fn("LayerNormBack"), fn("LayerNormGrad"), fn("Gelu"), fn("GeluBack"))
 		cfgs.WriteString("\t\tproducts: []product{\n")
 		for _, fam := range []string{"VanillaLogits", "DenseLogits", "FactRandomLogits"} {
 			op := byField[fam]

@@ -11,7 +11,28 @@ func aftConvAVX512(t int, k []float32, v []float32, u []float32, z []float32, m 
 func aftConvBackAVX512(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, du []float32)
 
 //go:noescape
-func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
+
+//go:noescape
+func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
+
+//go:noescape
+func layerNormBackAVX512(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32)
+
+//go:noescape
+func layerNormGradAVX512(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
+
+//go:noescape
+func geluAVX512(t int, u []float32, g []float32)
+
+//go:noescape
+func geluBackAVX512(t int, a []float32, b []float32)
+
+//go:noescape
+func softmaxStatsAVX512(t int, x []float32, mx []float32, s []float32)
+
+//go:noescape
+func softmaxScaleAVX512(t int, x []float32, lse []float32, y []float32, scale float32)
 
 //go:noescape
 func aftConvAVX2(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32)
@@ -20,4 +41,25 @@ func aftConvAVX2(t int, k []float32, v []float32, u []float32, z []float32, m []
 func aftConvBackAVX2(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, du []float32)
 
 //go:noescape
-func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
+
+//go:noescape
+func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
+
+//go:noescape
+func layerNormBackAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32)
+
+//go:noescape
+func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
+
+//go:noescape
+func geluAVX2(t int, u []float32, g []float32)
+
+//go:noescape
+func geluBackAVX2(t int, a []float32, b []float32)
+
+//go:noescape
+func softmaxStatsAVX2(t int, x []float32, mx []float32, s []float32)
+
+//go:noescape
+func softmaxScaleAVX2(t int, x []float32, lse []float32, y []float32, scale float32)

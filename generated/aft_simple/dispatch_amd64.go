@@ -19,17 +19,66 @@ func aftSimpleBackAvx2Checked(t int, k []float32, v []float32, z []float32, m []
 	}
 	aftSimpleBackAVX2(t, k, v, z, m, rd, dz, dk, dv)
 }
-func gemmTileAvx2Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
-	checkGemmTile(6, 16, kc, a, b, c, ldc, mr, nr)
-	if kc == 0 || mr == 0 || nr == 0 {
+func gemmTileAvx2Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool) {
+	checkGemmTile(6, 16, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias)
+	if mr == 0 || nr == 0 {
 		return
 	}
-	gemmTileAVX2(kc, a, b, c, ldc, mr, nr)
+	gemmTileAVX2(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, overwrite)
 }
 
 // gemmShapeAVX2 returns the avx2 GemmTile's tile shape.
 func gemmShapeAVX2() (mr, nr int) {
 	return 6, 16
+}
+func layerNormAvx2Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
+	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
+	if t == 0 {
+		return
+	}
+	layerNormAVX2(t, x, gamma, beta, y, mu, rs)
+}
+func layerNormBackAvx2Checked(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32) {
+	checkLayerNormBack(t, dy, x, mu, rs, gamma, dx)
+	if t == 0 {
+		return
+	}
+	layerNormBackAVX2(t, dy, x, mu, rs, gamma, dx)
+}
+func layerNormGradAvx2Checked(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32) {
+	checkLayerNormGrad(t, dy, x, mu, rs, dgamma, dbeta)
+	if t == 0 {
+		return
+	}
+	layerNormGradAVX2(t, dy, x, mu, rs, dgamma, dbeta)
+}
+func geluAvx2Checked(t int, u []float32, g []float32) {
+	checkGelu(t, u, g)
+	if t == 0 {
+		return
+	}
+	geluAVX2(t, u, g)
+}
+func geluBackAvx2Checked(t int, a []float32, b []float32) {
+	checkGeluBack(t, a, b)
+	if t == 0 {
+		return
+	}
+	geluBackAVX2(t, a, b)
+}
+func softmaxStatsAvx2Checked(t int, x []float32, mx []float32, s []float32) {
+	checkSoftmaxStats(t, x, mx, s)
+	if t == 0 {
+		return
+	}
+	softmaxStatsAVX2(t, x, mx, s)
+}
+func softmaxScaleAvx2Checked(t int, x []float32, lse []float32, y []float32, scale float32) {
+	checkSoftmaxScale(t, x, lse, y, scale)
+	if t == 0 {
+		return
+	}
+	softmaxScaleAVX2(t, x, lse, y, scale)
 }
 func aftSimpleAvx512Checked(t int, k []float32, v []float32, z []float32, m []float32, rd []float32) {
 	checkAFTSimple(t, k, v, z, m, rd)
@@ -45,17 +94,66 @@ func aftSimpleBackAvx512Checked(t int, k []float32, v []float32, z []float32, m 
 	}
 	aftSimpleBackAVX512(t, k, v, z, m, rd, dz, dk, dv)
 }
-func gemmTileAvx512Checked(kc int, a, b, c []float32, ldc, mr, nr int) {
-	checkGemmTile(8, 32, kc, a, b, c, ldc, mr, nr)
-	if kc == 0 || mr == 0 || nr == 0 {
+func gemmTileAvx512Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool) {
+	checkGemmTile(8, 32, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias)
+	if mr == 0 || nr == 0 {
 		return
 	}
-	gemmTileAVX512(kc, a, b, c, ldc, mr, nr)
+	gemmTileAVX512(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, overwrite)
 }
 
 // gemmShapeAVX512 returns the avx512 GemmTile's tile shape.
 func gemmShapeAVX512() (mr, nr int) {
 	return 8, 32
+}
+func layerNormAvx512Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
+	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
+	if t == 0 {
+		return
+	}
+	layerNormAVX512(t, x, gamma, beta, y, mu, rs)
+}
+func layerNormBackAvx512Checked(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32) {
+	checkLayerNormBack(t, dy, x, mu, rs, gamma, dx)
+	if t == 0 {
+		return
+	}
+	layerNormBackAVX512(t, dy, x, mu, rs, gamma, dx)
+}
+func layerNormGradAvx512Checked(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32) {
+	checkLayerNormGrad(t, dy, x, mu, rs, dgamma, dbeta)
+	if t == 0 {
+		return
+	}
+	layerNormGradAVX512(t, dy, x, mu, rs, dgamma, dbeta)
+}
+func geluAvx512Checked(t int, u []float32, g []float32) {
+	checkGelu(t, u, g)
+	if t == 0 {
+		return
+	}
+	geluAVX512(t, u, g)
+}
+func geluBackAvx512Checked(t int, a []float32, b []float32) {
+	checkGeluBack(t, a, b)
+	if t == 0 {
+		return
+	}
+	geluBackAVX512(t, a, b)
+}
+func softmaxStatsAvx512Checked(t int, x []float32, mx []float32, s []float32) {
+	checkSoftmaxStats(t, x, mx, s)
+	if t == 0 {
+		return
+	}
+	softmaxStatsAVX512(t, x, mx, s)
+}
+func softmaxScaleAvx512Checked(t int, x []float32, lse []float32, y []float32, scale float32) {
+	checkSoftmaxScale(t, x, lse, y, scale)
+	if t == 0 {
+		return
+	}
+	softmaxScaleAVX512(t, x, lse, y, scale)
 }
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
@@ -63,14 +161,28 @@ func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
 		AFTSimple:     aftSimpleAvx2Checked,
 		AFTSimpleBack: aftSimpleBackAvx2Checked,
+		Gelu:          geluAvx2Checked,
+		GeluBack:      geluBackAvx2Checked,
 		GemmShape:     gemmShapeAVX2,
 		GemmTile:      gemmTileAvx2Checked,
 		ISA:           kernels.AVX2,
+		LayerNorm:     layerNormAvx2Checked,
+		LayerNormBack: layerNormBackAvx2Checked,
+		LayerNormGrad: layerNormGradAvx2Checked,
+		SoftmaxScale:  softmaxScaleAvx2Checked,
+		SoftmaxStats:  softmaxStatsAvx2Checked,
 	}, kernels.Set{
 		AFTSimple:     aftSimpleAvx512Checked,
 		AFTSimpleBack: aftSimpleBackAvx512Checked,
+		Gelu:          geluAvx512Checked,
+		GeluBack:      geluBackAvx512Checked,
 		GemmShape:     gemmShapeAVX512,
 		GemmTile:      gemmTileAvx512Checked,
 		ISA:           kernels.AVX512,
+		LayerNorm:     layerNormAvx512Checked,
+		LayerNormBack: layerNormBackAvx512Checked,
+		LayerNormGrad: layerNormGradAvx512Checked,
+		SoftmaxScale:  softmaxScaleAvx512Checked,
+		SoftmaxStats:  softmaxStatsAvx512Checked,
 	}}
 }

@@ -327,12 +327,21 @@ GLOBL aft_pinf_7f800000<>(SB), RODATA|NOPTR, $4
 DATA aft_zero_00000000<>+0(SB)/4, $0x00000000
 GLOBL aft_zero_00000000<>(SB), RODATA|NOPTR, $4
 
-// func gemmTileAVX512(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+// func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
 // Requires: AVX, AVX512F, BMI2
-TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-104
+TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-153
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
+	MOVQ   ai+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   ap+40(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bp+72(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DX)(DX*2), R8
+	LEAQ   (CX)(R8*2), R9
+	ADDQ   CX, R8
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -350,54 +359,83 @@ TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-104
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
 
-	// acc[i][·] += a[p·MR+i] · b[p·NR : p·NR+NR], p < kc
+	// acc[i][·] += a[i·ai + p·ap] · b[p·bp : p·bp+NR], p < kc
 	TESTQ AX, AX
 	JZ    store
 
 loop:
-	VMOVUPS      (DX), Z16
-	VMOVUPS      64(DX), Z17
+	VMOVUPS      (SI), Z16
+	VMOVUPS      64(SI), Z17
 	VBROADCASTSS (CX), Z18
 	VFMADD231PS  Z18, Z16, Z0
 	VFMADD231PS  Z18, Z17, Z1
-	VBROADCASTSS 4(CX), Z18
+	VBROADCASTSS (CX)(DX*1), Z18
 	VFMADD231PS  Z18, Z16, Z2
 	VFMADD231PS  Z18, Z17, Z3
-	VBROADCASTSS 8(CX), Z18
+	VBROADCASTSS (CX)(DX*2), Z18
 	VFMADD231PS  Z18, Z16, Z4
 	VFMADD231PS  Z18, Z17, Z5
-	VBROADCASTSS 12(CX), Z18
+	VBROADCASTSS (R8), Z18
 	VFMADD231PS  Z18, Z16, Z6
 	VFMADD231PS  Z18, Z17, Z7
-	VBROADCASTSS 16(CX), Z18
+	VBROADCASTSS (CX)(DX*4), Z18
 	VFMADD231PS  Z18, Z16, Z8
 	VFMADD231PS  Z18, Z17, Z9
-	VBROADCASTSS 20(CX), Z18
+	VBROADCASTSS (R8)(DX*2), Z18
 	VFMADD231PS  Z18, Z16, Z10
 	VFMADD231PS  Z18, Z17, Z11
-	VBROADCASTSS 24(CX), Z18
+	VBROADCASTSS (R9), Z18
 	VFMADD231PS  Z18, Z16, Z12
 	VFMADD231PS  Z18, Z17, Z13
-	VBROADCASTSS 28(CX), Z18
+	VBROADCASTSS (R9)(DX*1), Z18
 	VFMADD231PS  Z18, Z16, Z14
 	VFMADD231PS  Z18, Z17, Z15
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000080, DX
+	ADDQ         BX, CX
+	ADDQ         BX, R8
+	ADDQ         BX, R9
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop
 
 store:
-	// c[i·ldc : i·ldc+nr] += acc[i], i < mr
-	MOVQ     c_base+56(FP), AX
-	MOVQ     ldc+80(FP), CX
-	SHLQ     $0x02, CX
-	MOVQ     mr+88(FP), DX
-	MOVQ     nr+96(FP), BX
-	MOVL     $0xffffffff, SI
-	BZHIL    BX, SI, SI
-	KMOVW    SI, K1
-	SHRL     $0x10, SI
-	KMOVW    SI, K2
+	// acc[i] += bias; then c[i·ldc : i·ldc+nr] = acc[i] (overwrite) or += acc[i], i < mr
+	MOVQ      c_base+80(FP), AX
+	MOVQ      ldc+104(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      mr+112(FP), DX
+	MOVQ      nr+120(FP), BX
+	MOVQ      bias_len+136(FP), SI
+	MOVL      $0xffffffff, DI
+	BZHIL     BX, DI, DI
+	KMOVW     DI, K1
+	SHRL      $0x10, DI
+	KMOVW     DI, K2
+	TESTQ     SI, SI
+	JZ        nobias
+	MOVQ      bias_base+128(FP), BX
+	VMOVUPS.Z (BX), K1, Z16
+	VMOVUPS.Z 64(BX), K2, Z17
+	VADDPS    Z16, Z0, Z0
+	VADDPS    Z17, Z1, Z1
+	VADDPS    Z16, Z2, Z2
+	VADDPS    Z17, Z3, Z3
+	VADDPS    Z16, Z4, Z4
+	VADDPS    Z17, Z5, Z5
+	VADDPS    Z16, Z6, Z6
+	VADDPS    Z17, Z7, Z7
+	VADDPS    Z16, Z8, Z8
+	VADDPS    Z17, Z9, Z9
+	VADDPS    Z16, Z10, Z10
+	VADDPS    Z17, Z11, Z11
+	VADDPS    Z16, Z12, Z12
+	VADDPS    Z17, Z13, Z13
+	VADDPS    Z16, Z14, Z14
+	VADDPS    Z17, Z15, Z15
+
+nobias:
+	MOVB     overwrite+152(FP), BL
+	TESTB    BL, BL
+	JNZ      overwrite
 	CMPQ     DX, $0x00000000
 	JLE      done
 	VADDPS.Z (AX), Z0, K1, Z0
@@ -453,8 +491,914 @@ store:
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z15, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
+	JMP      done
+
+overwrite:
+	CMPQ    DX, $0x00000000
+	JLE     done
+	VMOVUPS Z0, K1, (AX)
+	VMOVUPS Z1, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000001
+	JLE     done
+	VMOVUPS Z2, K1, (AX)
+	VMOVUPS Z3, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000002
+	JLE     done
+	VMOVUPS Z4, K1, (AX)
+	VMOVUPS Z5, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000003
+	JLE     done
+	VMOVUPS Z6, K1, (AX)
+	VMOVUPS Z7, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000004
+	JLE     done
+	VMOVUPS Z8, K1, (AX)
+	VMOVUPS Z9, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000005
+	JLE     done
+	VMOVUPS Z10, K1, (AX)
+	VMOVUPS Z11, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000006
+	JLE     done
+	VMOVUPS Z12, K1, (AX)
+	VMOVUPS Z13, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000007
+	JLE     done
+	VMOVUPS Z14, K1, (AX)
+	VMOVUPS Z15, K2, 64(AX)
 
 done:
+	VZEROUPPER
+	RET
+
+// func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, FMA3
+TEXT ·layerNormAVX512(SB), NOSPLIT, $0-152
+	MOVQ  t+0(FP), AX
+	MOVQ  x_base+8(FP), CX
+	MOVQ  gamma_base+32(FP), DX
+	MOVQ  beta_base+56(FP), BX
+	MOVQ  y_base+80(FP), SI
+	MOVQ  mu_base+104(FP), DI
+	MOVQ  rs_base+128(FP), R8
+	MOVL  $0x0000000f, R9
+	KMOVW R9, K1
+	TESTQ AX, AX
+	JZ    done_1
+
+row_2:
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VADDPS        (CX), Z0, Z0
+	VADDPS        64(CX), Z1, Z1
+	VMOVUPS.Z     128(CX), K1, Z3
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VDIVSS        row_d_42100000<>+0(SB), X0, X0
+	VBROADCASTSS  X0, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VMOVUPS       (CX), Z8
+	VSUBPS        Z1, Z8, Z8
+	VADDPS        Z8, Z2, Z2
+	VFMADD231PS   Z8, Z8, Z5
+	VMOVUPS       64(CX), Z8
+	VSUBPS        Z1, Z8, Z8
+	VADDPS        Z8, Z3, Z3
+	VFMADD231PS   Z8, Z8, Z6
+	VMOVUPS.Z     128(CX), K1, Z8
+	VSUBPS.Z      Z1, Z8, K1, Z8
+	VADDPS        Z8, Z4, Z4
+	VFMADD231PS   Z8, Z8, Z7
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y2, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VADDPS        Z6, Z5, Z5
+	VADDPS        Z7, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y3
+	VADDPS        Y5, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X3, X4, X4
+	VPERMILPS     $0x4e, X4, X3
+	VADDPS        X3, X4, X4
+	VMOVSHDUP     X4, X3
+	VADDSS        X3, X4, X4
+	VDIVSS        row_d_42100000<>+0(SB), X2, X2
+	VDIVSS        row_d_42100000<>+0(SB), X4, X4
+	VFNMADD231SS  X2, X2, X4
+	VXORPS        X3, X3, X3
+	VMAXSS        X4, X3, X4
+	VADDSS        ln_eps_3727c5ac<>+0(SB), X4, X4
+	VSQRTSS       X4, X4, X4
+	VMOVSS        row_one_3f800000<>+0(SB), X3
+	VDIVSS        X4, X3, X3
+	VBROADCASTSS  X2, Z4
+	VBROADCASTSS  X3, Z5
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (DI)
+	VMOVSS        X3, (R8)
+	VMOVUPS       (CX), Z0
+	VSUBPS        Z1, Z0, Z0
+	VSUBPS        Z4, Z0, Z0
+	VMULPS        Z5, Z0, Z0
+	VMULPS        (DX), Z0, Z0
+	VADDPS        (BX), Z0, Z0
+	VMOVUPS       Z0, (SI)
+	VMOVUPS       64(CX), Z0
+	VSUBPS        Z1, Z0, Z0
+	VSUBPS        Z4, Z0, Z0
+	VMULPS        Z5, Z0, Z0
+	VMULPS        64(DX), Z0, Z0
+	VADDPS        64(BX), Z0, Z0
+	VMOVUPS       Z0, 64(SI)
+	VMOVUPS.Z     128(CX), K1, Z0
+	VSUBPS        Z1, Z0, Z0
+	VSUBPS        Z4, Z0, Z0
+	VMULPS        Z5, Z0, Z0
+	VMOVUPS.Z     128(DX), K1, Z1
+	VMULPS        Z1, Z0, Z0
+	VMOVUPS.Z     128(BX), K1, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVUPS       Z0, K1, 128(SI)
+	ADDQ          $+144, CX
+	ADDQ          $+144, SI
+	ADDQ          $+4, DI
+	ADDQ          $+4, R8
+	DECQ          AX
+	JNZ           row_2
+
+done_1:
+	VZEROUPPER
+	RET
+
+DATA row_d_42100000<>+0(SB)/4, $0x42100000
+GLOBL row_d_42100000<>(SB), RODATA|NOPTR, $4
+
+DATA ln_eps_3727c5ac<>+0(SB)/4, $0x3727c5ac
+GLOBL ln_eps_3727c5ac<>(SB), RODATA|NOPTR, $4
+
+DATA row_one_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL row_one_3f800000<>(SB), RODATA|NOPTR, $4
+
+// func layerNormBackAVX512(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·layerNormBackAVX512(SB), NOSPLIT, $0-152
+	MOVQ  t+0(FP), AX
+	MOVQ  dy_base+8(FP), CX
+	MOVQ  x_base+32(FP), DX
+	MOVQ  gamma_base+104(FP), BX
+	MOVQ  dx_base+128(FP), SI
+	MOVQ  mu_base+56(FP), DI
+	MOVQ  rs_base+80(FP), R8
+	MOVL  $0x0000000f, R9
+	KMOVW R9, K1
+	TESTQ AX, AX
+	JZ    done_1
+
+row_2:
+	VBROADCASTSS  (DI), Z0
+	VBROADCASTSS  (R8), Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VMOVUPS       (DX), Z8
+	VSUBPS        Z0, Z8, Z8
+	VMULPS        Z1, Z8, Z8
+	VMOVUPS       (CX), Z9
+	VMULPS        (BX), Z9, Z9
+	VADDPS        Z9, Z2, Z2
+	VFMADD231PS   Z8, Z9, Z5
+	VMOVUPS       64(DX), Z8
+	VSUBPS        Z0, Z8, Z8
+	VMULPS        Z1, Z8, Z8
+	VMOVUPS       64(CX), Z9
+	VMULPS        64(BX), Z9, Z9
+	VADDPS        Z9, Z3, Z3
+	VFMADD231PS   Z8, Z9, Z6
+	VMOVUPS.Z     128(DX), K1, Z8
+	VSUBPS        Z0, Z8, Z8
+	VMULPS        Z1, Z8, Z8
+	VMOVUPS.Z     128(CX), K1, Z9
+	VMOVUPS.Z     128(BX), K1, Z10
+	VMULPS        Z10, Z9, Z9
+	VADDPS        Z9, Z4, Z4
+	VFMADD231PS   Z8, Z9, Z7
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y2, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VADDPS        Z6, Z5, Z5
+	VADDPS        Z7, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y3
+	VADDPS        Y5, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X3, X4, X4
+	VPERMILPS     $0x4e, X4, X3
+	VADDPS        X3, X4, X4
+	VMOVSHDUP     X4, X3
+	VADDSS        X3, X4, X4
+	VDIVSS        row_d_42100000<>+0(SB), X2, X2
+	VDIVSS        row_d_42100000<>+0(SB), X4, X4
+	VBROADCASTSS  X2, Z2
+	VBROADCASTSS  X4, Z3
+	VMOVUPS       (DX), Z4
+	VSUBPS        Z0, Z4, Z4
+	VMULPS        Z1, Z4, Z4
+	VMOVUPS       (CX), Z5
+	VMULPS        (BX), Z5, Z5
+	VSUBPS        Z2, Z5, Z5
+	VFNMADD231PS  Z3, Z4, Z5
+	VMOVUPS       (SI), Z4
+	VFMADD231PS   Z5, Z1, Z4
+	VMOVUPS       Z4, (SI)
+	VMOVUPS       64(DX), Z4
+	VSUBPS        Z0, Z4, Z4
+	VMULPS        Z1, Z4, Z4
+	VMOVUPS       64(CX), Z5
+	VMULPS        64(BX), Z5, Z5
+	VSUBPS        Z2, Z5, Z5
+	VFNMADD231PS  Z3, Z4, Z5
+	VMOVUPS       64(SI), Z4
+	VFMADD231PS   Z5, Z1, Z4
+	VMOVUPS       Z4, 64(SI)
+	VMOVUPS.Z     128(DX), K1, Z4
+	VSUBPS        Z0, Z4, Z4
+	VMULPS        Z1, Z4, Z4
+	VMOVUPS.Z     128(CX), K1, Z0
+	VMOVUPS.Z     128(BX), K1, Z5
+	VMULPS        Z5, Z0, Z0
+	VSUBPS        Z2, Z0, Z0
+	VFNMADD231PS  Z3, Z4, Z0
+	VMOVUPS.Z     128(SI), K1, Z2
+	VFMADD231PS   Z0, Z1, Z2
+	VMOVUPS       Z2, K1, 128(SI)
+	ADDQ          $+144, CX
+	ADDQ          $+144, DX
+	ADDQ          $+144, SI
+	ADDQ          $+4, DI
+	ADDQ          $+4, R8
+	DECQ          AX
+	JNZ           row_2
+
+done_1:
+	VZEROUPPER
+	RET
+
+// func layerNormGradAVX512(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·layerNormGradAVX512(SB), NOSPLIT, $0-152
+	MOVL   $0x0000000f, AX
+	KMOVW  AX, K1
+	MOVQ   t+0(FP), AX
+	TESTQ  AX, AX
+	JZ     done_1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	MOVQ   t+0(FP), AX
+	MOVQ   dy_base+8(FP), CX
+	MOVQ   x_base+32(FP), DX
+	MOVQ   mu_base+56(FP), BX
+	MOVQ   rs_base+80(FP), SI
+
+rows_2:
+	VBROADCASTSS (BX), Z6
+	VBROADCASTSS (SI), Z7
+	VMOVUPS      (CX), Z8
+	VMOVUPS      (DX), Z9
+	VSUBPS       Z6, Z9, Z9
+	VMULPS       Z7, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VADDPS       Z8, Z1, Z1
+	VMOVUPS      64(CX), Z8
+	VMOVUPS      64(DX), Z9
+	VSUBPS       Z6, Z9, Z9
+	VMULPS       Z7, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VADDPS       Z8, Z3, Z3
+	VMOVUPS.Z    128(CX), K1, Z8
+	VMOVUPS.Z    128(DX), K1, Z9
+	VSUBPS       Z6, Z9, Z9
+	VMULPS       Z7, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VADDPS       Z8, Z5, Z5
+	ADDQ         $+144, CX
+	ADDQ         $+144, DX
+	ADDQ         $+4, BX
+	ADDQ         $+4, SI
+	DECQ         AX
+	JNZ          rows_2
+	MOVQ         dgamma_base+104(FP), AX
+	VMOVUPS      (AX), Z6
+	VADDPS       Z0, Z6, Z6
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      64(AX), Z0
+	VADDPS       Z2, Z0, Z0
+	VMOVUPS      Z0, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z0
+	VADDPS       Z4, Z0, Z0
+	VMOVUPS      Z0, K1, 128(AX)
+	MOVQ         dbeta_base+128(FP), AX
+	VMOVUPS      (AX), Z0
+	VADDPS       Z1, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      64(AX), Z0
+	VADDPS       Z3, Z0, Z0
+	VMOVUPS      Z0, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z0
+	VADDPS       Z5, Z0, Z0
+	VMOVUPS      Z0, K1, 128(AX)
+
+done_1:
+	VZEROUPPER
+	RET
+
+// func geluAVX512(t int, u []float32, g []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·geluAVX512(SB), NOSPLIT, $0-56
+	MOVQ   u_base+8(FP), AX
+	MOVQ   g_base+32(FP), CX
+	MOVQ   t+0(FP), DX
+	IMUL3Q $+144, DX, DX
+
+many_1:
+	CMPQ        DX, $+32
+	JLT         one_2
+	VMOVUPS     (AX), Z0
+	VMULPS      Z0, Z0, Z1
+	VMULPS.BCST gelu_a_3d372713<>+0(SB), Z1, Z2
+	VMULPS      Z0, Z2, Z2
+	VADDPS      Z2, Z0, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMAXPS.BCST tanh_lo_c0fcf84f<>+0(SB), Z2, Z2
+	VMINPS.BCST tanh_hi_40fcf84f<>+0(SB), Z2, Z2
+	VMULPS      Z2, Z2, Z3
+	VMULPS.BCST tanh_p0_a59f25c0<>+0(SB), Z3, Z4
+	VADDPS.BCST tanh_p1_2a61337e<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p2_aebd37ff<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p3_335c0041<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p4_3779434a<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p5_3a270ded<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p6_3ba059dc<>+0(SB), Z4, Z4
+	VMULPS.BCST tanh_q0_35a0d3d8<>+0(SB), Z3, Z5
+	VADDPS.BCST tanh_q1_38f895d6<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q2_3b14aa05<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q3_3ba059dd<>+0(SB), Z5, Z5
+	VMULPS      Z4, Z2, Z2
+	VDIVPS      Z5, Z2, Z2
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z3
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z0, Z0
+	VMULPS      Z3, Z0, Z4
+	VMOVUPS     Z4, (CX)
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z3, Z3
+	VMULPS      Z2, Z2, Z2
+	VSUBPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z2
+	VMULPS      Z0, Z2, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMULPS.BCST gelu_3a_3e095d4f<>+0(SB), Z1, Z1
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z1, Z1
+	VMULPS      Z1, Z2, Z2
+	VSUBPS      Z2, Z3, Z2
+	VMOVUPS     Z2, (AX)
+	VMOVUPS     64(AX), Z0
+	VMULPS      Z0, Z0, Z1
+	VMULPS.BCST gelu_a_3d372713<>+0(SB), Z1, Z2
+	VMULPS      Z0, Z2, Z2
+	VADDPS      Z2, Z0, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMAXPS.BCST tanh_lo_c0fcf84f<>+0(SB), Z2, Z2
+	VMINPS.BCST tanh_hi_40fcf84f<>+0(SB), Z2, Z2
+	VMULPS      Z2, Z2, Z3
+	VMULPS.BCST tanh_p0_a59f25c0<>+0(SB), Z3, Z4
+	VADDPS.BCST tanh_p1_2a61337e<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p2_aebd37ff<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p3_335c0041<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p4_3779434a<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p5_3a270ded<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p6_3ba059dc<>+0(SB), Z4, Z4
+	VMULPS.BCST tanh_q0_35a0d3d8<>+0(SB), Z3, Z5
+	VADDPS.BCST tanh_q1_38f895d6<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q2_3b14aa05<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q3_3ba059dd<>+0(SB), Z5, Z5
+	VMULPS      Z4, Z2, Z2
+	VDIVPS      Z5, Z2, Z2
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z3
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z0, Z0
+	VMULPS      Z3, Z0, Z4
+	VMOVUPS     Z4, 64(CX)
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z3, Z3
+	VMULPS      Z2, Z2, Z2
+	VSUBPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z2
+	VMULPS      Z0, Z2, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMULPS.BCST gelu_3a_3e095d4f<>+0(SB), Z1, Z1
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z1, Z1
+	VMULPS      Z1, Z2, Z2
+	VSUBPS      Z2, Z3, Z2
+	VMOVUPS     Z2, 64(AX)
+	ADDQ        $+128, AX
+	ADDQ        $+128, CX
+	SUBQ        $+32, DX
+	JMP         many_1
+
+one_2:
+	CMPQ        DX, $+16
+	JLT         tail_3
+	VMOVUPS     (AX), Z0
+	VMULPS      Z0, Z0, Z1
+	VMULPS.BCST gelu_a_3d372713<>+0(SB), Z1, Z2
+	VMULPS      Z0, Z2, Z2
+	VADDPS      Z2, Z0, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMAXPS.BCST tanh_lo_c0fcf84f<>+0(SB), Z2, Z2
+	VMINPS.BCST tanh_hi_40fcf84f<>+0(SB), Z2, Z2
+	VMULPS      Z2, Z2, Z3
+	VMULPS.BCST tanh_p0_a59f25c0<>+0(SB), Z3, Z4
+	VADDPS.BCST tanh_p1_2a61337e<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p2_aebd37ff<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p3_335c0041<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p4_3779434a<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p5_3a270ded<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p6_3ba059dc<>+0(SB), Z4, Z4
+	VMULPS.BCST tanh_q0_35a0d3d8<>+0(SB), Z3, Z5
+	VADDPS.BCST tanh_q1_38f895d6<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q2_3b14aa05<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q3_3ba059dd<>+0(SB), Z5, Z5
+	VMULPS      Z4, Z2, Z2
+	VDIVPS      Z5, Z2, Z2
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z3
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z0, Z0
+	VMULPS      Z3, Z0, Z4
+	VMOVUPS     Z4, (CX)
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z3, Z3
+	VMULPS      Z2, Z2, Z2
+	VSUBPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z2
+	VMULPS      Z0, Z2, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMULPS.BCST gelu_3a_3e095d4f<>+0(SB), Z1, Z1
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z1, Z1
+	VMULPS      Z1, Z2, Z2
+	VSUBPS      Z2, Z3, Z2
+	VMOVUPS     Z2, (AX)
+	ADDQ        $+64, AX
+	ADDQ        $+64, CX
+	SUBQ        $+16, DX
+	JMP         one_2
+
+tail_3:
+	TESTQ       DX, DX
+	JZ          done_4
+	MOVL        $0x0000ffff, BX
+	BZHIL       DX, BX, BX
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z0
+	VMULPS      Z0, Z0, Z1
+	VMULPS.BCST gelu_a_3d372713<>+0(SB), Z1, Z2
+	VMULPS      Z0, Z2, Z2
+	VADDPS      Z2, Z0, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMAXPS.BCST tanh_lo_c0fcf84f<>+0(SB), Z2, Z2
+	VMINPS.BCST tanh_hi_40fcf84f<>+0(SB), Z2, Z2
+	VMULPS      Z2, Z2, Z3
+	VMULPS.BCST tanh_p0_a59f25c0<>+0(SB), Z3, Z4
+	VADDPS.BCST tanh_p1_2a61337e<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p2_aebd37ff<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p3_335c0041<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p4_3779434a<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p5_3a270ded<>+0(SB), Z4, Z4
+	VMULPS      Z3, Z4, Z4
+	VADDPS.BCST tanh_p6_3ba059dc<>+0(SB), Z4, Z4
+	VMULPS.BCST tanh_q0_35a0d3d8<>+0(SB), Z3, Z5
+	VADDPS.BCST tanh_q1_38f895d6<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q2_3b14aa05<>+0(SB), Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS.BCST tanh_q3_3ba059dd<>+0(SB), Z5, Z5
+	VMULPS      Z4, Z2, Z2
+	VDIVPS      Z5, Z2, Z2
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z3
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z0, Z0
+	VMULPS      Z3, Z0, Z4
+	VMOVUPS     Z4, K1, (CX)
+	VMULPS.BCST gelu_half_3f000000<>+0(SB), Z3, Z3
+	VMULPS      Z2, Z2, Z2
+	VSUBPS.BCST gelu_one_3f800000<>+0(SB), Z2, Z2
+	VMULPS      Z0, Z2, Z2
+	VMULPS.BCST gelu_c_3f4c422a<>+0(SB), Z2, Z2
+	VMULPS.BCST gelu_3a_3e095d4f<>+0(SB), Z1, Z1
+	VADDPS.BCST gelu_one_3f800000<>+0(SB), Z1, Z1
+	VMULPS      Z1, Z2, Z2
+	VSUBPS      Z2, Z3, Z2
+	VMOVUPS     Z2, K1, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA gelu_a_3d372713<>+0(SB)/4, $0x3d372713
+GLOBL gelu_a_3d372713<>(SB), RODATA|NOPTR, $4
+
+DATA gelu_c_3f4c422a<>+0(SB)/4, $0x3f4c422a
+GLOBL gelu_c_3f4c422a<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_lo_c0fcf84f<>+0(SB)/4, $0xc0fcf84f
+GLOBL tanh_lo_c0fcf84f<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_hi_40fcf84f<>+0(SB)/4, $0x40fcf84f
+GLOBL tanh_hi_40fcf84f<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_p0_a59f25c0<>+0(SB)/4, $0xa59f25c0
+GLOBL tanh_p0_a59f25c0<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_p1_2a61337e<>+0(SB)/4, $0x2a61337e
+GLOBL tanh_p1_2a61337e<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_p2_aebd37ff<>+0(SB)/4, $0xaebd37ff
+GLOBL tanh_p2_aebd37ff<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_p3_335c0041<>+0(SB)/4, $0x335c0041
+GLOBL tanh_p3_335c0041<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_p4_3779434a<>+0(SB)/4, $0x3779434a
+GLOBL tanh_p4_3779434a<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_p5_3a270ded<>+0(SB)/4, $0x3a270ded
+GLOBL tanh_p5_3a270ded<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_p6_3ba059dc<>+0(SB)/4, $0x3ba059dc
+GLOBL tanh_p6_3ba059dc<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_q0_35a0d3d8<>+0(SB)/4, $0x35a0d3d8
+GLOBL tanh_q0_35a0d3d8<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_q1_38f895d6<>+0(SB)/4, $0x38f895d6
+GLOBL tanh_q1_38f895d6<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_q2_3b14aa05<>+0(SB)/4, $0x3b14aa05
+GLOBL tanh_q2_3b14aa05<>(SB), RODATA|NOPTR, $4
+
+DATA tanh_q3_3ba059dd<>+0(SB)/4, $0x3ba059dd
+GLOBL tanh_q3_3ba059dd<>(SB), RODATA|NOPTR, $4
+
+DATA gelu_one_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL gelu_one_3f800000<>(SB), RODATA|NOPTR, $4
+
+DATA gelu_half_3f000000<>+0(SB)/4, $0x3f000000
+GLOBL gelu_half_3f000000<>(SB), RODATA|NOPTR, $4
+
+DATA gelu_3a_3e095d4f<>+0(SB)/4, $0x3e095d4f
+GLOBL gelu_3a_3e095d4f<>(SB), RODATA|NOPTR, $4
+
+// func geluBackAVX512(t int, a []float32, b []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·geluBackAVX512(SB), NOSPLIT, $0-56
+	MOVQ   a_base+8(FP), AX
+	MOVQ   b_base+32(FP), CX
+	MOVQ   t+0(FP), DX
+	IMUL3Q $+144, DX, DX
+
+many_1:
+	CMPQ    DX, $+64
+	JLT     one_2
+	VMOVUPS (AX), Z0
+	VMULPS  (CX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	VMOVUPS 64(AX), Z0
+	VMULPS  64(CX), Z0, Z0
+	VMOVUPS Z0, 64(AX)
+	VMOVUPS 128(AX), Z0
+	VMULPS  128(CX), Z0, Z0
+	VMOVUPS Z0, 128(AX)
+	VMOVUPS 192(AX), Z0
+	VMULPS  192(CX), Z0, Z0
+	VMOVUPS Z0, 192(AX)
+	ADDQ    $+256, AX
+	ADDQ    $+256, CX
+	SUBQ    $+64, DX
+	JMP     many_1
+
+one_2:
+	CMPQ    DX, $+16
+	JLT     tail_3
+	VMOVUPS (AX), Z0
+	VMULPS  (CX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	SUBQ    $+16, DX
+	JMP     one_2
+
+tail_3:
+	TESTQ     DX, DX
+	JZ        done_4
+	MOVL      $0x0000ffff, BX
+	BZHIL     DX, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z (AX), K1, Z0
+	VMOVUPS.Z (CX), K1, Z1
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+// func softmaxStatsAVX512(t int, x []float32, mx []float32, s []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·softmaxStatsAVX512(SB), NOSPLIT, $0-80
+	MOVQ         x_base+8(FP), AX
+	MOVQ         mx_base+32(FP), CX
+	MOVQ         s_base+56(FP), DX
+	VBROADCASTSS xent_neginf_ff800000<>+0(SB), Z0
+	MOVQ         t+0(FP), BX
+	TESTQ        BX, BX
+	JZ           done_2
+
+row_1:
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	XORQ    SI, SI
+	MOVQ    $+4, DI
+
+vecs_3:
+	VMAXPS     (AX)(SI*1), Z1, Z1
+	VMAXPS     64(AX)(SI*1), Z2, Z2
+	VMAXPS     128(AX)(SI*1), Z3, Z3
+	VMAXPS     192(AX)(SI*1), Z4, Z4
+	ADDQ       $+256, SI
+	DECQ       DI
+	JNZ        vecs_3
+	VMAXPS     Z2, Z1, Z1
+	VMAXPS     Z4, Z3, Z3
+	VMAXPS     Z3, Z1, Z1
+	VSHUFF64X2 $0x4e, Z1, Z1, Z2
+	VMAXPS     Z2, Z1, Z1
+	VSHUFF64X2 $0xb1, Z1, Z1, Z2
+	VMAXPS     Z2, Z1, Z1
+	VPERMILPS  $0x4e, Z1, Z2
+	VMAXPS     Z2, Z1, Z1
+	VPERMILPS  $0xb1, Z1, Z2
+	VMAXPS     Z2, Z1, Z1
+	VMOVSS     X1, (CX)
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	XORQ       SI, SI
+	MOVQ       $+4, DI
+
+vecs_4:
+	VMOVUPS          (AX)(SI*1), Z6
+	VSUBPS           Z1, Z6, Z6
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z6, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z6, Z8
+	VRNDSCALEPS      $0x00, Z8, Z8
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z8, Z6
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z8, Z6
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z7
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z6, Z7
+	VSCALEFPS.Z      Z8, Z7, K1, Z7
+	VADDPS           Z7, Z2, Z2
+	VMOVUPS          64(AX)(SI*1), Z6
+	VSUBPS           Z1, Z6, Z6
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z6, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z6, Z8
+	VRNDSCALEPS      $0x00, Z8, Z8
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z8, Z6
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z8, Z6
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z7
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z6, Z7
+	VSCALEFPS.Z      Z8, Z7, K1, Z7
+	VADDPS           Z7, Z3, Z3
+	VMOVUPS          128(AX)(SI*1), Z6
+	VSUBPS           Z1, Z6, Z6
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z6, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z6, Z8
+	VRNDSCALEPS      $0x00, Z8, Z8
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z8, Z6
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z8, Z6
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z7
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z6, Z7
+	VSCALEFPS.Z      Z8, Z7, K1, Z7
+	VADDPS           Z7, Z4, Z4
+	VMOVUPS          192(AX)(SI*1), Z6
+	VSUBPS           Z1, Z6, Z6
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z6, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z6, Z8
+	VRNDSCALEPS      $0x00, Z8, Z8
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z8, Z6
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z8, Z6
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z7
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z6, Z7
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z6, Z7
+	VSCALEFPS.Z      Z8, Z7, K1, Z7
+	VADDPS           Z7, Z5, Z5
+	ADDQ             $+256, SI
+	DECQ             DI
+	JNZ              vecs_4
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z4, Z2, Z2
+	VEXTRACTF64X4    $0x01, Z2, Y1
+	VADDPS           Y2, Y1, Y1
+	VEXTRACTF32X4    $0x01, Y1, X2
+	VADDPS           X1, X2, X2
+	VPERMILPS        $0x4e, X2, X1
+	VADDPS           X1, X2, X2
+	VMOVSHDUP        X2, X1
+	VADDSS           X1, X2, X2
+	VMOVSS           X2, (DX)
+	ADDQ             $+1024, AX
+	ADDQ             $+4, CX
+	ADDQ             $+4, DX
+	DECQ             BX
+	JNZ              row_1
+
+done_2:
+	VZEROUPPER
+	RET
+
+DATA xent_neginf_ff800000<>+0(SB)/4, $0xff800000
+GLOBL xent_neginf_ff800000<>(SB), RODATA|NOPTR, $4
+
+// func softmaxScaleAVX512(t int, x []float32, lse []float32, y []float32, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·softmaxScaleAVX512(SB), NOSPLIT, $0-84
+	MOVQ         x_base+8(FP), AX
+	MOVQ         lse_base+32(FP), CX
+	MOVQ         y_base+56(FP), DX
+	VBROADCASTSS scale+80(FP), Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         t+0(FP), BX
+	TESTQ        BX, BX
+	JZ           done_2
+
+row_1:
+	VBROADCASTSS (CX), Z2
+	XORQ         SI, SI
+	MOVQ         $+4, DI
+
+vecs_3:
+	VMOVUPS          (AX)(SI*1), Z3
+	VSUBPS           Z2, Z3, Z3
+	VMINPS           Z3, Z1, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VMULPS           Z0, Z4, Z4
+	VMOVUPS          Z4, (DX)(SI*1)
+	VMOVUPS          64(AX)(SI*1), Z3
+	VSUBPS           Z2, Z3, Z3
+	VMINPS           Z3, Z1, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VMULPS           Z0, Z4, Z4
+	VMOVUPS          Z4, 64(DX)(SI*1)
+	VMOVUPS          128(AX)(SI*1), Z3
+	VSUBPS           Z2, Z3, Z3
+	VMINPS           Z3, Z1, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VMULPS           Z0, Z4, Z4
+	VMOVUPS          Z4, 128(DX)(SI*1)
+	VMOVUPS          192(AX)(SI*1), Z3
+	VSUBPS           Z2, Z3, Z3
+	VMINPS           Z3, Z1, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VMULPS           Z0, Z4, Z4
+	VMOVUPS          Z4, 192(DX)(SI*1)
+	ADDQ             $+256, SI
+	DECQ             DI
+	JNZ              vecs_3
+	ADDQ             $+1024, AX
+	ADDQ             $+4, CX
+	ADDQ             $+1024, DX
+	DECQ             BX
+	JNZ              row_1
+
+done_2:
 	VZEROUPPER
 	RET
 
@@ -1153,12 +2097,20 @@ DATA aft_zero_v8_00000000<>+24(SB)/4, $0x00000000
 DATA aft_zero_v8_00000000<>+28(SB)/4, $0x00000000
 GLOBL aft_zero_v8_00000000<>(SB), RODATA|NOPTR, $32
 
-// func gemmTileAVX2(kc int, a []float32, b []float32, c []float32, ldc int, mr int, nr int)
+// func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
 // Requires: AVX, FMA3
-TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-104
+TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-153
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
+	MOVQ   ai+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   ap+40(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bp+72(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DX)(DX*2), R8
+	ADDQ   CX, R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -1172,45 +2124,76 @@ TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-104
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
 
-	// acc[i][·] += a[p·MR+i] · b[p·NR : p·NR+NR], p < kc
+	// acc[i][·] += a[i·ai + p·ap] · b[p·bp : p·bp+NR], p < kc
 	TESTQ AX, AX
 	JZ    store
 
 loop:
-	VMOVUPS      (DX), Y12
-	VMOVUPS      32(DX), Y13
+	VMOVUPS      (SI), Y12
+	VMOVUPS      32(SI), Y13
 	VBROADCASTSS (CX), Y14
 	VFMADD231PS  Y14, Y12, Y0
 	VFMADD231PS  Y14, Y13, Y1
-	VBROADCASTSS 4(CX), Y14
+	VBROADCASTSS (CX)(DX*1), Y14
 	VFMADD231PS  Y14, Y12, Y2
 	VFMADD231PS  Y14, Y13, Y3
-	VBROADCASTSS 8(CX), Y14
+	VBROADCASTSS (CX)(DX*2), Y14
 	VFMADD231PS  Y14, Y12, Y4
 	VFMADD231PS  Y14, Y13, Y5
-	VBROADCASTSS 12(CX), Y14
+	VBROADCASTSS (R8), Y14
 	VFMADD231PS  Y14, Y12, Y6
 	VFMADD231PS  Y14, Y13, Y7
-	VBROADCASTSS 16(CX), Y14
+	VBROADCASTSS (CX)(DX*4), Y14
 	VFMADD231PS  Y14, Y12, Y8
 	VFMADD231PS  Y14, Y13, Y9
-	VBROADCASTSS 20(CX), Y14
+	VBROADCASTSS (R8)(DX*2), Y14
 	VFMADD231PS  Y14, Y12, Y10
 	VFMADD231PS  Y14, Y13, Y11
-	ADDQ         $0x00000018, CX
-	ADDQ         $0x00000040, DX
+	ADDQ         BX, CX
+	ADDQ         BX, R8
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop
 
 store:
-	// c[i·ldc : i·ldc+nr] += acc[i], i < mr
-	MOVQ    c_base+56(FP), AX
-	MOVQ    ldc+80(FP), CX
-	SHLQ    $0x02, CX
-	MOVQ    mr+88(FP), DX
-	MOVQ    nr+96(FP), BX
+	// acc[i] += bias; then c[i·ldc : i·ldc+nr] = acc[i] (overwrite) or += acc[i], i < mr
+	MOVQ c_base+80(FP), AX
+	MOVQ ldc+104(FP), CX
+	SHLQ $0x02, CX
+	MOVQ mr+112(FP), DX
+	MOVQ nr+120(FP), BX
+	MOVQ bias_len+136(FP), SI
+
+	// Lane j of mask h is set iff lanes·h + j < nr: a window of NR ones then NR zeros.
+	LEAQ       gemm_mask16<>+0(SB), DI
+	MOVQ       $0x00000010, R8
+	SUBQ       BX, R8
+	TESTQ      SI, SI
+	JZ         nobias
+	MOVQ       bias_base+128(FP), SI
+	VMOVDQU    (DI)(R8*4), Y12
+	VMASKMOVPS (SI), Y12, Y12
+	VADDPS     Y12, Y0, Y0
+	VADDPS     Y12, Y2, Y2
+	VADDPS     Y12, Y4, Y4
+	VADDPS     Y12, Y6, Y6
+	VADDPS     Y12, Y8, Y8
+	VADDPS     Y12, Y10, Y10
+	VMOVDQU    32(DI)(R8*4), Y12
+	VMASKMOVPS 32(SI), Y12, Y12
+	VADDPS     Y12, Y1, Y1
+	VADDPS     Y12, Y3, Y3
+	VADDPS     Y12, Y5, Y5
+	VADDPS     Y12, Y7, Y7
+	VADDPS     Y12, Y9, Y9
+	VADDPS     Y12, Y11, Y11
+
+nobias:
+	MOVB    overwrite+152(FP), SI
 	CMPQ    BX, $0x00000010
 	JNE     masked
+	TESTB   SI, SI
+	JNZ     overwrite
 	CMPQ    DX, $0x00000000
 	JLE     done
 	VADDPS  (AX), Y0, Y0
@@ -1254,13 +2237,43 @@ store:
 	VMOVUPS Y11, 32(AX)
 	JMP     done
 
+overwrite:
+	CMPQ    DX, $0x00000000
+	JLE     done
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000001
+	JLE     done
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000002
+	JLE     done
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000003
+	JLE     done
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000004
+	JLE     done
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000005
+	JLE     done
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	JMP     done
+
 masked:
-	// Lane j of mask h is set iff lanes·h + j < nr: a window of 16 ones then 16 zeros.
-	LEAQ       gemm_mask16<>+0(SB), SI
-	MOVQ       $0x00000010, DI
-	SUBQ       BX, DI
-	VMOVDQU    (SI)(DI*4), Y12
-	VMOVDQU    32(SI)(DI*4), Y13
+	VMOVDQU    (DI)(R8*4), Y12
+	VMOVDQU    32(DI)(R8*4), Y13
+	TESTB      SI, SI
+	JNZ        owmasked
 	CMPQ       DX, $0x00000000
 	JLE        done
 	VMASKMOVPS (AX), Y12, Y14
@@ -1314,6 +2327,38 @@ masked:
 	VMASKMOVPS 32(AX), Y13, Y0
 	VADDPS     Y0, Y11, Y0
 	VMASKMOVPS Y0, Y13, 32(AX)
+	JMP        done
+
+owmasked:
+	CMPQ       DX, $0x00000000
+	JLE        done
+	VMASKMOVPS Y0, Y12, (AX)
+	VMASKMOVPS Y1, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000001
+	JLE        done
+	VMASKMOVPS Y2, Y12, (AX)
+	VMASKMOVPS Y3, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000002
+	JLE        done
+	VMASKMOVPS Y4, Y12, (AX)
+	VMASKMOVPS Y5, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000003
+	JLE        done
+	VMASKMOVPS Y6, Y12, (AX)
+	VMASKMOVPS Y7, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000004
+	JLE        done
+	VMASKMOVPS Y8, Y12, (AX)
+	VMASKMOVPS Y9, Y13, 32(AX)
+	ADDQ       CX, AX
+	CMPQ       DX, $0x00000005
+	JLE        done
+	VMASKMOVPS Y10, Y12, (AX)
+	VMASKMOVPS Y11, Y13, 32(AX)
 
 done:
 	VZEROUPPER
@@ -1352,3 +2397,1018 @@ DATA gemm_mask16<>+116(SB)/4, $0x00000000
 DATA gemm_mask16<>+120(SB)/4, $0x00000000
 DATA gemm_mask16<>+124(SB)/4, $0x00000000
 GLOBL gemm_mask16<>(SB), RODATA|NOPTR, $128
+
+// func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·layerNormAVX2(SB), NOSPLIT, $0-152
+	MOVQ    t+0(FP), AX
+	MOVQ    x_base+8(FP), CX
+	MOVQ    gamma_base+32(FP), DX
+	MOVQ    beta_base+56(FP), BX
+	MOVQ    y_base+80(FP), SI
+	MOVQ    mu_base+104(FP), DI
+	MOVQ    rs_base+128(FP), R8
+	VMOVDQU synLaneMask<>+16(SB), Y0
+	TESTQ   AX, AX
+	JZ      done_1
+
+row_2:
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VADDPS       (CX), Y1, Y1
+	VADDPS       32(CX), Y2, Y2
+	VADDPS       64(CX), Y3, Y3
+	VADDPS       96(CX), Y4, Y4
+	VMASKMOVPS   128(CX), Y0, Y5
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VPERMILPS    $0x4e, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VDIVSS       row_d_42100000<>+0(SB), X2, X2
+	VBROADCASTSS X2, Y1
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VMOVUPS      (CX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VADDPS       Y11, Y3, Y3
+	VFMADD231PS  Y11, Y11, Y7
+	VMOVUPS      32(CX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VADDPS       Y11, Y4, Y4
+	VFMADD231PS  Y11, Y11, Y8
+	VMOVUPS      64(CX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VADDPS       Y11, Y5, Y5
+	VFMADD231PS  Y11, Y11, Y9
+	VMOVUPS      96(CX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VADDPS       Y11, Y6, Y6
+	VFMADD231PS  Y11, Y11, Y10
+	VMASKMOVPS   128(CX), Y0, Y11
+	VSUBPS       Y1, Y11, Y11
+	VANDPS       Y0, Y11, Y11
+	VADDPS       Y11, Y3, Y3
+	VFMADD231PS  Y11, Y11, Y7
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X3, X4, X4
+	VPERMILPS    $0x4e, X4, X3
+	VADDPS       X3, X4, X4
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X4, X4
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X3
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0x4e, X3, X5
+	VADDPS       X5, X3, X3
+	VMOVSHDUP    X3, X5
+	VADDSS       X5, X3, X3
+	VDIVSS       row_d_42100000<>+0(SB), X4, X4
+	VDIVSS       row_d_42100000<>+0(SB), X3, X3
+	VFNMADD231SS X4, X4, X3
+	VXORPS       X5, X5, X5
+	VMAXSS       X3, X5, X3
+	VADDSS       ln_eps_3727c5ac<>+0(SB), X3, X3
+	VSQRTSS      X3, X3, X3
+	VMOVSS       row_one_3f800000<>+0(SB), X5
+	VDIVSS       X3, X5, X5
+	VBROADCASTSS X4, Y3
+	VBROADCASTSS X5, Y6
+	VADDSS       X4, X2, X2
+	VMOVSS       X2, (DI)
+	VMOVSS       X5, (R8)
+	VMOVUPS      (CX), Y2
+	VSUBPS       Y1, Y2, Y2
+	VSUBPS       Y3, Y2, Y2
+	VMULPS       Y6, Y2, Y2
+	VMULPS       (DX), Y2, Y2
+	VADDPS       (BX), Y2, Y2
+	VMOVUPS      Y2, (SI)
+	VMOVUPS      32(CX), Y2
+	VSUBPS       Y1, Y2, Y2
+	VSUBPS       Y3, Y2, Y2
+	VMULPS       Y6, Y2, Y2
+	VMULPS       32(DX), Y2, Y2
+	VADDPS       32(BX), Y2, Y2
+	VMOVUPS      Y2, 32(SI)
+	VMOVUPS      64(CX), Y2
+	VSUBPS       Y1, Y2, Y2
+	VSUBPS       Y3, Y2, Y2
+	VMULPS       Y6, Y2, Y2
+	VMULPS       64(DX), Y2, Y2
+	VADDPS       64(BX), Y2, Y2
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      96(CX), Y2
+	VSUBPS       Y1, Y2, Y2
+	VSUBPS       Y3, Y2, Y2
+	VMULPS       Y6, Y2, Y2
+	VMULPS       96(DX), Y2, Y2
+	VADDPS       96(BX), Y2, Y2
+	VMOVUPS      Y2, 96(SI)
+	VMASKMOVPS   128(CX), Y0, Y2
+	VSUBPS       Y1, Y2, Y2
+	VSUBPS       Y3, Y2, Y2
+	VMULPS       Y6, Y2, Y2
+	VMASKMOVPS   128(DX), Y0, Y1
+	VMULPS       Y1, Y2, Y2
+	VMASKMOVPS   128(BX), Y0, Y1
+	VADDPS       Y1, Y2, Y2
+	VMASKMOVPS   Y2, Y0, 128(SI)
+	ADDQ         $+144, CX
+	ADDQ         $+144, SI
+	ADDQ         $+4, DI
+	ADDQ         $+4, R8
+	DECQ         AX
+	JNZ          row_2
+
+done_1:
+	VZEROUPPER
+	RET
+
+// func layerNormBackAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·layerNormBackAVX2(SB), NOSPLIT, $0-152
+	MOVQ    t+0(FP), AX
+	MOVQ    dy_base+8(FP), CX
+	MOVQ    x_base+32(FP), DX
+	MOVQ    gamma_base+104(FP), BX
+	MOVQ    dx_base+128(FP), SI
+	MOVQ    mu_base+56(FP), DI
+	MOVQ    rs_base+80(FP), R8
+	VMOVDQU synLaneMask<>+16(SB), Y0
+	TESTQ   AX, AX
+	JZ      done_1
+
+row_2:
+	VBROADCASTSS (DI), Y1
+	VBROADCASTSS (R8), Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VMOVUPS      (DX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VMULPS       Y2, Y11, Y11
+	VMOVUPS      (CX), Y12
+	VMULPS       (BX), Y12, Y12
+	VADDPS       Y12, Y3, Y3
+	VFMADD231PS  Y11, Y12, Y7
+	VMOVUPS      32(DX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VMULPS       Y2, Y11, Y11
+	VMOVUPS      32(CX), Y12
+	VMULPS       32(BX), Y12, Y12
+	VADDPS       Y12, Y4, Y4
+	VFMADD231PS  Y11, Y12, Y8
+	VMOVUPS      64(DX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VMULPS       Y2, Y11, Y11
+	VMOVUPS      64(CX), Y12
+	VMULPS       64(BX), Y12, Y12
+	VADDPS       Y12, Y5, Y5
+	VFMADD231PS  Y11, Y12, Y9
+	VMOVUPS      96(DX), Y11
+	VSUBPS       Y1, Y11, Y11
+	VMULPS       Y2, Y11, Y11
+	VMOVUPS      96(CX), Y12
+	VMULPS       96(BX), Y12, Y12
+	VADDPS       Y12, Y6, Y6
+	VFMADD231PS  Y11, Y12, Y10
+	VMASKMOVPS   128(DX), Y0, Y11
+	VSUBPS       Y1, Y11, Y11
+	VMULPS       Y2, Y11, Y11
+	VMASKMOVPS   128(CX), Y0, Y12
+	VMASKMOVPS   128(BX), Y0, Y13
+	VMULPS       Y13, Y12, Y12
+	VADDPS       Y12, Y3, Y3
+	VFMADD231PS  Y11, Y12, Y7
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X3, X4, X4
+	VPERMILPS    $0x4e, X4, X3
+	VADDPS       X3, X4, X4
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X4, X4
+	VADDPS       Y8, Y7, Y7
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VEXTRACTF128 $0x01, Y7, X3
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0x4e, X3, X5
+	VADDPS       X5, X3, X3
+	VMOVSHDUP    X3, X5
+	VADDSS       X5, X3, X3
+	VDIVSS       row_d_42100000<>+0(SB), X4, X4
+	VDIVSS       row_d_42100000<>+0(SB), X3, X3
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X3, Y3
+	VMOVUPS      (DX), Y5
+	VSUBPS       Y1, Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      (CX), Y6
+	VMULPS       (BX), Y6, Y6
+	VSUBPS       Y4, Y6, Y6
+	VFNMADD231PS Y3, Y5, Y6
+	VMOVUPS      (SI), Y5
+	VFMADD231PS  Y6, Y2, Y5
+	VMOVUPS      Y5, (SI)
+	VMOVUPS      32(DX), Y5
+	VSUBPS       Y1, Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      32(CX), Y6
+	VMULPS       32(BX), Y6, Y6
+	VSUBPS       Y4, Y6, Y6
+	VFNMADD231PS Y3, Y5, Y6
+	VMOVUPS      32(SI), Y5
+	VFMADD231PS  Y6, Y2, Y5
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      64(DX), Y5
+	VSUBPS       Y1, Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      64(CX), Y6
+	VMULPS       64(BX), Y6, Y6
+	VSUBPS       Y4, Y6, Y6
+	VFNMADD231PS Y3, Y5, Y6
+	VMOVUPS      64(SI), Y5
+	VFMADD231PS  Y6, Y2, Y5
+	VMOVUPS      Y5, 64(SI)
+	VMOVUPS      96(DX), Y5
+	VSUBPS       Y1, Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      96(CX), Y6
+	VMULPS       96(BX), Y6, Y6
+	VSUBPS       Y4, Y6, Y6
+	VFNMADD231PS Y3, Y5, Y6
+	VMOVUPS      96(SI), Y5
+	VFMADD231PS  Y6, Y2, Y5
+	VMOVUPS      Y5, 96(SI)
+	VMASKMOVPS   128(DX), Y0, Y5
+	VSUBPS       Y1, Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMASKMOVPS   128(CX), Y0, Y1
+	VMASKMOVPS   128(BX), Y0, Y6
+	VMULPS       Y6, Y1, Y1
+	VSUBPS       Y4, Y1, Y1
+	VFNMADD231PS Y3, Y5, Y1
+	VMASKMOVPS   128(SI), Y0, Y3
+	VFMADD231PS  Y1, Y2, Y3
+	VMASKMOVPS   Y3, Y0, 128(SI)
+	ADDQ         $+144, CX
+	ADDQ         $+144, DX
+	ADDQ         $+144, SI
+	ADDQ         $+4, DI
+	ADDQ         $+4, R8
+	DECQ         AX
+	JNZ          row_2
+
+done_1:
+	VZEROUPPER
+	RET
+
+// func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
+// Requires: AVX, FMA3
+TEXT ·layerNormGradAVX2(SB), NOSPLIT, $0-152
+	VMOVDQU synLaneMask<>+16(SB), Y0
+	MOVQ    t+0(FP), AX
+	TESTQ   AX, AX
+	JZ      done_1
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	MOVQ    t+0(FP), AX
+	MOVQ    dy_base+8(FP), CX
+	MOVQ    x_base+32(FP), DX
+	MOVQ    mu_base+56(FP), BX
+	MOVQ    rs_base+80(FP), SI
+
+rows_2:
+	VBROADCASTSS (BX), Y5
+	VBROADCASTSS (SI), Y6
+	VMOVUPS      (CX), Y7
+	VMOVUPS      (DX), Y8
+	VSUBPS       Y5, Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VADDPS       Y7, Y2, Y2
+	VMOVUPS      32(CX), Y7
+	VMOVUPS      32(DX), Y8
+	VSUBPS       Y5, Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VADDPS       Y7, Y4, Y4
+	ADDQ         $+144, CX
+	ADDQ         $+144, DX
+	ADDQ         $+4, BX
+	ADDQ         $+4, SI
+	DECQ         AX
+	JNZ          rows_2
+	MOVQ         dgamma_base+104(FP), AX
+	VMOVUPS      (AX), Y5
+	VADDPS       Y1, Y5, Y5
+	VMOVUPS      Y5, (AX)
+	VMOVUPS      32(AX), Y1
+	VADDPS       Y3, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	MOVQ         dbeta_base+128(FP), AX
+	VMOVUPS      (AX), Y1
+	VADDPS       Y2, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	VMOVUPS      32(AX), Y1
+	VADDPS       Y4, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	MOVQ         t+0(FP), AX
+	MOVQ         dy_base+8(FP), CX
+	MOVQ         x_base+32(FP), DX
+	MOVQ         mu_base+56(FP), BX
+	MOVQ         rs_base+80(FP), SI
+
+rows_3:
+	VBROADCASTSS (BX), Y7
+	VBROADCASTSS (SI), Y8
+	VMOVUPS      64(CX), Y9
+	VMOVUPS      64(DX), Y10
+	VSUBPS       Y7, Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VFMADD231PS  Y10, Y9, Y1
+	VADDPS       Y9, Y2, Y2
+	VMOVUPS      96(CX), Y9
+	VMOVUPS      96(DX), Y10
+	VSUBPS       Y7, Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VADDPS       Y9, Y4, Y4
+	VMASKMOVPS   128(CX), Y0, Y9
+	VMASKMOVPS   128(DX), Y0, Y10
+	VSUBPS       Y7, Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VFMADD231PS  Y10, Y9, Y5
+	VADDPS       Y9, Y6, Y6
+	ADDQ         $+144, CX
+	ADDQ         $+144, DX
+	ADDQ         $+4, BX
+	ADDQ         $+4, SI
+	DECQ         AX
+	JNZ          rows_3
+	MOVQ         dgamma_base+104(FP), AX
+	VMOVUPS      64(AX), Y7
+	VADDPS       Y1, Y7, Y7
+	VMOVUPS      Y7, 64(AX)
+	VMOVUPS      96(AX), Y1
+	VADDPS       Y3, Y1, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMASKMOVPS   128(AX), Y0, Y1
+	VADDPS       Y5, Y1, Y1
+	VMASKMOVPS   Y1, Y0, 128(AX)
+	MOVQ         dbeta_base+128(FP), AX
+	VMOVUPS      64(AX), Y1
+	VADDPS       Y2, Y1, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMOVUPS      96(AX), Y1
+	VADDPS       Y4, Y1, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMASKMOVPS   128(AX), Y0, Y1
+	VADDPS       Y6, Y1, Y1
+	VMASKMOVPS   Y1, Y0, 128(AX)
+
+done_1:
+	VZEROUPPER
+	RET
+
+// func geluAVX2(t int, u []float32, g []float32)
+// Requires: AVX
+TEXT ·geluAVX2(SB), NOSPLIT, $0-56
+	MOVQ   u_base+8(FP), AX
+	MOVQ   g_base+32(FP), CX
+	MOVQ   t+0(FP), DX
+	IMUL3Q $+144, DX, DX
+
+one_2:
+	CMPQ    DX, $+8
+	JLT     tail_3
+	VMOVUPS (AX), Y0
+	VMULPS  Y0, Y0, Y1
+	VMULPS  gelu_a_v8_3d372713<>+0(SB), Y1, Y2
+	VMULPS  Y0, Y2, Y2
+	VADDPS  Y2, Y0, Y2
+	VMULPS  gelu_c_v8_3f4c422a<>+0(SB), Y2, Y2
+	VMAXPS  tanh_lo_v8_c0fcf84f<>+0(SB), Y2, Y2
+	VMINPS  tanh_hi_v8_40fcf84f<>+0(SB), Y2, Y2
+	VMULPS  Y2, Y2, Y3
+	VMULPS  tanh_p0_v8_a59f25c0<>+0(SB), Y3, Y4
+	VADDPS  tanh_p1_v8_2a61337e<>+0(SB), Y4, Y4
+	VMULPS  Y3, Y4, Y4
+	VADDPS  tanh_p2_v8_aebd37ff<>+0(SB), Y4, Y4
+	VMULPS  Y3, Y4, Y4
+	VADDPS  tanh_p3_v8_335c0041<>+0(SB), Y4, Y4
+	VMULPS  Y3, Y4, Y4
+	VADDPS  tanh_p4_v8_3779434a<>+0(SB), Y4, Y4
+	VMULPS  Y3, Y4, Y4
+	VADDPS  tanh_p5_v8_3a270ded<>+0(SB), Y4, Y4
+	VMULPS  Y3, Y4, Y4
+	VADDPS  tanh_p6_v8_3ba059dc<>+0(SB), Y4, Y4
+	VMULPS  tanh_q0_v8_35a0d3d8<>+0(SB), Y3, Y5
+	VADDPS  tanh_q1_v8_38f895d6<>+0(SB), Y5, Y5
+	VMULPS  Y3, Y5, Y5
+	VADDPS  tanh_q2_v8_3b14aa05<>+0(SB), Y5, Y5
+	VMULPS  Y3, Y5, Y5
+	VADDPS  tanh_q3_v8_3ba059dd<>+0(SB), Y5, Y5
+	VMULPS  Y4, Y2, Y2
+	VDIVPS  Y5, Y2, Y2
+	VADDPS  gelu_one_v8_3f800000<>+0(SB), Y2, Y3
+	VMULPS  gelu_half_v8_3f000000<>+0(SB), Y0, Y0
+	VMULPS  Y3, Y0, Y4
+	VMOVUPS Y4, (CX)
+	VMULPS  gelu_half_v8_3f000000<>+0(SB), Y3, Y3
+	VMULPS  Y2, Y2, Y2
+	VSUBPS  gelu_one_v8_3f800000<>+0(SB), Y2, Y2
+	VMULPS  Y0, Y2, Y2
+	VMULPS  gelu_c_v8_3f4c422a<>+0(SB), Y2, Y2
+	VMULPS  gelu_3a_v8_3e095d4f<>+0(SB), Y1, Y1
+	VADDPS  gelu_one_v8_3f800000<>+0(SB), Y1, Y1
+	VMULPS  Y1, Y2, Y2
+	VSUBPS  Y2, Y3, Y2
+	VMOVUPS Y2, (AX)
+	ADDQ    $+32, AX
+	ADDQ    $+32, CX
+	SUBQ    $+8, DX
+	JMP     one_2
+
+tail_3:
+	TESTQ      DX, DX
+	JZ         done_4
+	LEAQ       synLaneMask<>+0(SB), BX
+	NEGQ       DX
+	VMOVDQU    32(BX)(DX*4), Y0
+	VMASKMOVPS (AX), Y0, Y1
+	VMULPS     Y1, Y1, Y2
+	VMULPS     gelu_a_v8_3d372713<>+0(SB), Y2, Y3
+	VMULPS     Y1, Y3, Y3
+	VADDPS     Y3, Y1, Y3
+	VMULPS     gelu_c_v8_3f4c422a<>+0(SB), Y3, Y3
+	VMAXPS     tanh_lo_v8_c0fcf84f<>+0(SB), Y3, Y3
+	VMINPS     tanh_hi_v8_40fcf84f<>+0(SB), Y3, Y3
+	VMULPS     Y3, Y3, Y4
+	VMULPS     tanh_p0_v8_a59f25c0<>+0(SB), Y4, Y5
+	VADDPS     tanh_p1_v8_2a61337e<>+0(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     tanh_p2_v8_aebd37ff<>+0(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     tanh_p3_v8_335c0041<>+0(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     tanh_p4_v8_3779434a<>+0(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     tanh_p5_v8_3a270ded<>+0(SB), Y5, Y5
+	VMULPS     Y4, Y5, Y5
+	VADDPS     tanh_p6_v8_3ba059dc<>+0(SB), Y5, Y5
+	VMULPS     tanh_q0_v8_35a0d3d8<>+0(SB), Y4, Y6
+	VADDPS     tanh_q1_v8_38f895d6<>+0(SB), Y6, Y6
+	VMULPS     Y4, Y6, Y6
+	VADDPS     tanh_q2_v8_3b14aa05<>+0(SB), Y6, Y6
+	VMULPS     Y4, Y6, Y6
+	VADDPS     tanh_q3_v8_3ba059dd<>+0(SB), Y6, Y6
+	VMULPS     Y5, Y3, Y3
+	VDIVPS     Y6, Y3, Y3
+	VADDPS     gelu_one_v8_3f800000<>+0(SB), Y3, Y4
+	VMULPS     gelu_half_v8_3f000000<>+0(SB), Y1, Y1
+	VMULPS     Y4, Y1, Y5
+	VMASKMOVPS Y5, Y0, (CX)
+	VMULPS     gelu_half_v8_3f000000<>+0(SB), Y4, Y4
+	VMULPS     Y3, Y3, Y3
+	VSUBPS     gelu_one_v8_3f800000<>+0(SB), Y3, Y3
+	VMULPS     Y1, Y3, Y3
+	VMULPS     gelu_c_v8_3f4c422a<>+0(SB), Y3, Y3
+	VMULPS     gelu_3a_v8_3e095d4f<>+0(SB), Y2, Y2
+	VADDPS     gelu_one_v8_3f800000<>+0(SB), Y2, Y2
+	VMULPS     Y2, Y3, Y3
+	VSUBPS     Y3, Y4, Y3
+	VMASKMOVPS Y3, Y0, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA gelu_a_v8_3d372713<>+0(SB)/4, $0x3d372713
+DATA gelu_a_v8_3d372713<>+4(SB)/4, $0x3d372713
+DATA gelu_a_v8_3d372713<>+8(SB)/4, $0x3d372713
+DATA gelu_a_v8_3d372713<>+12(SB)/4, $0x3d372713
+DATA gelu_a_v8_3d372713<>+16(SB)/4, $0x3d372713
+DATA gelu_a_v8_3d372713<>+20(SB)/4, $0x3d372713
+DATA gelu_a_v8_3d372713<>+24(SB)/4, $0x3d372713
+DATA gelu_a_v8_3d372713<>+28(SB)/4, $0x3d372713
+GLOBL gelu_a_v8_3d372713<>(SB), RODATA|NOPTR, $32
+
+DATA gelu_c_v8_3f4c422a<>+0(SB)/4, $0x3f4c422a
+DATA gelu_c_v8_3f4c422a<>+4(SB)/4, $0x3f4c422a
+DATA gelu_c_v8_3f4c422a<>+8(SB)/4, $0x3f4c422a
+DATA gelu_c_v8_3f4c422a<>+12(SB)/4, $0x3f4c422a
+DATA gelu_c_v8_3f4c422a<>+16(SB)/4, $0x3f4c422a
+DATA gelu_c_v8_3f4c422a<>+20(SB)/4, $0x3f4c422a
+DATA gelu_c_v8_3f4c422a<>+24(SB)/4, $0x3f4c422a
+DATA gelu_c_v8_3f4c422a<>+28(SB)/4, $0x3f4c422a
+GLOBL gelu_c_v8_3f4c422a<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_lo_v8_c0fcf84f<>+0(SB)/4, $0xc0fcf84f
+DATA tanh_lo_v8_c0fcf84f<>+4(SB)/4, $0xc0fcf84f
+DATA tanh_lo_v8_c0fcf84f<>+8(SB)/4, $0xc0fcf84f
+DATA tanh_lo_v8_c0fcf84f<>+12(SB)/4, $0xc0fcf84f
+DATA tanh_lo_v8_c0fcf84f<>+16(SB)/4, $0xc0fcf84f
+DATA tanh_lo_v8_c0fcf84f<>+20(SB)/4, $0xc0fcf84f
+DATA tanh_lo_v8_c0fcf84f<>+24(SB)/4, $0xc0fcf84f
+DATA tanh_lo_v8_c0fcf84f<>+28(SB)/4, $0xc0fcf84f
+GLOBL tanh_lo_v8_c0fcf84f<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_hi_v8_40fcf84f<>+0(SB)/4, $0x40fcf84f
+DATA tanh_hi_v8_40fcf84f<>+4(SB)/4, $0x40fcf84f
+DATA tanh_hi_v8_40fcf84f<>+8(SB)/4, $0x40fcf84f
+DATA tanh_hi_v8_40fcf84f<>+12(SB)/4, $0x40fcf84f
+DATA tanh_hi_v8_40fcf84f<>+16(SB)/4, $0x40fcf84f
+DATA tanh_hi_v8_40fcf84f<>+20(SB)/4, $0x40fcf84f
+DATA tanh_hi_v8_40fcf84f<>+24(SB)/4, $0x40fcf84f
+DATA tanh_hi_v8_40fcf84f<>+28(SB)/4, $0x40fcf84f
+GLOBL tanh_hi_v8_40fcf84f<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_p0_v8_a59f25c0<>+0(SB)/4, $0xa59f25c0
+DATA tanh_p0_v8_a59f25c0<>+4(SB)/4, $0xa59f25c0
+DATA tanh_p0_v8_a59f25c0<>+8(SB)/4, $0xa59f25c0
+DATA tanh_p0_v8_a59f25c0<>+12(SB)/4, $0xa59f25c0
+DATA tanh_p0_v8_a59f25c0<>+16(SB)/4, $0xa59f25c0
+DATA tanh_p0_v8_a59f25c0<>+20(SB)/4, $0xa59f25c0
+DATA tanh_p0_v8_a59f25c0<>+24(SB)/4, $0xa59f25c0
+DATA tanh_p0_v8_a59f25c0<>+28(SB)/4, $0xa59f25c0
+GLOBL tanh_p0_v8_a59f25c0<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_p1_v8_2a61337e<>+0(SB)/4, $0x2a61337e
+DATA tanh_p1_v8_2a61337e<>+4(SB)/4, $0x2a61337e
+DATA tanh_p1_v8_2a61337e<>+8(SB)/4, $0x2a61337e
+DATA tanh_p1_v8_2a61337e<>+12(SB)/4, $0x2a61337e
+DATA tanh_p1_v8_2a61337e<>+16(SB)/4, $0x2a61337e
+DATA tanh_p1_v8_2a61337e<>+20(SB)/4, $0x2a61337e
+DATA tanh_p1_v8_2a61337e<>+24(SB)/4, $0x2a61337e
+DATA tanh_p1_v8_2a61337e<>+28(SB)/4, $0x2a61337e
+GLOBL tanh_p1_v8_2a61337e<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_p2_v8_aebd37ff<>+0(SB)/4, $0xaebd37ff
+DATA tanh_p2_v8_aebd37ff<>+4(SB)/4, $0xaebd37ff
+DATA tanh_p2_v8_aebd37ff<>+8(SB)/4, $0xaebd37ff
+DATA tanh_p2_v8_aebd37ff<>+12(SB)/4, $0xaebd37ff
+DATA tanh_p2_v8_aebd37ff<>+16(SB)/4, $0xaebd37ff
+DATA tanh_p2_v8_aebd37ff<>+20(SB)/4, $0xaebd37ff
+DATA tanh_p2_v8_aebd37ff<>+24(SB)/4, $0xaebd37ff
+DATA tanh_p2_v8_aebd37ff<>+28(SB)/4, $0xaebd37ff
+GLOBL tanh_p2_v8_aebd37ff<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_p3_v8_335c0041<>+0(SB)/4, $0x335c0041
+DATA tanh_p3_v8_335c0041<>+4(SB)/4, $0x335c0041
+DATA tanh_p3_v8_335c0041<>+8(SB)/4, $0x335c0041
+DATA tanh_p3_v8_335c0041<>+12(SB)/4, $0x335c0041
+DATA tanh_p3_v8_335c0041<>+16(SB)/4, $0x335c0041
+DATA tanh_p3_v8_335c0041<>+20(SB)/4, $0x335c0041
+DATA tanh_p3_v8_335c0041<>+24(SB)/4, $0x335c0041
+DATA tanh_p3_v8_335c0041<>+28(SB)/4, $0x335c0041
+GLOBL tanh_p3_v8_335c0041<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_p4_v8_3779434a<>+0(SB)/4, $0x3779434a
+DATA tanh_p4_v8_3779434a<>+4(SB)/4, $0x3779434a
+DATA tanh_p4_v8_3779434a<>+8(SB)/4, $0x3779434a
+DATA tanh_p4_v8_3779434a<>+12(SB)/4, $0x3779434a
+DATA tanh_p4_v8_3779434a<>+16(SB)/4, $0x3779434a
+DATA tanh_p4_v8_3779434a<>+20(SB)/4, $0x3779434a
+DATA tanh_p4_v8_3779434a<>+24(SB)/4, $0x3779434a
+DATA tanh_p4_v8_3779434a<>+28(SB)/4, $0x3779434a
+GLOBL tanh_p4_v8_3779434a<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_p5_v8_3a270ded<>+0(SB)/4, $0x3a270ded
+DATA tanh_p5_v8_3a270ded<>+4(SB)/4, $0x3a270ded
+DATA tanh_p5_v8_3a270ded<>+8(SB)/4, $0x3a270ded
+DATA tanh_p5_v8_3a270ded<>+12(SB)/4, $0x3a270ded
+DATA tanh_p5_v8_3a270ded<>+16(SB)/4, $0x3a270ded
+DATA tanh_p5_v8_3a270ded<>+20(SB)/4, $0x3a270ded
+DATA tanh_p5_v8_3a270ded<>+24(SB)/4, $0x3a270ded
+DATA tanh_p5_v8_3a270ded<>+28(SB)/4, $0x3a270ded
+GLOBL tanh_p5_v8_3a270ded<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_p6_v8_3ba059dc<>+0(SB)/4, $0x3ba059dc
+DATA tanh_p6_v8_3ba059dc<>+4(SB)/4, $0x3ba059dc
+DATA tanh_p6_v8_3ba059dc<>+8(SB)/4, $0x3ba059dc
+DATA tanh_p6_v8_3ba059dc<>+12(SB)/4, $0x3ba059dc
+DATA tanh_p6_v8_3ba059dc<>+16(SB)/4, $0x3ba059dc
+DATA tanh_p6_v8_3ba059dc<>+20(SB)/4, $0x3ba059dc
+DATA tanh_p6_v8_3ba059dc<>+24(SB)/4, $0x3ba059dc
+DATA tanh_p6_v8_3ba059dc<>+28(SB)/4, $0x3ba059dc
+GLOBL tanh_p6_v8_3ba059dc<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_q0_v8_35a0d3d8<>+0(SB)/4, $0x35a0d3d8
+DATA tanh_q0_v8_35a0d3d8<>+4(SB)/4, $0x35a0d3d8
+DATA tanh_q0_v8_35a0d3d8<>+8(SB)/4, $0x35a0d3d8
+DATA tanh_q0_v8_35a0d3d8<>+12(SB)/4, $0x35a0d3d8
+DATA tanh_q0_v8_35a0d3d8<>+16(SB)/4, $0x35a0d3d8
+DATA tanh_q0_v8_35a0d3d8<>+20(SB)/4, $0x35a0d3d8
+DATA tanh_q0_v8_35a0d3d8<>+24(SB)/4, $0x35a0d3d8
+DATA tanh_q0_v8_35a0d3d8<>+28(SB)/4, $0x35a0d3d8
+GLOBL tanh_q0_v8_35a0d3d8<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_q1_v8_38f895d6<>+0(SB)/4, $0x38f895d6
+DATA tanh_q1_v8_38f895d6<>+4(SB)/4, $0x38f895d6
+DATA tanh_q1_v8_38f895d6<>+8(SB)/4, $0x38f895d6
+DATA tanh_q1_v8_38f895d6<>+12(SB)/4, $0x38f895d6
+DATA tanh_q1_v8_38f895d6<>+16(SB)/4, $0x38f895d6
+DATA tanh_q1_v8_38f895d6<>+20(SB)/4, $0x38f895d6
+DATA tanh_q1_v8_38f895d6<>+24(SB)/4, $0x38f895d6
+DATA tanh_q1_v8_38f895d6<>+28(SB)/4, $0x38f895d6
+GLOBL tanh_q1_v8_38f895d6<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_q2_v8_3b14aa05<>+0(SB)/4, $0x3b14aa05
+DATA tanh_q2_v8_3b14aa05<>+4(SB)/4, $0x3b14aa05
+DATA tanh_q2_v8_3b14aa05<>+8(SB)/4, $0x3b14aa05
+DATA tanh_q2_v8_3b14aa05<>+12(SB)/4, $0x3b14aa05
+DATA tanh_q2_v8_3b14aa05<>+16(SB)/4, $0x3b14aa05
+DATA tanh_q2_v8_3b14aa05<>+20(SB)/4, $0x3b14aa05
+DATA tanh_q2_v8_3b14aa05<>+24(SB)/4, $0x3b14aa05
+DATA tanh_q2_v8_3b14aa05<>+28(SB)/4, $0x3b14aa05
+GLOBL tanh_q2_v8_3b14aa05<>(SB), RODATA|NOPTR, $32
+
+DATA tanh_q3_v8_3ba059dd<>+0(SB)/4, $0x3ba059dd
+DATA tanh_q3_v8_3ba059dd<>+4(SB)/4, $0x3ba059dd
+DATA tanh_q3_v8_3ba059dd<>+8(SB)/4, $0x3ba059dd
+DATA tanh_q3_v8_3ba059dd<>+12(SB)/4, $0x3ba059dd
+DATA tanh_q3_v8_3ba059dd<>+16(SB)/4, $0x3ba059dd
+DATA tanh_q3_v8_3ba059dd<>+20(SB)/4, $0x3ba059dd
+DATA tanh_q3_v8_3ba059dd<>+24(SB)/4, $0x3ba059dd
+DATA tanh_q3_v8_3ba059dd<>+28(SB)/4, $0x3ba059dd
+GLOBL tanh_q3_v8_3ba059dd<>(SB), RODATA|NOPTR, $32
+
+DATA gelu_one_v8_3f800000<>+0(SB)/4, $0x3f800000
+DATA gelu_one_v8_3f800000<>+4(SB)/4, $0x3f800000
+DATA gelu_one_v8_3f800000<>+8(SB)/4, $0x3f800000
+DATA gelu_one_v8_3f800000<>+12(SB)/4, $0x3f800000
+DATA gelu_one_v8_3f800000<>+16(SB)/4, $0x3f800000
+DATA gelu_one_v8_3f800000<>+20(SB)/4, $0x3f800000
+DATA gelu_one_v8_3f800000<>+24(SB)/4, $0x3f800000
+DATA gelu_one_v8_3f800000<>+28(SB)/4, $0x3f800000
+GLOBL gelu_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
+
+DATA gelu_half_v8_3f000000<>+0(SB)/4, $0x3f000000
+DATA gelu_half_v8_3f000000<>+4(SB)/4, $0x3f000000
+DATA gelu_half_v8_3f000000<>+8(SB)/4, $0x3f000000
+DATA gelu_half_v8_3f000000<>+12(SB)/4, $0x3f000000
+DATA gelu_half_v8_3f000000<>+16(SB)/4, $0x3f000000
+DATA gelu_half_v8_3f000000<>+20(SB)/4, $0x3f000000
+DATA gelu_half_v8_3f000000<>+24(SB)/4, $0x3f000000
+DATA gelu_half_v8_3f000000<>+28(SB)/4, $0x3f000000
+GLOBL gelu_half_v8_3f000000<>(SB), RODATA|NOPTR, $32
+
+DATA gelu_3a_v8_3e095d4f<>+0(SB)/4, $0x3e095d4f
+DATA gelu_3a_v8_3e095d4f<>+4(SB)/4, $0x3e095d4f
+DATA gelu_3a_v8_3e095d4f<>+8(SB)/4, $0x3e095d4f
+DATA gelu_3a_v8_3e095d4f<>+12(SB)/4, $0x3e095d4f
+DATA gelu_3a_v8_3e095d4f<>+16(SB)/4, $0x3e095d4f
+DATA gelu_3a_v8_3e095d4f<>+20(SB)/4, $0x3e095d4f
+DATA gelu_3a_v8_3e095d4f<>+24(SB)/4, $0x3e095d4f
+DATA gelu_3a_v8_3e095d4f<>+28(SB)/4, $0x3e095d4f
+GLOBL gelu_3a_v8_3e095d4f<>(SB), RODATA|NOPTR, $32
+
+// func geluBackAVX2(t int, a []float32, b []float32)
+// Requires: AVX
+TEXT ·geluBackAVX2(SB), NOSPLIT, $0-56
+	MOVQ   a_base+8(FP), AX
+	MOVQ   b_base+32(FP), CX
+	MOVQ   t+0(FP), DX
+	IMUL3Q $+144, DX, DX
+
+many_1:
+	CMPQ    DX, $+32
+	JLT     one_2
+	VMOVUPS (AX), Y0
+	VMULPS  (CX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	VMOVUPS 32(AX), Y0
+	VMULPS  32(CX), Y0, Y0
+	VMOVUPS Y0, 32(AX)
+	VMOVUPS 64(AX), Y0
+	VMULPS  64(CX), Y0, Y0
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS 96(AX), Y0
+	VMULPS  96(CX), Y0, Y0
+	VMOVUPS Y0, 96(AX)
+	ADDQ    $+128, AX
+	ADDQ    $+128, CX
+	SUBQ    $+32, DX
+	JMP     many_1
+
+one_2:
+	CMPQ    DX, $+8
+	JLT     tail_3
+	VMOVUPS (AX), Y0
+	VMULPS  (CX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $+32, AX
+	ADDQ    $+32, CX
+	SUBQ    $+8, DX
+	JMP     one_2
+
+tail_3:
+	TESTQ      DX, DX
+	JZ         done_4
+	LEAQ       synLaneMask<>+0(SB), BX
+	NEGQ       DX
+	VMOVDQU    32(BX)(DX*4), Y0
+	VMASKMOVPS (AX), Y0, Y1
+	VMASKMOVPS (CX), Y0, Y2
+	VMULPS     Y2, Y1, Y1
+	VMASKMOVPS Y1, Y0, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+// func softmaxStatsAVX2(t int, x []float32, mx []float32, s []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·softmaxStatsAVX2(SB), NOSPLIT, $0-80
+	MOVQ    x_base+8(FP), AX
+	MOVQ    mx_base+32(FP), CX
+	MOVQ    s_base+56(FP), DX
+	VMOVUPS xent_neginf_v8_ff800000<>+0(SB), Y0
+	MOVQ    t+0(FP), BX
+	TESTQ   BX, BX
+	JZ      done_2
+
+row_1:
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VMOVAPS Y0, Y4
+	XORQ    SI, SI
+	MOVQ    $+8, DI
+
+vecs_3:
+	VMAXPS     (AX)(SI*1), Y1, Y1
+	VMAXPS     32(AX)(SI*1), Y2, Y2
+	VMAXPS     64(AX)(SI*1), Y3, Y3
+	VMAXPS     96(AX)(SI*1), Y4, Y4
+	ADDQ       $+128, SI
+	DECQ       DI
+	JNZ        vecs_3
+	VMAXPS     Y2, Y1, Y1
+	VMAXPS     Y4, Y3, Y3
+	VMAXPS     Y3, Y1, Y1
+	VPERM2F128 $0x01, Y1, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VPERMILPS  $0x4e, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VPERMILPS  $0xb1, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VMOVSS     X1, (CX)
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	XORQ       SI, SI
+	MOVQ       $+8, DI
+
+vecs_4:
+	VMOVUPS      (AX)(SI*1), Y6
+	VSUBPS       Y1, Y6, Y6
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y6, Y9
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y6, Y8
+	VPSLLD       $0x17, Y8, Y7
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y6
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y6
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y6, Y8
+	VMULPS       Y7, Y6, Y6
+	VFMADD231PS  Y8, Y6, Y7
+	VANDNPS      Y7, Y9, Y7
+	VADDPS       Y7, Y2, Y2
+	VMOVUPS      32(AX)(SI*1), Y6
+	VSUBPS       Y1, Y6, Y6
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y6, Y9
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y6, Y8
+	VPSLLD       $0x17, Y8, Y7
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y6
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y6
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y6, Y8
+	VMULPS       Y7, Y6, Y6
+	VFMADD231PS  Y8, Y6, Y7
+	VANDNPS      Y7, Y9, Y7
+	VADDPS       Y7, Y3, Y3
+	VMOVUPS      64(AX)(SI*1), Y6
+	VSUBPS       Y1, Y6, Y6
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y6, Y9
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y6, Y8
+	VPSLLD       $0x17, Y8, Y7
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y6
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y6
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y6, Y8
+	VMULPS       Y7, Y6, Y6
+	VFMADD231PS  Y8, Y6, Y7
+	VANDNPS      Y7, Y9, Y7
+	VADDPS       Y7, Y4, Y4
+	VMOVUPS      96(AX)(SI*1), Y6
+	VSUBPS       Y1, Y6, Y6
+	VCMPPS       $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y6, Y9
+	VMOVUPS      exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS  exp_log2e_v8_3fb8aa3b<>+0(SB), Y6, Y8
+	VPSLLD       $0x17, Y8, Y7
+	VSUBPS       exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS  exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y6
+	VFMADD231PS  exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y6
+	VMOVUPS      exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS  exp_c4_v8_3d2b9d0d<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c3_v8_3e2aad40<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c2_v8_3efffee3<>+0(SB), Y6, Y8
+	VFMADD213PS  exp_c1_v8_3f7ffffb<>+0(SB), Y6, Y8
+	VMULPS       Y7, Y6, Y6
+	VFMADD231PS  Y8, Y6, Y7
+	VANDNPS      Y7, Y9, Y7
+	VADDPS       Y7, Y5, Y5
+	ADDQ         $+128, SI
+	DECQ         DI
+	JNZ          vecs_4
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         $+1024, AX
+	ADDQ         $+4, CX
+	ADDQ         $+4, DX
+	DECQ         BX
+	JNZ          row_1
+
+done_2:
+	VZEROUPPER
+	RET
+
+DATA xent_neginf_v8_ff800000<>+0(SB)/4, $0xff800000
+DATA xent_neginf_v8_ff800000<>+4(SB)/4, $0xff800000
+DATA xent_neginf_v8_ff800000<>+8(SB)/4, $0xff800000
+DATA xent_neginf_v8_ff800000<>+12(SB)/4, $0xff800000
+DATA xent_neginf_v8_ff800000<>+16(SB)/4, $0xff800000
+DATA xent_neginf_v8_ff800000<>+20(SB)/4, $0xff800000
+DATA xent_neginf_v8_ff800000<>+24(SB)/4, $0xff800000
+DATA xent_neginf_v8_ff800000<>+28(SB)/4, $0xff800000
+GLOBL xent_neginf_v8_ff800000<>(SB), RODATA|NOPTR, $32
+
+// func softmaxScaleAVX2(t int, x []float32, lse []float32, y []float32, scale float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·softmaxScaleAVX2(SB), NOSPLIT, $0-84
+	MOVQ         x_base+8(FP), AX
+	MOVQ         lse_base+32(FP), CX
+	MOVQ         y_base+56(FP), DX
+	VBROADCASTSS scale+80(FP), Y0
+	VXORPS       Y1, Y1, Y1
+	MOVQ         t+0(FP), BX
+	TESTQ        BX, BX
+	JZ           done_2
+
+row_1:
+	VBROADCASTSS (CX), Y2
+	XORQ         SI, SI
+	MOVQ         $+8, DI
+
+vecs_3:
+	VMOVUPS     (AX)(SI*1), Y3
+	VSUBPS      Y2, Y3, Y3
+	VMINPS      Y3, Y1, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VMULPS      Y0, Y4, Y4
+	VMOVUPS     Y4, (DX)(SI*1)
+	VMOVUPS     32(AX)(SI*1), Y3
+	VSUBPS      Y2, Y3, Y3
+	VMINPS      Y3, Y1, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VMULPS      Y0, Y4, Y4
+	VMOVUPS     Y4, 32(DX)(SI*1)
+	VMOVUPS     64(AX)(SI*1), Y3
+	VSUBPS      Y2, Y3, Y3
+	VMINPS      Y3, Y1, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VMULPS      Y0, Y4, Y4
+	VMOVUPS     Y4, 64(DX)(SI*1)
+	VMOVUPS     96(AX)(SI*1), Y3
+	VSUBPS      Y2, Y3, Y3
+	VMINPS      Y3, Y1, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VMULPS      Y0, Y4, Y4
+	VMOVUPS     Y4, 96(DX)(SI*1)
+	ADDQ        $+128, SI
+	DECQ        DI
+	JNZ         vecs_3
+	ADDQ        $+1024, AX
+	ADDQ        $+4, CX
+	ADDQ        $+1024, DX
+	DECQ        BX
+	JNZ         row_1
+
+done_2:
+	VZEROUPPER
+	RET

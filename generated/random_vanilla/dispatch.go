@@ -60,25 +60,81 @@ func triDotGoChecked(t int, x []float32, y []float32) float32 {
 	}
 	return triDotGo(t, x, y)
 }
-func gemmTileGoChecked(kc int, a, b, c []float32, ldc, mr, nr int) {
-	checkGemmTile(2, 4, kc, a, b, c, ldc, mr, nr)
-	if kc == 0 || mr == 0 || nr == 0 {
+func gemmTileGoChecked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool) {
+	checkGemmTile(2, 4, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias)
+	if mr == 0 || nr == 0 {
 		return
 	}
-	gemmTileGo(kc, a, b, c, ldc, mr, nr)
+	gemmTileGo(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, overwrite)
 }
 
 // gemmShapeGo returns the go GemmTile's tile shape.
 func gemmShapeGo() (mr, nr int) {
 	return 2, 4
 }
+func layerNormGoChecked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
+	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
+	if t == 0 {
+		return
+	}
+	layerNormGo(t, x, gamma, beta, y, mu, rs)
+}
+func layerNormBackGoChecked(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32) {
+	checkLayerNormBack(t, dy, x, mu, rs, gamma, dx)
+	if t == 0 {
+		return
+	}
+	layerNormBackGo(t, dy, x, mu, rs, gamma, dx)
+}
+func layerNormGradGoChecked(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32) {
+	checkLayerNormGrad(t, dy, x, mu, rs, dgamma, dbeta)
+	if t == 0 {
+		return
+	}
+	layerNormGradGo(t, dy, x, mu, rs, dgamma, dbeta)
+}
+func geluGoChecked(t int, u []float32, g []float32) {
+	checkGelu(t, u, g)
+	if t == 0 {
+		return
+	}
+	geluGo(t, u, g)
+}
+func geluBackGoChecked(t int, a []float32, b []float32) {
+	checkGeluBack(t, a, b)
+	if t == 0 {
+		return
+	}
+	geluBackGo(t, a, b)
+}
+func softmaxStatsGoChecked(t int, x []float32, mx []float32, s []float32) {
+	checkSoftmaxStats(t, x, mx, s)
+	if t == 0 {
+		return
+	}
+	softmaxStatsGo(t, x, mx, s)
+}
+func softmaxScaleGoChecked(t int, x []float32, lse []float32, y []float32, scale float32) {
+	checkSoftmaxScale(t, x, lse, y, scale)
+	if t == 0 {
+		return
+	}
+	softmaxScaleGo(t, x, lse, y, scale)
+}
 
 // goSet is the unrolled-Go kernel set, available on every platform.
 func goSet() kernels.Set {
 	return kernels.Set{
+		Gelu:               geluGoChecked,
+		GeluBack:           geluBackGoChecked,
 		GemmShape:          gemmShapeGo,
 		GemmTile:           gemmTileGoChecked,
 		ISA:                kernels.Go,
+		LayerNorm:          layerNormGoChecked,
+		LayerNormBack:      layerNormBackGoChecked,
+		LayerNormGrad:      layerNormGradGoChecked,
+		SoftmaxScale:       softmaxScaleGoChecked,
+		SoftmaxStats:       softmaxStatsGoChecked,
 		SoftmaxValue:       softmaxValueGoChecked,
 		SoftmaxValueBack:   softmaxValueBackGoChecked,
 		TriAxpy:            triAxpyGoChecked,

@@ -172,24 +172,115 @@ type LinearFunc func(t int, fq, fk, v, y, rd []float32)
 // DH×DH sums; no [t, t] matrix is formed.
 type LinearBackFunc func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)
 
+// The row-wise kernels (LayerNorm and the feed-forward's GELU) work on t
+// rows of a row-major matrix that may hold several sequences, so t is any
+// count ≥ 0, not a length ≤ N; each row is D floats (LayerNorm) or FFN
+// floats (GELU), both baked in, at stride D (FFN). Sums are formed in
+// float32 in an order fixed by D alone, so every output depends only on
+// the inputs it is a function of (never on how a caller splits the rows
+// into calls, except LayerNormGradFunc's, which depend on its t rows). The
+// levels may round differently from one another. Outputs must not overlap
+// inputs other than as stated.
+
+// LayerNormFunc is the LayerNorm forward (overwrite): for every row r < t,
+// with x_r = x[r·D : r·D+D],
+//
+//	mu[r]    = Σ_c x_r[c] / D
+//	rs[r]    = 1 / √(Σ_c (x_r[c] − mu[r])² / D + 1e-5)
+//	y[r·D+c] = (x_r[c] − mu[r]) · rs[r] · gamma[c] + beta[c],   c < D
+//
+// gamma and beta hold D floats. The statistics take two passes over the
+// row: a first mean m0, then the centred sums of d = x − m0, which give the
+// correction dm = Σd/D and the variance Σd²/D − dm² (clamped at 0; not
+// E[x²] − E[x]²). mu[r] is m0 + dm rounded to float32, while y is formed
+// from x − m0 − dm, so a large common offset costs neither y nor rs any
+// precision. A constant row gives rs = 1/√1e-5 and y = beta.
+type LayerNormFunc func(t int, x, gamma, beta, y, mu, rs []float32)
+
+// LayerNormBackFunc is the LayerNorm backward to its input (accumulate),
+// from the statistics mu and rs the forward wrote: for every row r < t,
+// with x̂[c] = (x[r·D+c] − mu[r])·rs[r] and g[c] = dy[r·D+c]·gamma[c],
+//
+//	dx[r·D+c] += rs[r] · (g[c] − Σ_c' g[c']/D − x̂[c] · Σ_c' g[c']·x̂[c']/D),   c < D
+//
+// (to overwrite, clear dx first).
+type LayerNormBackFunc func(t int, dy, x, mu, rs, gamma, dx []float32)
+
+// LayerNormGradFunc accumulates the LayerNorm's parameter gradients over
+// t rows: for c < D,
+//
+//	dgamma[c] += Σ_{r<t} dy[r·D+c] · (x[r·D+c] − mu[r]) · rs[r]
+//	dbeta[c]  += Σ_{r<t} dy[r·D+c]
+//
+// Each column's sum is formed in one float32 accumulator starting from 0,
+// over r in increasing order, and then added to dgamma[c] (dbeta[c]) once,
+// so the result depends only on the inputs: a caller that makes one call
+// over all rows gets the same bits whatever its worker count.
+type LayerNormGradFunc func(t int, dy, x, mu, rs, dgamma, dbeta []float32)
+
+// GeluFunc is the feed-forward's GELU (tanh form) on t rows of FFN floats,
+// i.e. the t·FFN consecutive floats of u: for i < t·FFN, with x = u[i] and
+// z = √(2/π)·(x + 0.044715·x³),
+//
+//	g[i] = 0.5·x·(1 + tanh z)                                              (overwrite)
+//	u[i] = 0.5·(1 + tanh z) + 0.5·x·(1 − tanh² z)·√(2/π)·(1 + 3·0.044715·x²)   (gelu'(x), in place)
+//
+// so the forward's u becomes what the backward needs (GeluBackFunc). tanh
+// is Eigen's rational approximation (a 13/6-degree odd/even ratio, |z|
+// clamped to 7.90531110763549805, absolute error below 4e-7), which is ±1
+// exactly beyond the clamp: there g = x or ±0 and gelu' = 1 or 0. Every
+// level performs the same float32 operations (no fused multiply-adds), so
+// the levels agree bit for bit.
+type GeluFunc func(t int, u, g []float32)
+
+// GeluBackFunc is the GELU backward on t rows of FFN floats: for
+// i < t·FFN, a[i] ← a[i]·b[i] (a the output gradient, b the derivative
+// GeluFunc left in u).
+type GeluBackFunc func(t int, a, b []float32)
+
+// SoftmaxStatsFunc is the cross-entropy's forward on t rows of Vocab logits
+// (stride Vocab): for every row r < t (overwrite),
+//
+//	mx[r] = max_c x[r·Vocab+c],   s[r] = Σ_c exp(x[r·Vocab+c] − mx[r])
+//
+// so that log Σ_c exp(x) = mx[r] + log s[r] (the caller takes the log, once
+// per row, in float64). 1 ≤ s[r] ≤ Vocab for finite rows; a row holding a
+// NaN gives a NaN mx[r] or s[r]. The levels may round differently.
+type SoftmaxStatsFunc func(t int, x, mx, s []float32)
+
+// SoftmaxScaleFunc is the cross-entropy's backward on t rows of Vocab
+// logits: for every row r < t and c < Vocab (overwrite),
+//
+//	y[r·Vocab+c] = exp(min(x[r·Vocab+c] − lse[r], 0)) · scale
+//
+// with lse[r] the row's log Σ exp (so y is the softmax times scale; the
+// clamp keeps a lse rounded below the row's max from giving more than
+// scale). y may not overlap x.
+type SoftmaxScaleFunc func(t int, x, lse, y []float32, scale float32)
+
 // GemmTileFunc is the register-blocked micro-kernel of the linear layers'
 // matrix products (runtime/mat): with MR×NR the level's tile shape (its
-// GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it adds (accumulate)
+// GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it computes
 //
-//	c[i·ldc+j] += Σ_{p<kc} a[p·MR+i] · b[p·NR+j]
+//	s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j]  (+ bias[j] when bias is not empty)
+//	c[i·ldc+j] = s  when overwrite,  c[i·ldc+j] += s  otherwise
 //
-// where a is a packed panel of MR rows of A (kc·MR floats, p-major) and b a
-// packed panel of NR columns of Bᵀ (kc·NR floats, p-major). Each sum is
-// formed in one accumulator starting from 0, over p in increasing order, and
-// then added to c once, so a result depends only on its own inputs and kc.
-// Only the mr×nr corner of the tile is read or written in c (ldc ≥ nr);
-// panel entries past mr rows or nr columns are read but may hold anything
-// finite (the packer zero-pads them). kc = 0, mr = 0 or nr = 0 leaves c
-// unchanged.
-type GemmTileFunc func(kc int, a, b, c []float32, ldc, mr, nr int)
+// A is read through two strides, so a packed panel (ai 1, ap MR), a
+// row-major matrix (ai = its row stride, ap 1) and a column-major one
+// (ai 1, ap = its column stride) are all read in place; B's row p is NR
+// contiguous floats at b[p·bp:]. The kernel reads the whole MR×kc block of
+// A and kc×NR block of B (the caller pads edge tiles; those entries may
+// hold anything finite), the first nr floats of bias, and only the mr×nr
+// corner of c (ldc ≥ nr), which it does not read when overwriting. Each
+// sum is formed in one accumulator starting from 0, over p in increasing
+// order, then the bias is added, then the result is stored or added to c,
+// so a result depends only on its own inputs and kc. c must not overlap a,
+// b or bias. mr = 0 or nr = 0 leaves c unchanged; kc = 0 stores (or adds)
+// the bias alone.
+type GemmTileFunc func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool)
 
 // GemmShapeFunc returns the tile shape MR×NR of the GemmTileFunc of the same
-// level (the packing layout the caller must use).
+// level.
 type GemmShapeFunc func() (mr, nr int)
 
 // Set holds one instruction set's kernels for one spec. A nil field is a
@@ -236,6 +327,16 @@ type Set struct {
 	AFTSimpleBack AFTSimpleBackFunc
 	Linear        LinearFunc
 	LinearBack    LinearBackFunc
+
+	// Every spec's row-wise passes: LayerNorm over [t, D] rows and the
+	// feed-forward's GELU over [t, FFN] rows.
+	LayerNorm     LayerNormFunc
+	LayerNormBack LayerNormBackFunc
+	LayerNormGrad LayerNormGradFunc
+	Gelu          GeluFunc
+	GeluBack      GeluBackFunc
+	SoftmaxStats  SoftmaxStatsFunc
+	SoftmaxScale  SoftmaxScaleFunc
 
 	// The linear layers' GEMM micro-kernel, in every spec. GemmTile and
 	// GemmShape are always provided together, at the same levels, so

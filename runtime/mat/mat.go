@@ -45,8 +45,10 @@ type Engine struct {
 	tr      transposeJob
 
 	mk    micro       // GEMM micro-kernel (SetGemm); none: plain Go
-	packs [][]float32 // per-worker packing buffers of the micro-kernel path
+	packs [][]float32 // per-worker buffers of the micro-kernel path
+	bpack []float32   // B packed into panels, shared by a product's tasks
 	pj    packedJob
+	pb    packBJob
 }
 
 // NewEngine returns an engine that runs on pool (nil: the calling goroutine).
@@ -101,7 +103,7 @@ func (e *Engine) run(tasks int, job parallel.Job) {
 // A [m, k], B [n, k], C [m, n], all row-major and contiguous.
 func (e *Engine) MulNT(c, a, b []float32, m, n, k int, accumulate bool) {
 	if e.packedOK(m, n, k) {
-		e.gemmPacked(c, operand{a, k, 1}, operand{b, k, 1}, nil, nil, m, n, k, n, accumulate)
+		e.gemmPacked(c, nil, operand{a, k, 1}, operand{b, k, 1}, nil, nil, m, n, k, n, accumulate)
 		return
 	}
 	e.gemm(c, a, b, nil, nil, m, n, k, k, k, accumulate)
@@ -114,7 +116,7 @@ func (e *Engine) Linear(y, x, w, b []float32, m, k, n int) {
 		b = b[:n]
 	}
 	if e.packedOK(m, n, k) {
-		e.gemmPacked(y, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, false)
+		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, false)
 		return
 	}
 	e.gemm(y, x, w, b, nil, m, n, k, k, k, false)
@@ -128,9 +130,26 @@ func (e *Engine) LinearAdd(y, x, w, b []float32, m, k, n int) {
 		b = b[:n]
 	}
 	if e.packedOK(m, n, k) {
-		e.gemmPacked(y, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true)
+		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true)
 		return
 	}
+	e.gemm(y, x, w, b, nil, m, n, k, k, k, true)
+}
+
+// LinearRes computes y = res + x·wᵀ + b for x [m, k], w [n, k], res and y
+// [m, n]; b [n] may be nil (no bias). It is LinearAdd for a layer whose
+// input residual stream must be kept: res is read, not changed (y must not
+// overlap it).
+func (e *Engine) LinearRes(y, res, x, w, b []float32, m, k, n int) {
+	if b != nil {
+		b = b[:n]
+	}
+	res = res[:m*n]
+	if e.packedOK(m, n, k) {
+		e.gemmPacked(y, res, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true)
+		return
+	}
+	copy(y[:m*n], res)
 	e.gemm(y, x, w, b, nil, m, n, k, k, k, true)
 }
 
@@ -148,7 +167,7 @@ func (e *Engine) LinearBackX(dx, dy, w []float32, m, k, n int, accumulate bool) 
 	}
 	if e.packedOK(m, k, n) {
 		// dx(i, j) = Σ_p dy[i·n+p]·w[p·k+j]: B(j, p) = w[p·k+j].
-		e.gemmPacked(dx, operand{dy, n, 1}, operand{w, 1, k}, nil, nil, m, k, n, k, accumulate)
+		e.gemmPacked(dx, nil, operand{dy, n, 1}, operand{w, 1, k}, nil, nil, m, k, n, k, accumulate)
 		return
 	}
 	ld := padded(n)
@@ -170,7 +189,7 @@ func (e *Engine) LinearBackW(dw, db, dy, x []float32, m, k, n int) {
 	}
 	if e.packedOK(n, k, m) {
 		// dw(j, q) += Σ_i dy[i·n+j]·x[i·k+q]: A(j, i) = dy[i·n+j], B(q, i) = x[i·k+q].
-		e.gemmPacked(dw, operand{dy, 1, n}, operand{x, 1, k}, nil, db, n, k, m, k, true)
+		e.gemmPacked(dw, nil, operand{dy, 1, n}, operand{x, 1, k}, nil, db, n, k, m, k, true)
 		return
 	}
 	ld := padded(m)

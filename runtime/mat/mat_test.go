@@ -63,9 +63,11 @@ func checkProducts(t *testing.T, shapes [][3]int, setup func(*Engine)) {
 		dx0 := randSlice(r, m*k)
 		dw0 := randSlice(r, n*k)
 		db0 := randSlice(r, n)
+		res := randSlice(r, m*n)
 
 		// Naive references in float64.
 		y := make([]float64, m*n)
+		yRes := make([]float64, m*n)
 		for i := 0; i < m; i++ {
 			for j := 0; j < n; j++ {
 				s := float64(b[j])
@@ -73,6 +75,7 @@ func checkProducts(t *testing.T, shapes [][3]int, setup func(*Engine)) {
 					s += float64(x[i*k+p]) * float64(w[j*k+p])
 				}
 				y[i*n+j] = s
+				yRes[i*n+j] = s + float64(res[i*n+j])
 			}
 		}
 		dx := make([]float64, m*k)
@@ -115,6 +118,20 @@ func checkProducts(t *testing.T, shapes [][3]int, setup func(*Engine)) {
 			e.Linear(gotY, x, w, b, m, k, n)
 			checkClose(t, name+"/Linear", gotY, y, k, 4)
 
+			gotYAdd := append([]float32(nil), res...)
+			e.LinearAdd(gotYAdd, x, w, b, m, k, n)
+			checkClose(t, name+"/LinearAdd", gotYAdd, yRes, k, 4)
+
+			gotYRes := randSlice(r, m*n) // garbage: LinearRes overwrites
+			resCopy := append([]float32(nil), res...)
+			e.LinearRes(gotYRes, resCopy, x, w, b, m, k, n)
+			checkClose(t, name+"/LinearRes", gotYRes, yRes, k, 4)
+			for i := range res {
+				if math.Float32bits(resCopy[i]) != math.Float32bits(res[i]) {
+					t.Fatalf("%s/LinearRes: changed res[%d]", name, i)
+				}
+			}
+
 			gotDX := randSlice(r, m*k)
 			e.LinearBackX(gotDX, dy, w, m, k, n, false)
 			checkClose(t, name+"/LinearBackX", gotDX, dx, n, 4)
@@ -129,7 +146,7 @@ func checkProducts(t *testing.T, shapes [][3]int, setup func(*Engine)) {
 			checkClose(t, name+"/LinearBackW.dw", gotDW, dw, m, 4)
 			checkClose(t, name+"/LinearBackW.db", gotDB, db, m, 4)
 
-			all := [][]float32{gotY, gotDX, gotDXAcc, gotDW, gotDB}
+			all := [][]float32{gotY, gotYAdd, gotYRes, gotDX, gotDXAcc, gotDW, gotDB}
 			if first == nil {
 				first = all
 				continue

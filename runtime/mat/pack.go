@@ -4,12 +4,19 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-// The packed path: when the engine has a GEMM micro-kernel (SetGemm), every
-// product is cut into blocks of C, one task each, and each task walks the
-// inner dimension kcBlock at a time: it packs its mc×kc block of A into
-// panels of MR rows and its nc×kc block of B into panels of NR columns
-// (zero-padded, in the worker's own buffers) and runs the micro-kernel over
+// The micro-kernel path: when the engine has a GEMM micro-kernel (SetGemm),
+// every product is cut into blocks of C, one task each, and each task walks
+// the inner dimension kcBlock at a time, running the micro-kernel over
 // every MR×NR tile of its block, B panel outermost so a panel stays in L1.
+//
+// The micro-kernel reads A through two strides and B's rows p as NR
+// contiguous floats, so most operands are read where they lie: A always
+// (row-major or transposed), B whenever its columns are contiguous (the
+// backward products). Only B with contiguous rows (the weight of a forward
+// product) is packed, once per product and shared by all tasks, into
+// panels of NR columns; and an edge tile narrower than the kernel's MR×NR
+// is packed, zero-padded, into the worker's own buffer, since the kernel
+// reads whole tiles.
 //
 // An element of C is the sum of its kc-blocks' partial sums, added in
 // increasing order, each partial sum formed over p in increasing order by
@@ -19,8 +26,8 @@ import (
 
 const (
 	kcBlock  = 256 // inner-dimension block: a B panel of NR·kcBlock floats stays in L1
-	mcTarget = 128 // rows of a C block, rounded down to MR (the packed A block fits L2)
-	ncTarget = 256 // columns of a C block, rounded down to NR
+	mcTarget = 128 // rows of a C block, rounded down to MR (the A block stays in L2)
+	ncTarget = 128 // columns of a C block, rounded down to NR
 	minTasks = 4   // cut blocks smaller until there are this many, for the workers
 )
 
@@ -33,9 +40,10 @@ type micro struct {
 
 // SetGemm gives the engine a GEMM micro-kernel and its tile shape function
 // (kernels.GemmTileFunc, kernels.GemmShapeFunc, from the same level); the
-// products then run on packed panels through it. Either nil returns the
-// engine to the plain-Go products. It reserves the packing buffers for the
-// engine's current pool, so calls afterwards do not allocate.
+// products then run through it. Either nil returns the engine to the
+// plain-Go products. It reserves the workers' buffers for the engine's
+// current pool, so calls afterwards do not allocate (but for the shared
+// packed B, which grows to the largest weight once).
 func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc) {
 	if tile == nil || shape == nil {
 		e.mk = micro{}
@@ -49,7 +57,8 @@ func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc)
 	e.reservePacks()
 }
 
-// reservePacks makes sure every worker has packing buffers for full blocks.
+// reservePacks makes sure every worker has its buffer: an edge tile of A
+// (MR×kcBlock), one of B (kcBlock×NR) and the column sums of an A block.
 func (e *Engine) reservePacks() {
 	if e.mk.tile == nil {
 		return
@@ -58,7 +67,7 @@ func (e *Engine) reservePacks() {
 	if e.pool != nil {
 		workers = e.pool.Size()
 	}
-	per := (e.mk.mc + e.mk.nc) * kcBlock
+	per := (e.mk.mr+e.mk.nr)*kcBlock + e.mk.mc
 	if len(e.packs) < workers || len(e.packs[0]) < per {
 		e.packs = make([][]float32, workers)
 		for w := range e.packs {
@@ -77,20 +86,47 @@ type operand struct {
 func (o operand) at(r, p int) float32 { return o.data[r*o.rs+p*o.cs] }
 
 // packedJob computes C[m×n] (+)= A·Bᵀ (+ bias) and asum[i] += Σ_p A(i, p)
-// with the micro-kernel; C has row stride ldc.
+// with the micro-kernel; C has row stride ldc. With res set, C starts from
+// res (same layout) rather than from 0 or its old value. bpk, when set, is
+// B packed into panels of NR columns over the whole inner dimension.
 type packedJob struct {
-	e              *Engine
-	c, bias, asum  []float32
-	a, b           operand
-	m, n, k, ldc   int
-	mc, nc, tilesN int
-	acc            bool
+	e                  *Engine
+	c, res, bias, asum []float32
+	a, b               operand
+	bpk                []float32
+	m, n, k, ldc       int
+	mc, nc, tilesN     int
+	acc                bool
+}
+
+// packBJob packs B's panels of NR columns, one task each.
+type packBJob struct {
+	dst  []float32
+	b    operand
+	n, k int
+	nr   int
+}
+
+func (j *packBJob) Run(_, task int) {
+	j0 := task * j.nr
+	pack(j.dst[task*j.k*j.nr:][:j.k*j.nr], j.b, j0, min(j0+j.nr, j.n), 0, j.k, j.nr)
 }
 
 // gemmPacked is gemm through the micro-kernel, for operands in any layout.
-func (e *Engine) gemmPacked(c []float32, a, b operand, bias, asum []float32, m, n, k, ldc int, accumulate bool) {
+func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32, m, n, k, ldc int, accumulate bool) {
 	mk := &e.mk
 	e.reservePacks()
+	var bpk []float32
+	if b.rs != 1 {
+		panels := ceilDiv(n, mk.nr)
+		if need := panels * mk.nr * k; len(e.bpack) < need {
+			e.bpack = Alloc(need)
+		}
+		bpk = e.bpack[:panels*mk.nr*k]
+		e.pb = packBJob{dst: bpk, b: b, n: n, k: k, nr: mk.nr}
+		e.run(panels, &e.pb)
+		e.pb = packBJob{}
+	}
 	mc, nc := mk.mc, mk.nc
 	tiles := func() int { return ceilDiv(m, mc) * ceilDiv(n, nc) }
 	for tiles() < minTasks && mc > mk.mr {
@@ -100,7 +136,7 @@ func (e *Engine) gemmPacked(c []float32, a, b operand, bias, asum []float32, m, 
 		nc = max(mk.nr, nc/2/mk.nr*mk.nr)
 	}
 	j := &e.pj
-	*j = packedJob{e: e, c: c, bias: bias, asum: asum, a: a, b: b, m: m, n: n, k: k, ldc: ldc,
+	*j = packedJob{e: e, c: c, res: res, bias: bias, asum: asum, a: a, b: b, bpk: bpk, m: m, n: n, k: k, ldc: ldc,
 		mc: mc, nc: nc, tilesN: ceilDiv(n, nc), acc: accumulate}
 	e.run(tiles(), j)
 	*j = packedJob{}
@@ -117,39 +153,81 @@ func (g *packedJob) Run(worker, task int) {
 	i1 := min(i0+g.mc, g.m)
 	j1 := min(j0+g.nc, g.n)
 	c, ldc := g.c, g.ldc
-	if !g.acc {
+	if g.res != nil {
 		for i := i0; i < i1; i++ {
-			clear(c[i*ldc+j0 : i*ldc+j1])
-		}
-	}
-	if g.bias != nil {
-		bb := g.bias[j0:j1]
-		for i := i0; i < i1; i++ {
-			row := c[i*ldc+j0 : i*ldc+j1]
-			for q, v := range bb {
-				row[q] += v
-			}
+			copy(c[i*ldc+j0:i*ldc+j1], g.res[i*ldc+j0:i*ldc+j1])
 		}
 	}
 	buf := g.e.packs[worker]
-	panelsM := ceilDiv(i1-i0, mr)
+	aEdge := buf[:mr*kcBlock]
+	bEdge := buf[mr*kcBlock : (mr+nr)*kcBlock]
+	a, b := g.a, g.b
+	iFull := i0 + (i1-i0)/mr*mr // rows [iFull, i1) make a partial tile
 	for kb := 0; kb < g.k; kb += kcBlock {
 		kl := min(kcBlock, g.k-kb)
-		ap := buf[:panelsM*mr*kl]
-		bp := buf[panelsM*mr*kl:]
-		pack(ap, g.a, i0, i1, kb, kl, mr)
-		pack(bp, g.b, j0, j1, kb, kl, nr)
+		// The first k-block stores the tile (or adds it to C's old value or
+		// the residual) with the bias; the later ones add their part.
+		first := kb == 0
+		overwrite := first && !g.acc && g.res == nil
+		if iFull < i1 {
+			pack(aEdge, a, iFull, i1, kb, kl, mr)
+		}
 		for jr := j0; jr < j1; jr += nr {
-			bpan := bp[(jr-j0)/nr*kl*nr:][:kl*nr]
 			nv := min(nr, j1-jr)
-			for ir := i0; ir < i1; ir += mr {
-				apan := ap[(ir-i0)/mr*kl*mr:][:kl*mr]
-				mv := min(mr, i1-ir)
-				mk.tile(kl, apan, bpan, c[ir*ldc+jr:], ldc, mv, nv)
+			var bias []float32
+			if first && g.bias != nil {
+				bias = g.bias[jr : jr+nv]
+			}
+			var bs []float32
+			var bp int
+			switch {
+			case g.bpk != nil:
+				bs, bp = g.bpk[jr*g.k+kb*nr:][:kl*nr], nr
+			case nv == nr:
+				bs, bp = b.data[jr+kb*b.cs:], b.cs // b.rs == 1: row p of the panel is contiguous
+			default:
+				pack(bEdge, b, jr, jr+nv, kb, kl, nr)
+				bs, bp = bEdge[:kl*nr], nr
+			}
+			for ir := i0; ir < iFull; ir += mr {
+				mk.tile(kl, a.data[ir*a.rs+kb*a.cs:], a.rs, a.cs, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, overwrite)
+			}
+			if iFull < i1 {
+				mk.tile(kl, aEdge[:kl*mr], 1, mr, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, overwrite)
 			}
 		}
 	}
 	if g.asum != nil && j0 == 0 {
+		if a.rs == 1 {
+			// Column sums of a transposed A, a row of A's columns at a time;
+			// each sum still runs over p in increasing order.
+			// Four rows per pass, added in order, so each sum is the same as
+			// one row at a time with a quarter of the loads and stores of s.
+			s := buf[(mr+nr)*kcBlock:][:i1-i0]
+			clear(s)
+			p := 0
+			for ; p+4 <= g.k; p += 4 {
+				r0 := a.data[i0+p*a.cs : i1+p*a.cs]
+				r1 := a.data[i0+(p+1)*a.cs : i1+(p+1)*a.cs]
+				r2 := a.data[i0+(p+2)*a.cs : i1+(p+2)*a.cs]
+				r3 := a.data[i0+(p+3)*a.cs : i1+(p+3)*a.cs]
+				r0, r1, r2, r3 = r0[:len(s)], r1[:len(s)], r2[:len(s)], r3[:len(s)]
+				for q := range s {
+					s[q] = s[q] + r0[q] + r1[q] + r2[q] + r3[q]
+				}
+			}
+			for ; p < g.k; p++ {
+				row := a.data[i0+p*a.cs : i1+p*a.cs]
+				row = row[:len(s)]
+				for q, v := range row {
+					s[q] += v
+				}
+			}
+			for q, v := range s {
+				g.asum[i0+q] += v
+			}
+			return
+		}
 		for i := i0; i < i1; i++ {
 			var s float32
 			for p := 0; p < g.k; p++ {

@@ -29,7 +29,7 @@ func (m *Model) Backward(ws *Workspace) {
 		// Feed-forward: ws.dx is ∂loss/∂xs[l+1].
 		e.LinearBackX(ws.dgl, ws.dx, ly.fc2.w.Data, rows, m.ffn, d, false)
 		e.LinearBackW(ly.fc2.w.Grad, ly.fc2.b.Grad, ws.dx, lw.gl, rows, m.ffn, d)
-		m.elementwise(ewMul, ws.dgl, lw.gd, rows*m.ffn)
+		m.geluBack(ws.dgl, lw.gd, rows)
 		e.LinearBackX(ws.dh, ws.dgl, ly.fc1.w.Data, rows, d, m.ffn, false)
 		e.LinearBackW(ly.fc1.w.Grad, ly.fc1.b.Grad, ws.dgl, lw.h2, rows, d, m.ffn)
 		m.layerNormBack(ws.dh, lw.xm, lw.mu2, lw.rs2, ws.dx, ly.ln2w, ly.ln2b, rows, true)

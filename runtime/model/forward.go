@@ -51,14 +51,12 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 			mixWeights(ly.mix.Data, lw.w)
 		}
 		m.attentionForward(ws, l)
-		copy(lw.xm[:rows*d], x)
-		e.LinearAdd(lw.xm, lw.y, ly.o.w.Data, ly.o.b.Data, rows, d, d)
+		e.LinearRes(lw.xm, x, lw.y, ly.o.w.Data, ly.o.b.Data, rows, d, d)
 		m.layerNorm(lw.xm, lw.h2, lw.mu2, lw.rs2, ly.ln2w, ly.ln2b, rows)
 		e.Linear(lw.gd, lw.h2, ly.fc1.w.Data, ly.fc1.b.Data, rows, d, m.ffn)
-		m.elementwise(ewGelu, lw.gd, lw.gl, rows*m.ffn) // gd: fc1's output → its GELU's derivative
+		m.gelu(lw.gd, lw.gl, rows) // gd: fc1's output → its GELU's derivative
 		next := ws.xs[l+1]
-		copy(next[:rows*d], lw.xm)
-		e.LinearAdd(next, lw.gl, ly.fc2.w.Data, ly.fc2.b.Data, rows, m.ffn, d)
+		e.LinearRes(next, lw.xm, lw.gl, ly.fc2.w.Data, ly.fc2.b.Data, rows, m.ffn, d)
 	}
 	m.layerNorm(ws.xs[len(m.layers)], ws.xf, ws.muF, ws.rsF, m.lnfW, m.lnfB, rows)
 	e.Linear(ws.logits, ws.xf, m.tokEmb.Data, nil, rows, d, m.vocab)

@@ -134,9 +134,9 @@ func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
 	}
 	ks := k.Spec
 	if ks.N != spec.N || ks.D != spec.D || ks.Heads != spec.Heads || ks.Variant != spec.Variant ||
-		ks.K != spec.K || ks.A != spec.A || ks.B != spec.B || ks.Window != spec.Window {
-		return nil, fmt.Errorf("model: spec %q (variant %s, n %d, d %d, heads %d) does not match the kernels of spec %q (variant %s, n %d, d %d, heads %d)",
-			spec.Name, spec.Variant, spec.N, spec.D, spec.Heads, ks.Name, ks.Variant, ks.N, ks.D, ks.Heads)
+		ks.K != spec.K || ks.A != spec.A || ks.B != spec.B || ks.Window != spec.Window || ks.FFN != spec.FFN || ks.Vocab != spec.Vocab {
+		return nil, fmt.Errorf("model: spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d) does not match the kernels of spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d)",
+			spec.Name, spec.Variant, spec.N, spec.D, spec.Heads, spec.FFN, spec.Vocab, ks.Name, ks.Variant, ks.N, ks.D, ks.Heads, ks.FFN, ks.Vocab)
 	}
 	m := &Model{
 		Spec: spec, Kernels: k,
@@ -177,6 +177,13 @@ func (m *Model) checkKernels() error {
 			missing = append(missing, name)
 		}
 	}
+	need(k.LayerNorm != nil, "LayerNorm")
+	need(k.LayerNormBack != nil, "LayerNormBack")
+	need(k.LayerNormGrad != nil, "LayerNormGrad")
+	need(k.Gelu != nil, "Gelu")
+	need(k.GeluBack != nil, "GeluBack")
+	need(k.SoftmaxStats != nil, "SoftmaxStats")
+	need(k.SoftmaxScale != nil, "SoftmaxScale")
 	if m.kind != kindSynth {
 		m.needAttnFree(need)
 		if len(missing) > 0 {
@@ -363,8 +370,14 @@ func (m *Model) Workers() int { return m.pools.pool.Size() }
 
 func (m *Model) run(tasks int, job parallel.Job) { m.pools.pool.Run(tasks, job) }
 
-// geluC is √(2/π).
-const geluC = 0.7978845608028654
+// Run runs tasks 0..tasks−1 of job on the model's workers and returns when
+// all are done (for passes over the parameters, such as the optimizer's).
+// Like Forward, it must not be called concurrently with the model's other
+// methods.
+func (m *Model) Run(tasks int, job parallel.Job) {
+	defer runtime.KeepAlive(m)
+	m.run(tasks, job)
+}
 
 // mixWeights writes softmax(mix) into w.
 func mixWeights(mix []float32, w []float32) {

@@ -2,6 +2,8 @@ package model
 
 import (
 	"math"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
 // Task granularity of the row-wise and element-wise jobs: fixed sizes, so
@@ -9,7 +11,7 @@ import (
 const (
 	rowBlock  = 16   // rows per task
 	colBlock  = 16   // columns per task of the column-wise reductions
-	elemBlock = 4096 // elements per task of the element-wise jobs
+	elemBlock = 4096 // elements per task of the element-wise jobs (ReLU)
 )
 
 func blocks(n, size int) int { return (n + size - 1) / size }
@@ -20,8 +22,8 @@ type jobs struct {
 	embed   embedJob
 	ln      lnJob
 	lnBack  lnBackJob
-	lnGrad  lnGradJob
 	ew      ewJob
+	gelu    geluJob
 	ce      ceJob
 	embBack embBackJob
 	attnF   attnFwdJob
@@ -60,119 +62,64 @@ func (m *Model) embed(ws *Workspace) {
 	m.jobs.embed = embedJob{}
 }
 
-// lnJob is the LayerNorm forward: y = (x − μ)·rs·γ + β, rs = 1/√(var + 1e-5).
+// lnJob is the LayerNorm forward, rowBlock rows per task through the
+// LayerNorm kernel: y = (x − μ)·rs·γ + β, rs = 1/√(var + 1e-5).
 type lnJob struct {
+	k                         kernels.LayerNormFunc
 	x, y, mu, rs, gamma, beta []float32
 	rows, d                   int
 }
 
-const lnEps = 1e-5
-
 func (j *lnJob) Run(_, task int) {
-	d := j.d
-	gamma, beta := j.gamma[:d], j.beta[:d]
-	for r := task * rowBlock; r < min((task+1)*rowBlock, j.rows); r++ {
-		x := j.x[r*d : r*d+d]
-		y := j.y[r*d : r*d+d]
-		s := 0.0
-		for _, v := range x {
-			s += float64(v)
-		}
-		mu := float32(s / float64(d))
-		q := 0.0
-		for _, v := range x {
-			c := float64(v - mu)
-			q += c * c
-		}
-		rs := float32(1 / math.Sqrt(q/float64(d)+lnEps))
-		j.mu[r], j.rs[r] = mu, rs
-		for c, v := range x {
-			y[c] = (v-mu)*rs*gamma[c] + beta[c]
-		}
-	}
+	d, r0 := j.d, task*rowBlock
+	r1 := min(r0+rowBlock, j.rows)
+	j.k(r1-r0, j.x[r0*d:r1*d], j.gamma, j.beta, j.y[r0*d:r1*d], j.mu[r0:r1], j.rs[r0:r1])
 }
 
 func (m *Model) layerNorm(x, y, mu, rs []float32, w, b *Param, rows int) {
-	m.jobs.ln = lnJob{x: x, y: y, mu: mu, rs: rs, gamma: w.Data, beta: b.Data, rows: rows, d: m.d}
+	m.jobs.ln = lnJob{k: m.Kernels.LayerNorm, x: x, y: y, mu: mu, rs: rs, gamma: w.Data, beta: b.Data, rows: rows, d: m.d}
 	m.run(blocks(rows, rowBlock), &m.jobs.ln)
 	m.jobs.ln = lnJob{}
 }
 
-// lnBackJob is the LayerNorm backward to its input, per row:
-// dx (+)= rs·(g − mean(g) − x̂·mean(g·x̂)), g = dy·γ.
+// lnBackJob is a LayerNorm's backward. Task 0 accumulates the parameter
+// gradients dγ += Σ dy·x̂, dβ += Σ dy over all rows in one LayerNormGrad
+// call (so they do not depend on the number of workers), while tasks 1…
+// add (or write, when !add) the input gradient of rowBlock rows each:
+// dx (+)= rs·(g − mean(g) − x̂·mean(g·x̂)), g = dy·γ. As the tasks run
+// concurrently, dx must not overlap dy or x.
 type lnBackJob struct {
-	dy, x, mu, rs, gamma, dx []float32
-	rows, d                  int
-	add                      bool
+	back                 kernels.LayerNormBackFunc
+	grad                 kernels.LayerNormGradFunc
+	dy, x, mu, rs, dx    []float32
+	gamma, dgamma, dbeta []float32
+	rows, d              int
+	add                  bool
 }
 
 func (j *lnBackJob) Run(_, task int) {
 	d := j.d
-	gamma := j.gamma[:d]
-	for r := task * rowBlock; r < min((task+1)*rowBlock, j.rows); r++ {
-		dy := j.dy[r*d : r*d+d]
-		x := j.x[r*d : r*d+d]
-		dx := j.dx[r*d : r*d+d]
-		mu, rs := j.mu[r], j.rs[r]
-		var sg, sgx float64
-		for c, v := range x {
-			xh := (v - mu) * rs
-			g := dy[c] * gamma[c]
-			sg += float64(g)
-			sgx += float64(g * xh)
-		}
-		mg := float32(sg / float64(d))
-		mgx := float32(sgx / float64(d))
-		for c, v := range x {
-			xh := (v - mu) * rs
-			g := dy[c] * gamma[c]
-			val := rs * (g - mg - xh*mgx)
-			if j.add {
-				dx[c] += val
-			} else {
-				dx[c] = val
-			}
-		}
+	if task == 0 {
+		j.grad(j.rows, j.dy[:j.rows*d], j.x[:j.rows*d], j.mu[:j.rows], j.rs[:j.rows], j.dgamma, j.dbeta)
+		return
 	}
-}
-
-// lnGradJob accumulates a LayerNorm's parameter gradients over all rows in
-// row order, colBlock columns per task: dγ += Σ dy·x̂, dβ += Σ dy.
-type lnGradJob struct {
-	dy, x, mu, rs, dgamma, dbeta []float32
-	rows, d                      int
-}
-
-func (j *lnGradJob) Run(_, task int) {
-	d := j.d
-	c0 := task * colBlock
-	c1 := min(c0+colBlock, d)
-	var sg, sb [colBlock]float32
-	for r := 0; r < j.rows; r++ {
-		dy := j.dy[r*d+c0 : r*d+c1]
-		x := j.x[r*d+c0 : r*d+c1]
-		x = x[:len(dy)]
-		mu, rs := j.mu[r], j.rs[r]
-		for c, g := range dy {
-			sg[c] += g * ((x[c] - mu) * rs)
-			sb[c] += g
-		}
+	r0 := (task - 1) * rowBlock
+	r1 := min(r0+rowBlock, j.rows)
+	dx := j.dx[r0*d : r1*d]
+	if !j.add {
+		clear(dx)
 	}
-	for c := c0; c < c1; c++ {
-		j.dgamma[c] += sg[c-c0]
-		j.dbeta[c] += sb[c-c0]
-	}
+	j.back(r1-r0, j.dy[r0*d:r1*d], j.x[r0*d:r1*d], j.mu[r0:r1], j.rs[r0:r1], j.gamma, dx)
 }
 
 // layerNormBack adds (or writes, when !add) the input gradient of a
 // LayerNorm into dx and accumulates its parameter gradients.
 func (m *Model) layerNormBack(dy, x, mu, rs, dx []float32, w, b *Param, rows int, add bool) {
-	m.jobs.lnBack = lnBackJob{dy: dy, x: x, mu: mu, rs: rs, gamma: w.Data, dx: dx, rows: rows, d: m.d, add: add}
-	m.run(blocks(rows, rowBlock), &m.jobs.lnBack)
+	k := m.Kernels
+	m.jobs.lnBack = lnBackJob{back: k.LayerNormBack, grad: k.LayerNormGrad, dy: dy, x: x, mu: mu, rs: rs, dx: dx,
+		gamma: w.Data, dgamma: w.Grad, dbeta: b.Grad, rows: rows, d: m.d, add: add}
+	m.run(1+blocks(rows, rowBlock), &m.jobs.lnBack)
 	m.jobs.lnBack = lnBackJob{}
-	m.jobs.lnGrad = lnGradJob{dy: dy, x: x, mu: mu, rs: rs, dgamma: w.Grad, dbeta: b.Grad, rows: rows, d: m.d}
-	m.run(blocks(m.d, colBlock), &m.jobs.lnGrad)
-	m.jobs.lnGrad = lnGradJob{}
 }
 
 // Element-wise operations.
@@ -181,8 +128,6 @@ type ewOp int
 const (
 	ewRelu     ewOp = iota // a = max(a, 0)
 	ewReluBack             // a = 0 where b ≤ 0
-	ewGelu                 // b = gelu(a), a = gelu'(a)
-	ewMul                  // a = a · b
 )
 
 type ewJob struct {
@@ -210,14 +155,6 @@ func (j *ewJob) Run(_, task int) {
 				a[i] = 0
 			}
 		}
-	case ewGelu:
-		geluForward(a, j.b[i0:i1])
-	case ewMul:
-		b := j.b[i0:i1]
-		b = b[:len(a)]
-		for i, v := range b {
-			a[i] *= v
-		}
 	}
 }
 
@@ -227,8 +164,46 @@ func (m *Model) elementwise(op ewOp, a, b []float32, n int) {
 	m.jobs.ew = ewJob{}
 }
 
-// ceJob is the cross-entropy: forward (per row log Σ exp and the loss) or
-// backward (dlogits = (softmax − onehot)/rows).
+// geluJob runs the GELU kernels on the [rows, ffn] matrices a and b,
+// rowBlock rows per task: the forward (b = gelu(a), a = gelu'(a)) or,
+// with back, the backward's product a = a·b.
+type geluJob struct {
+	fwd       kernels.GeluFunc
+	back      kernels.GeluBackFunc
+	a, b      []float32
+	rows, ffn int
+}
+
+func (j *geluJob) Run(_, task int) {
+	r0 := task * rowBlock
+	r1 := min(r0+rowBlock, j.rows)
+	a, b := j.a[r0*j.ffn:r1*j.ffn], j.b[r0*j.ffn:r1*j.ffn]
+	if j.back != nil {
+		j.back(r1-r0, a, b)
+	} else {
+		j.fwd(r1-r0, a, b)
+	}
+}
+
+// gelu writes gelu(u) into g and replaces u by gelu'(u), for rows rows of ffn.
+func (m *Model) gelu(u, g []float32, rows int) {
+	m.jobs.gelu = geluJob{fwd: m.Kernels.Gelu, a: u, b: g, rows: rows, ffn: m.ffn}
+	m.run(blocks(rows, rowBlock), &m.jobs.gelu)
+	m.jobs.gelu = geluJob{}
+}
+
+// geluBack multiplies the output gradient dg by the derivative gd that
+// gelu left, for rows rows of ffn.
+func (m *Model) geluBack(dg, gd []float32, rows int) {
+	m.jobs.gelu = geluJob{back: m.Kernels.GeluBack, a: dg, b: gd, rows: rows, ffn: m.ffn}
+	m.run(blocks(rows, rowBlock), &m.jobs.gelu)
+	m.jobs.gelu = geluJob{}
+}
+
+// ceJob is the cross-entropy, rowBlock rows per task through the
+// SoftmaxStats and SoftmaxScale kernels: forward, per row lse = mx + log s
+// (in float64) and the loss lse − logit[target]; backward, dlogits =
+// (softmax − onehot)/rows.
 type ceJob struct {
 	m    *Model
 	ws   *Workspace
@@ -236,33 +211,27 @@ type ceJob struct {
 }
 
 func (j *ceJob) Run(_, task int) {
-	ws := j.ws
+	ws, k := j.ws, j.m.Kernels
 	v := j.m.vocab
-	inv := float32(1 / float64(ws.rows))
-	for r := task * rowBlock; r < min((task+1)*rowBlock, ws.rows); r++ {
-		l := ws.logits[r*v : r*v+v]
-		tg := int(ws.targets[r])
-		if j.back {
-			lse := float32(ws.lse[r])
-			dl := ws.dlogits[r*v : r*v+v]
-			dl = dl[:len(l)]
-			for c, x := range l {
-				dl[c] = exp32(x-lse) * inv
-			}
-			dl[tg] -= inv
-			continue
+	r0 := task * rowBlock
+	r1 := min(r0+rowBlock, ws.rows)
+	logits := ws.logits[r0*v : r1*v]
+	if j.back {
+		inv := float32(1 / float64(ws.rows))
+		dl := ws.dlogits[r0*v : r1*v]
+		k.SoftmaxScale(r1-r0, logits, ws.lse32[r0:r1], dl, inv)
+		for r := r0; r < r1; r++ {
+			dl[(r-r0)*v+int(ws.targets[r])] -= inv
 		}
-		mx := float64(l[0])
-		for _, x := range l {
-			mx = math.Max(mx, float64(x))
-		}
-		s := 0.0
-		for _, x := range l {
-			s += math.Exp(float64(x) - mx)
-		}
-		lse := mx + math.Log(s)
+		return
+	}
+	mx, sum := ws.ceMax[r0:r1], ws.ceSum[r0:r1]
+	k.SoftmaxStats(r1-r0, logits, mx, sum)
+	for r := r0; r < r1; r++ {
+		lse := float64(mx[r-r0]) + math.Log(float64(sum[r-r0]))
 		ws.lse[r] = lse
-		ws.rowNLL[r] = lse - float64(l[tg])
+		ws.lse32[r] = float32(lse)
+		ws.rowNLL[r] = lse - float64(logits[(r-r0)*v+int(ws.targets[r])])
 	}
 }
 

@@ -26,6 +26,9 @@ type Workspace struct {
 	xf     []float32 // lnf output [rows, d]
 	logits []float32 // [rows, vocab]
 	lse    []float64 // per row: log Σ exp(logits)
+	lse32  []float32 // the same, rounded, for the backward's kernel
+	ceMax  []float32 // per row: max of the logits (SoftmaxStats)
+	ceSum  []float32 // per row: Σ exp(logits − max) (SoftmaxStats)
 	rowNLL []float64 // per row: cross-entropy
 
 	// Backward buffers, shared by the layers.
@@ -121,6 +124,7 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 	ws.xf = mat.Alloc(rows * d)
 	ws.logits = mat.Alloc(rows * m.vocab)
 	ws.lse = make([]float64, rows)
+	ws.lse32, ws.ceMax, ws.ceSum = mat.Alloc(rows), mat.Alloc(rows), mat.Alloc(rows)
 	ws.rowNLL = make([]float64, rows)
 
 	ws.dlogits = mat.Alloc(rows * m.vocab)

@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/synthgen/synthgen/runtime/model"
+	"github.com/synthgen/synthgen/runtime/parallel"
 )
 
 // Defaults of the optimizer, used by the training command.
@@ -37,11 +38,51 @@ func DefaultConfig() Config {
 
 // AdamW holds the moments of every parameter. Frozen parameters get no
 // moments and are never touched.
+//
+// Its passes over the parameters (GradNorm and Step) are cut into chunks of
+// at most chunkSize elements of one parameter, in parameter order, and run
+// as the tasks of Runner when it is set (the model's workers, say): each
+// element's update is independent, and the norm's partial sums are added in
+// chunk order, so results do not depend on the number of workers.
 type AdamW struct {
 	Config
 	Params []*model.Param
 	M, V   [][]float32 // first and second moments, parallel to Params (nil for frozen ones)
 	Steps  int         // updates done so far (the bias-correction step count)
+
+	// Runner runs the chunks' tasks (nil: the calling goroutine).
+	Runner Runner
+
+	chunks  []chunk
+	partial []float64 // GradNorm's per-chunk sums
+	step    stepJob
+	norm    normJob
+}
+
+// Runner runs tasks 0..tasks−1 of a job and returns when all are done
+// (parallel.Pool.Run; the model's Run).
+type Runner interface {
+	Run(tasks int, job parallel.Job)
+}
+
+// chunkSize is the most elements of one parameter in a task.
+const chunkSize = 1 << 14
+
+// chunk is elements [lo, hi) of parameter param.
+type chunk struct{ param, lo, hi int }
+
+// chunksOf cuts the non-frozen parameters into chunks, in order.
+func chunksOf(params []*model.Param) []chunk {
+	var cs []chunk
+	for i, p := range params {
+		if p.Frozen {
+			continue
+		}
+		for lo := 0; lo < len(p.Data); lo += chunkSize {
+			cs = append(cs, chunk{i, lo, min(lo+chunkSize, len(p.Data))})
+		}
+	}
+	return cs
 }
 
 // NewAdamW makes an optimizer for params with zero moments.
@@ -54,20 +95,56 @@ func NewAdamW(params []*model.Param, cfg Config) *AdamW {
 		o.M[i] = make([]float32, len(p.Data))
 		o.V[i] = make([]float32, len(p.Data))
 	}
+	o.chunks = chunksOf(params)
+	o.partial = make([]float64, len(o.chunks))
 	return o
 }
 
+func (o *AdamW) run(job parallel.Job) {
+	if o.Runner == nil {
+		for i := range o.chunks {
+			job.Run(0, i)
+		}
+		return
+	}
+	o.Runner.Run(len(o.chunks), job)
+}
+
+// normJob sums the squared gradients of one chunk.
+type normJob struct{ o *AdamW }
+
+func (j *normJob) Run(_, task int) {
+	c := j.o.chunks[task]
+	var s float64
+	for _, g := range j.o.Params[c.param].Grad[c.lo:c.hi] {
+		s += float64(g) * float64(g)
+	}
+	j.o.partial[task] = s
+}
+
+// GradNorm is the global L2 norm of the gradients of the optimizer's
+// non-frozen parameters: float64 sums per chunk, added in chunk order.
+func (o *AdamW) GradNorm() float64 {
+	o.norm = normJob{o}
+	o.run(&o.norm)
+	o.norm = normJob{}
+	var s float64
+	for _, v := range o.partial {
+		s += v
+	}
+	return math.Sqrt(s)
+}
+
 // GradNorm is the global L2 norm of the gradients of the non-frozen
-// parameters, summed in float64 in parameter order.
+// parameters, summed as AdamW.GradNorm sums them.
 func GradNorm(params []*model.Param) float64 {
 	var s float64
-	for _, p := range params {
-		if p.Frozen {
-			continue
+	for _, c := range chunksOf(params) {
+		var cs float64
+		for _, g := range params[c.param].Grad[c.lo:c.hi] {
+			cs += float64(g) * float64(g)
 		}
-		for _, g := range p.Grad {
-			s += float64(g) * float64(g)
-		}
+		s += cs
 	}
 	return math.Sqrt(s)
 }
@@ -95,33 +172,42 @@ func ClipScale(norm, maxNorm float64) float64 {
 func (o *AdamW) Step(lr, gradScale float64) {
 	o.Steps++
 	k := float64(o.Steps)
-	bc1 := 1 - math.Pow(o.Beta1, k)
-	bc2 := 1 - math.Pow(o.Beta2, k)
-	stepSize := lr / bc1
-	sqrtBC2 := math.Sqrt(bc2)
+	o.step = stepJob{o: o, lr: lr, gradScale: gradScale,
+		stepSize: lr / (1 - math.Pow(o.Beta1, k)), sqrtBC2: math.Sqrt(1 - math.Pow(o.Beta2, k))}
+	o.run(&o.step)
+	o.step = stepJob{}
+}
+
+// stepJob is one update's arithmetic on one chunk.
+type stepJob struct {
+	o                                *AdamW
+	lr, gradScale, stepSize, sqrtBC2 float64
+}
+
+func (j *stepJob) Run(_, task int) {
+	o := j.o
+	c := o.chunks[task]
+	p := o.Params[c.param]
+	decay := 1.0
+	if p.Decay {
+		decay = 1 - j.lr*o.WeightDecay
+	}
 	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
-	for i, p := range o.Params {
-		if p.Frozen {
-			continue
-		}
-		decay := 1.0
-		if p.Decay {
-			decay = 1 - lr*o.WeightDecay
-		}
-		m, v, data, grad := o.M[i], o.V[i], p.Data, p.Grad
-		m = m[:len(data)]
-		v = v[:len(data)]
-		grad = grad[:len(data)]
-		for j := range data {
-			g := float64(grad[j]) * gradScale
-			mj := b1*float64(m[j]) + (1-b1)*g
-			vj := b2*float64(v[j]) + (1-b2)*g*g
-			m[j] = float32(mj)
-			v[j] = float32(vj)
-			x := float64(data[j]) * decay
-			x -= stepSize * mj / (math.Sqrt(vj)/sqrtBC2 + eps)
-			data[j] = float32(x)
-		}
+	gradScale, stepSize, sqrtBC2 := j.gradScale, j.stepSize, j.sqrtBC2
+	data := p.Data[c.lo:c.hi]
+	m := o.M[c.param][c.lo:c.hi]
+	v := o.V[c.param][c.lo:c.hi]
+	grad := p.Grad[c.lo:c.hi]
+	m, v, grad = m[:len(data)], v[:len(data)], grad[:len(data)]
+	for i := range data {
+		g := float64(grad[i]) * gradScale
+		mi := b1*float64(m[i]) + (1-b1)*g
+		vi := b2*float64(v[i]) + (1-b2)*g*g
+		m[i] = float32(mi)
+		v[i] = float32(vi)
+		x := float64(data[i]) * decay
+		x -= stepSize * mi / (math.Sqrt(vi)/sqrtBC2 + eps)
+		data[i] = float32(x)
 	}
 }
 

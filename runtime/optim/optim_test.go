@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/runtime/model"
+	"github.com/synthgen/synthgen/runtime/parallel"
 )
 
 func approx(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
@@ -131,6 +132,61 @@ func TestSchedule(t *testing.T) {
 	for _, bad := range []Schedule{{Peak: 0, Total: 1}, {Peak: 1, Total: 0}, {Peak: 1, Total: 5, Warmup: 6}, {Peak: math.NaN(), Total: 1}, {Peak: 1, Total: 1, MinFrac: 2}} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// TestAdamWWorkers checks that GradNorm and Step give the same bits on 1, 2
+// and 3 workers as on the calling goroutine alone, with parameters cut into
+// several chunks (one larger than chunkSize), and that GradNorm agrees with
+// the free function and with a float64 sum.
+func TestAdamWWorkers(t *testing.T) {
+	mk := func() []*model.Param {
+		var ps []*model.Param
+		for i, n := range []int{3, chunkSize + 5, 1, 2*chunkSize + 17} {
+			p := &model.Param{Name: "p", Shape: []int{n}, Data: make([]float32, n), Grad: make([]float32, n), Decay: i%2 == 0}
+			for j := range p.Data {
+				p.Data[j] = float32(math.Sin(float64(i*7919 + j)))
+				p.Grad[j] = float32(math.Cos(float64(i*104729+j))) * 0.01
+			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	run := func(r Runner) ([]*model.Param, float64) {
+		ps := mk()
+		o := NewAdamW(ps, DefaultConfig())
+		o.Runner = r
+		var norm float64
+		for range 3 {
+			norm = o.GradNorm()
+			o.Step(1e-3, ClipScale(norm, 1))
+		}
+		return ps, norm
+	}
+	ref, refNorm := run(nil)
+	want := 0.0
+	for _, p := range mk() {
+		for _, g := range p.Grad {
+			want += float64(g) * float64(g)
+		}
+	}
+	if free := GradNorm(mk()); free != refNorm || !approx(free, math.Sqrt(want), 1e-12) {
+		t.Errorf("GradNorm %v, AdamW.GradNorm %v, float64 sum %v", free, refNorm, math.Sqrt(want))
+	}
+	for _, n := range []int{1, 2, 3} {
+		pool := parallel.New(n)
+		got, norm := run(pool)
+		pool.Close()
+		if norm != refNorm {
+			t.Errorf("%d workers: norm %v, want %v", n, norm, refNorm)
+		}
+		for i := range got {
+			for j := range got[i].Data {
+				if math.Float32bits(got[i].Data[j]) != math.Float32bits(ref[i].Data[j]) {
+					t.Fatalf("%d workers: param %d[%d] = %v, want %v", n, i, j, got[i].Data[j], ref[i].Data[j])
+				}
+			}
 		}
 	}
 }

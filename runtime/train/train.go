@@ -213,6 +213,7 @@ func New(m *model.Model, text []byte, cfg Config) (*Trainer, error) {
 		Model: m, WS: m.NewWorkspace(cfg.Batch), Opt: optim.NewAdamW(m.Params, cfg.Optim),
 		Sampler: s, Cfg: cfg, Sched: cfg.Schedule(),
 	}
+	t.Opt.Runner = m // the optimizer's passes run on the model's workers
 	t.eval = &Evaluator{Model: m, WS: t.WS, Batch: cfg.Batch}
 	return t, nil
 }
@@ -235,7 +236,7 @@ func (t *Trainer) TrainStep() error {
 	t.Sampler.Batch(step)
 	t.Loss = t.Model.Forward(t.WS, t.Sampler.Inputs, t.Sampler.Targets, t.Cfg.Batch)
 	t.Model.Backward(t.WS)
-	t.GradNorm = optim.GradNorm(t.Model.Params)
+	t.GradNorm = t.Opt.GradNorm()
 	if math.IsNaN(t.Loss) || math.IsInf(t.Loss, 0) || math.IsNaN(t.GradNorm) || math.IsInf(t.GradNorm, 0) {
 		return &NonFiniteError{Step: step, Loss: t.Loss, GradNorm: t.GradNorm}
 	}

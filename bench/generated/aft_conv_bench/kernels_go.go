@@ -164,27 +164,27 @@ func aftConvBackGo(t int, k, v, u, z, m, rd, dz, dk, dv, du []float32) {
 
 /*
 gemmTileGo is the GEMM micro-kernel (kernels.GemmTileFunc) with an 2×4 tile:
-for i < mr ≤ 2 and j < nr ≤ 4 (accumulate)
+for i < mr ≤ 2 and j < nr ≤ 4, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j] (+ bias[j])
 
-	c[i·ldc+j] += Σ_{p<kc} a[p·2+i] · b[p·4+j]
+	c[i·ldc+j] = s (overwrite) or c[i·ldc+j] += s
 */
-func gemmTileGo(kc int, a, b, c []float32, ldc, mr, nr int) {
+func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool) {
 	const (
-		MR = 2 // rows of an A panel
-		NR = 4 // columns of a B panel
+		MR = 2 // rows of A read
+		NR = 4 // columns of B read
 	)
 	var c0_0, c0_1, c0_2, c0_3, c1_0, c1_1, c1_2, c1_3 float32
-	a = a[:kc*MR]
-	b = b[:kc*NR]
+	o0 := 0 * ai
+	o1 := 1 * ai
 	for p := 0; p < kc; p++ {
-		ap := a[p*MR : p*MR+MR : p*MR+MR]
-		bp := b[p*NR : p*NR+NR : p*NR+NR]
-		a0 := ap[0]
-		a1 := ap[1]
-		b0 := bp[0]
-		b1 := bp[1]
-		b2 := bp[2]
-		b3 := bp[3]
+		pa := p * ap
+		bq := b[p*bp : p*bp+NR : p*bp+NR]
+		a0 := a[pa+o0]
+		a1 := a[pa+o1]
+		b0 := bq[0]
+		b1 := bq[1]
+		b2 := bq[2]
+		b3 := bq[3]
 		c0_0 += a0 * b0
 		c0_1 += a0 * b1
 		c0_2 += a0 * b2
@@ -195,10 +195,373 @@ func gemmTileGo(kc int, a, b, c []float32, ldc, mr, nr int) {
 		c1_3 += a1 * b3
 	}
 	tile := [MR][NR]float32{{c0_0, c0_1, c0_2, c0_3}, {c1_0, c1_1, c1_2, c1_3}}
+	if len(bias) != 0 {
+		for i := 0; i < mr; i++ {
+			for j, v := range bias[:nr] {
+				tile[i][j] += v
+			}
+		}
+	}
 	for i := 0; i < mr; i++ {
 		row := c[i*ldc : i*ldc+nr]
+		if overwrite {
+			copy(row, tile[i][:nr])
+			continue
+		}
 		for j, v := range tile[i][:nr] {
 			row[j] += v
+		}
+	}
+}
+
+// layerNormGo is the LayerNorm forward over t rows of D = 128 floats
+// (kernels.LayerNormFunc, overwrite): per row the mean in 4 float32 accumulators,
+// then the sums of d = x − mean and d², which correct the mean and give the
+// centred variance, then y = (x − mu)·rs·gamma + beta with x − mu formed
+// as (x − mean) − correction.
+func layerNormGo(t int, x, gamma, beta, y, mu, rs []float32) {
+	const (
+		D   = 128   // row length and row stride
+		eps = 1e-05 // added to the variance
+	)
+	gamma, beta = gamma[:D:D], beta[:D:D]
+	mu, rs = mu[:t], rs[:t]
+	for i := 0; i < t; i++ {
+		xr := x[i*D : i*D+D : i*D+D]
+		var s0, s1, s2, s3 float32
+		for c := 0; c < 128; c += 4 {
+			xrq := xr[c : c+4 : c+4]
+			s0 += xrq[0]
+			s1 += xrq[1]
+			s2 += xrq[2]
+			s3 += xrq[3]
+		}
+		m0 := ((s0 + s1) + (s2 + s3)) / D
+		var e0, e1, e2, e3 float32
+		var q0, q1, q2, q3 float32
+		for c := 0; c < 128; c += 4 {
+			xrq := xr[c : c+4 : c+4]
+			d0 := xrq[0] - m0
+			e0 += d0
+			q0 += d0 * d0
+			d1 := xrq[1] - m0
+			e1 += d1
+			q1 += d1 * d1
+			d2 := xrq[2] - m0
+			e2 += d2
+			q2 += d2 * d2
+			d3 := xrq[3] - m0
+			e3 += d3
+			q3 += d3 * d3
+		}
+		dm := ((e0 + e1) + (e2 + e3)) / D
+		v := max(((q0+q1)+(q2+q3))/D-dm*dm, 0)
+		m := m0 + dm
+		r := 1 / float32(math.Sqrt(float64(v+eps)))
+		mu[i], rs[i] = m, r
+		yr := y[i*D : i*D+D : i*D+D]
+		for c := 0; c < 128; c += 4 {
+			xrq := xr[c : c+4 : c+4]
+			yrq := yr[c : c+4 : c+4]
+			gammaq := gamma[c : c+4 : c+4]
+			betaq := beta[c : c+4 : c+4]
+			yrq[0] = (xrq[0]-m0-dm)*r*gammaq[0] + betaq[0]
+			yrq[1] = (xrq[1]-m0-dm)*r*gammaq[1] + betaq[1]
+			yrq[2] = (xrq[2]-m0-dm)*r*gammaq[2] + betaq[2]
+			yrq[3] = (xrq[3]-m0-dm)*r*gammaq[3] + betaq[3]
+		}
+	}
+}
+
+// layerNormBackGo is the LayerNorm input gradient over t rows of D = 128 floats
+// (kernels.LayerNormBackFunc, accumulate): per row the sums of g = dy·gamma and
+// g·x̂ in 4 float32 accumulators each, then dx += rs·(g − mean g − x̂·mean g·x̂).
+func layerNormBackGo(t int, dy, x, mu, rs, gamma, dx []float32) {
+	const (
+		D = 128 // row length and row stride
+	)
+	gamma = gamma[:D:D]
+	mu, rs = mu[:t], rs[:t]
+	for i := 0; i < t; i++ {
+		xr := x[i*D : i*D+D : i*D+D]
+		dyr := dy[i*D : i*D+D : i*D+D]
+		m, r := mu[i], rs[i]
+		var s0, s1, s2, s3 float32
+		var h0, h1, h2, h3 float32
+		for c := 0; c < 128; c += 4 {
+			xrq := xr[c : c+4 : c+4]
+			dyrq := dyr[c : c+4 : c+4]
+			gammaq := gamma[c : c+4 : c+4]
+			g0 := dyrq[0] * gammaq[0]
+			s0 += g0
+			h0 += g0 * ((xrq[0] - m) * r)
+			g1 := dyrq[1] * gammaq[1]
+			s1 += g1
+			h1 += g1 * ((xrq[1] - m) * r)
+			g2 := dyrq[2] * gammaq[2]
+			s2 += g2
+			h2 += g2 * ((xrq[2] - m) * r)
+			g3 := dyrq[3] * gammaq[3]
+			s3 += g3
+			h3 += g3 * ((xrq[3] - m) * r)
+		}
+		mg := ((s0 + s1) + (s2 + s3)) / D
+		mgx := ((h0 + h1) + (h2 + h3)) / D
+		dxr := dx[i*D : i*D+D : i*D+D]
+		for c := 0; c < 128; c += 4 {
+			xrq := xr[c : c+4 : c+4]
+			dyrq := dyr[c : c+4 : c+4]
+			gammaq := gamma[c : c+4 : c+4]
+			dxrq := dxr[c : c+4 : c+4]
+			dxrq[0] += r * (dyrq[0]*gammaq[0] - mg - ((xrq[0]-m)*r)*mgx)
+			dxrq[1] += r * (dyrq[1]*gammaq[1] - mg - ((xrq[1]-m)*r)*mgx)
+			dxrq[2] += r * (dyrq[2]*gammaq[2] - mg - ((xrq[2]-m)*r)*mgx)
+			dxrq[3] += r * (dyrq[3]*gammaq[3] - mg - ((xrq[3]-m)*r)*mgx)
+		}
+	}
+}
+
+// layerNormGradGo is the LayerNorm parameter gradient over t rows of D = 128
+// floats (kernels.LayerNormGradFunc, accumulate): one float32 accumulator per
+// column, rows in order from 0, added to dgamma and dbeta once.
+func layerNormGradGo(t int, dy, x, mu, rs, dgamma, dbeta []float32) {
+	const (
+		D = 128 // row length and row stride
+	)
+	mu, rs = mu[:t], rs[:t]
+	var sg, sb [D]float32
+	for i := 0; i < t; i++ {
+		xr := x[i*D : i*D+D : i*D+D]
+		dyr := dy[i*D : i*D+D : i*D+D]
+		m, r := mu[i], rs[i]
+		sgw, sbw := sg[:D:D], sb[:D:D]
+		for c := 0; c < 128; c += 4 {
+			xrq := xr[c : c+4 : c+4]
+			dyrq := dyr[c : c+4 : c+4]
+			sgwq := sgw[c : c+4 : c+4]
+			sbwq := sbw[c : c+4 : c+4]
+			sgwq[0] += dyrq[0] * ((xrq[0] - m) * r)
+			sbwq[0] += dyrq[0]
+			sgwq[1] += dyrq[1] * ((xrq[1] - m) * r)
+			sbwq[1] += dyrq[1]
+			sgwq[2] += dyrq[2] * ((xrq[2] - m) * r)
+			sbwq[2] += dyrq[2]
+			sgwq[3] += dyrq[3] * ((xrq[3] - m) * r)
+			sbwq[3] += dyrq[3]
+		}
+	}
+	dgw, dbw, sgw, sbw := dgamma[:D:D], dbeta[:D:D], sg[:D:D], sb[:D:D]
+	for c := 0; c < 128; c += 4 {
+		dgwq := dgw[c : c+4 : c+4]
+		dbwq := dbw[c : c+4 : c+4]
+		sgwq := sgw[c : c+4 : c+4]
+		sbwq := sbw[c : c+4 : c+4]
+		dgwq[0] += sgwq[0]
+		dbwq[0] += sbwq[0]
+		dgwq[1] += sgwq[1]
+		dbwq[1] += sbwq[1]
+		dgwq[2] += sgwq[2]
+		dbwq[2] += sbwq[2]
+		dgwq[3] += sgwq[3]
+		dbwq[3] += sbwq[3]
+	}
+}
+
+// geluGo is the GELU (tanh form, Eigen's rational tanh) of the t·FFN
+// floats of u into g, leaving gelu'(u) in u (kernels.GeluFunc); FFN = 512.
+func geluGo(t int, u, g []float32) {
+	const (
+		FFN       = 512 // row length and row stride
+		geluC     = 0.7978845608028654
+		geluA     = 0.044715
+		tanhClamp = 7.905311107635498
+		tanhA1    = 0.00489352455891786
+		tanhA3    = 0.000637261928875436
+		tanhA5    = 1.48572235717979e-05
+		tanhA7    = 5.12229709037114e-08
+		tanhA9    = -8.60467152213735e-11
+		tanhA11   = 2.00018790482477e-13
+		tanhA13   = -2.76076847742355e-16
+		tanhB0    = 0.00489352518554385
+		tanhB2    = 0.002268434632439
+		tanhB4    = 0.000118534705686654
+		tanhB6    = 1.19825839466702e-06
+	)
+	n := t * FFN
+	u, g = u[:n], g[:n]
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		uq := u[i : i+4 : i+4]
+		gq := g[i : i+4 : i+4]
+		x0 := uq[0]
+		x1 := uq[1]
+		x2 := uq[2]
+		x3 := uq[3]
+		s0 := x0 * x0
+		s1 := x1 * x1
+		s2 := x2 * x2
+		s3 := x3 * x3
+		z0 := min(max(geluC*(x0+geluA*s0*x0), -tanhClamp), tanhClamp)
+		z1 := min(max(geluC*(x1+geluA*s1*x1), -tanhClamp), tanhClamp)
+		z2 := min(max(geluC*(x2+geluA*s2*x2), -tanhClamp), tanhClamp)
+		z3 := min(max(geluC*(x3+geluA*s3*x3), -tanhClamp), tanhClamp)
+		w0 := z0 * z0
+		w1 := z1 * z1
+		w2 := z2 * z2
+		w3 := z3 * z3
+		p0 := w0*tanhA13 + tanhA11
+		q0 := w0*tanhB6 + tanhB4
+		p1 := w1*tanhA13 + tanhA11
+		q1 := w1*tanhB6 + tanhB4
+		p2 := w2*tanhA13 + tanhA11
+		q2 := w2*tanhB6 + tanhB4
+		p3 := w3*tanhA13 + tanhA11
+		q3 := w3*tanhB6 + tanhB4
+		p0 = w0*p0 + tanhA9
+		q0 = w0*q0 + tanhB2
+		p1 = w1*p1 + tanhA9
+		q1 = w1*q1 + tanhB2
+		p2 = w2*p2 + tanhA9
+		q2 = w2*q2 + tanhB2
+		p3 = w3*p3 + tanhA9
+		q3 = w3*q3 + tanhB2
+		p0 = w0*p0 + tanhA7
+		q0 = w0*q0 + tanhB0
+		p1 = w1*p1 + tanhA7
+		q1 = w1*q1 + tanhB0
+		p2 = w2*p2 + tanhA7
+		q2 = w2*q2 + tanhB0
+		p3 = w3*p3 + tanhA7
+		q3 = w3*q3 + tanhB0
+		p0 = w0*p0 + tanhA5
+		p1 = w1*p1 + tanhA5
+		p2 = w2*p2 + tanhA5
+		p3 = w3*p3 + tanhA5
+		p0 = w0*p0 + tanhA3
+		p1 = w1*p1 + tanhA3
+		p2 = w2*p2 + tanhA3
+		p3 = w3*p3 + tanhA3
+		p0 = w0*p0 + tanhA1
+		p1 = w1*p1 + tanhA1
+		p2 = w2*p2 + tanhA1
+		p3 = w3*p3 + tanhA1
+		h0 := z0 * p0 / q0
+		h1 := z1 * p1 / q1
+		h2 := z2 * p2 / q2
+		h3 := z3 * p3 / q3
+		gq[0] = 0.5 * x0 * (1 + h0)
+		uq[0] = 0.5*(1+h0) + 0.5*x0*(1-h0*h0)*geluC*(1+3*geluA*s0)
+		gq[1] = 0.5 * x1 * (1 + h1)
+		uq[1] = 0.5*(1+h1) + 0.5*x1*(1-h1*h1)*geluC*(1+3*geluA*s1)
+		gq[2] = 0.5 * x2 * (1 + h2)
+		uq[2] = 0.5*(1+h2) + 0.5*x2*(1-h2*h2)*geluC*(1+3*geluA*s2)
+		gq[3] = 0.5 * x3 * (1 + h3)
+		uq[3] = 0.5*(1+h3) + 0.5*x3*(1-h3*h3)*geluC*(1+3*geluA*s3)
+	}
+	for ; i < n; i++ {
+		x0 := u[i]
+		s0 := x0 * x0
+		z0 := min(max(geluC*(x0+geluA*s0*x0), -tanhClamp), tanhClamp)
+		w0 := z0 * z0
+		p0 := w0*tanhA13 + tanhA11
+		q0 := w0*tanhB6 + tanhB4
+		p0 = w0*p0 + tanhA9
+		q0 = w0*q0 + tanhB2
+		p0 = w0*p0 + tanhA7
+		q0 = w0*q0 + tanhB0
+		p0 = w0*p0 + tanhA5
+		p0 = w0*p0 + tanhA3
+		p0 = w0*p0 + tanhA1
+		h0 := z0 * p0 / q0
+		g[i] = 0.5 * x0 * (1 + h0)
+		u[i] = 0.5*(1+h0) + 0.5*x0*(1-h0*h0)*geluC*(1+3*geluA*s0)
+	}
+}
+
+// geluBackGo multiplies the t·FFN floats of a by those of b
+// (kernels.GeluBackFunc); FFN = 512.
+func geluBackGo(t int, a, b []float32) {
+	const (
+		FFN = 512 // row length and row stride
+	)
+	n := t * FFN
+	a, b = a[:n], b[:n]
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		aq := a[i : i+4 : i+4]
+		bq := b[i : i+4 : i+4]
+		aq[0] *= bq[0]
+		aq[1] *= bq[1]
+		aq[2] *= bq[2]
+		aq[3] *= bq[3]
+	}
+	for ; i < n; i++ {
+		a[i] *= b[i]
+	}
+}
+
+/*
+softmaxStatsGo writes, for each of t rows of V = 256 floats (kernels.SoftmaxStatsFunc),
+mx[r] = max_c x[r·V+c] and s[r] = Σ_c exp(x[r·V+c] − mx[r]), summed in float64.
+*/
+func softmaxStatsGo(t int, x, mx, s []float32) {
+	const V = 256 // row length and row stride (the vocabulary)
+	mx, s = mx[:t], s[:t]
+	for i := 0; i < t; i++ {
+		xr := x[i*V : i*V+V : i*V+V]
+		m := xr[0]
+		for _, v := range xr[1:] {
+			if v > m || v != v {
+				m = v
+			} // a NaN sticks
+		}
+		sum := 0.0
+		for _, v := range xr {
+			x := float64(v) - float64(m)
+			e := 0.0
+			if x > -104 {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				e = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			sum += e
+		}
+		mx[i], s[i] = m, float32(sum)
+	}
+}
+
+/*
+softmaxScaleGo writes, for each of t rows of V = 256 floats (kernels.SoftmaxScaleFunc),
+y[r·V+c] = exp(min(x[r·V+c] − lse[r], 0))·scale.
+*/
+func softmaxScaleGo(t int, x, lse, y []float32, scale float32) {
+	const V = 256 // row length and row stride (the vocabulary)
+	lse = lse[:t]
+	for i := 0; i < t; i++ {
+		xr := x[i*V : i*V+V : i*V+V]
+		yr := y[i*V : i*V+V : i*V+V]
+		l := float64(lse[i])
+		for c, v := range xr {
+			x := min(float64(v)-l, 0.0)
+			e := 0.0
+			if x > -104 {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				e = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			yr[c] = float32(e) * scale
 		}
 	}
 }

@@ -61,18 +61,157 @@ func checkLinearBack(t int, fq []float32, fk []float32, v []float32, y []float32
 }
 
 // checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
-func checkGemmTile(mrMax, nrMax, kc int, a, b, c []float32, ldc, mr, nr int) {
+func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32) {
 	if kc < 0 || mr < 0 || mr > mrMax || nr < 0 || nr > nrMax || ldc < nr {
 		panic(fmt.Sprintf("linear_bench.GemmTile: kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, 0 ≤ mr ≤ %d, 0 ≤ nr ≤ %d, ldc ≥ nr", kc, mr, nr, ldc, mrMax, nrMax))
 	}
-	if len(a) < kc*mrMax {
-		panic(fmt.Sprintf("linear_bench.GemmTile: len(a) = %d, need %d", len(a), kc*mrMax))
+	if ai < 0 || ap < 0 || bp < 0 {
+		panic(fmt.Sprintf("linear_bench.GemmTile: strides ai = %d, ap = %d, bp = %d, want ≥ 0", ai, ap, bp))
 	}
-	if len(b) < kc*nrMax {
-		panic(fmt.Sprintf("linear_bench.GemmTile: len(b) = %d, need %d", len(b), kc*nrMax))
+	if kc > 0 && len(a) < (mrMax-1)*ai+(kc-1)*ap+1 {
+		panic(fmt.Sprintf("linear_bench.GemmTile: len(a) = %d, need %d", len(a), (mrMax-1)*ai+(kc-1)*ap+1))
+	}
+	if kc > 0 && len(b) < (kc-1)*bp+nrMax {
+		panic(fmt.Sprintf("linear_bench.GemmTile: len(b) = %d, need %d", len(b), (kc-1)*bp+nrMax))
+	}
+	if len(bias) != 0 && len(bias) < nr {
+		panic(fmt.Sprintf("linear_bench.GemmTile: len(bias) = %d, want 0 or ≥ nr = %d", len(bias), nr))
 	}
 	if mr > 0 && len(c) < (mr-1)*ldc+nr {
 		panic(fmt.Sprintf("linear_bench.GemmTile: len(c) = %d, need %d", len(c), (mr-1)*ldc+nr))
+	}
+}
+
+// checkLayerNorm panics unless t and the slices fit LayerNorm's sizes.
+func checkLayerNorm(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("linear_bench.LayerNorm: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNorm: len(x) = %d, need %d at t = %d", len(x), need(t, t, 128, 128), t))
+	}
+	if len(gamma) < need(t, 1, 0, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNorm: len(gamma) = %d, need %d at t = %d", len(gamma), need(t, 1, 0, 128), t))
+	}
+	if len(beta) < need(t, 1, 0, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNorm: len(beta) = %d, need %d at t = %d", len(beta), need(t, 1, 0, 128), t))
+	}
+	if len(y) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNorm: len(y) = %d, need %d at t = %d", len(y), need(t, t, 128, 128), t))
+	}
+	if len(mu) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.LayerNorm: len(mu) = %d, need %d at t = %d", len(mu), need(t, t, 1, 1), t))
+	}
+	if len(rs) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.LayerNorm: len(rs) = %d, need %d at t = %d", len(rs), need(t, t, 1, 1), t))
+	}
+}
+
+// checkLayerNormBack panics unless t and the slices fit LayerNormBack's sizes.
+func checkLayerNormBack(t int, dy []float32, x []float32, mu []float32, rs []float32, gamma []float32, dx []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("linear_bench.LayerNormBack: t = %d, want t ≥ 0", t))
+	}
+	if len(dy) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormBack: len(dy) = %d, need %d at t = %d", len(dy), need(t, t, 128, 128), t))
+	}
+	if len(x) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormBack: len(x) = %d, need %d at t = %d", len(x), need(t, t, 128, 128), t))
+	}
+	if len(mu) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.LayerNormBack: len(mu) = %d, need %d at t = %d", len(mu), need(t, t, 1, 1), t))
+	}
+	if len(rs) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.LayerNormBack: len(rs) = %d, need %d at t = %d", len(rs), need(t, t, 1, 1), t))
+	}
+	if len(gamma) < need(t, 1, 0, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormBack: len(gamma) = %d, need %d at t = %d", len(gamma), need(t, 1, 0, 128), t))
+	}
+	if len(dx) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormBack: len(dx) = %d, need %d at t = %d", len(dx), need(t, t, 128, 128), t))
+	}
+}
+
+// checkLayerNormGrad panics unless t and the slices fit LayerNormGrad's sizes.
+func checkLayerNormGrad(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("linear_bench.LayerNormGrad: t = %d, want t ≥ 0", t))
+	}
+	if len(dy) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormGrad: len(dy) = %d, need %d at t = %d", len(dy), need(t, t, 128, 128), t))
+	}
+	if len(x) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormGrad: len(x) = %d, need %d at t = %d", len(x), need(t, t, 128, 128), t))
+	}
+	if len(mu) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.LayerNormGrad: len(mu) = %d, need %d at t = %d", len(mu), need(t, t, 1, 1), t))
+	}
+	if len(rs) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.LayerNormGrad: len(rs) = %d, need %d at t = %d", len(rs), need(t, t, 1, 1), t))
+	}
+	if len(dgamma) < need(t, 1, 0, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormGrad: len(dgamma) = %d, need %d at t = %d", len(dgamma), need(t, 1, 0, 128), t))
+	}
+	if len(dbeta) < need(t, 1, 0, 128) {
+		panic(fmt.Sprintf("linear_bench.LayerNormGrad: len(dbeta) = %d, need %d at t = %d", len(dbeta), need(t, 1, 0, 128), t))
+	}
+}
+
+// checkGelu panics unless t and the slices fit Gelu's sizes.
+func checkGelu(t int, u []float32, g []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("linear_bench.Gelu: t = %d, want t ≥ 0", t))
+	}
+	if len(u) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("linear_bench.Gelu: len(u) = %d, need %d at t = %d", len(u), need(t, t, 512, 512), t))
+	}
+	if len(g) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("linear_bench.Gelu: len(g) = %d, need %d at t = %d", len(g), need(t, t, 512, 512), t))
+	}
+}
+
+// checkGeluBack panics unless t and the slices fit GeluBack's sizes.
+func checkGeluBack(t int, a []float32, b []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("linear_bench.GeluBack: t = %d, want t ≥ 0", t))
+	}
+	if len(a) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("linear_bench.GeluBack: len(a) = %d, need %d at t = %d", len(a), need(t, t, 512, 512), t))
+	}
+	if len(b) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("linear_bench.GeluBack: len(b) = %d, need %d at t = %d", len(b), need(t, t, 512, 512), t))
+	}
+}
+
+// checkSoftmaxStats panics unless t and the slices fit SoftmaxStats's sizes.
+func checkSoftmaxStats(t int, x []float32, mx []float32, s []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("linear_bench.SoftmaxStats: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("linear_bench.SoftmaxStats: len(x) = %d, need %d at t = %d", len(x), need(t, t, 256, 256), t))
+	}
+	if len(mx) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.SoftmaxStats: len(mx) = %d, need %d at t = %d", len(mx), need(t, t, 1, 1), t))
+	}
+	if len(s) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.SoftmaxStats: len(s) = %d, need %d at t = %d", len(s), need(t, t, 1, 1), t))
+	}
+}
+
+// checkSoftmaxScale panics unless t and the slices fit SoftmaxScale's sizes.
+func checkSoftmaxScale(t int, x []float32, lse []float32, y []float32, scale float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("linear_bench.SoftmaxScale: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("linear_bench.SoftmaxScale: len(x) = %d, need %d at t = %d", len(x), need(t, t, 256, 256), t))
+	}
+	if len(lse) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("linear_bench.SoftmaxScale: len(lse) = %d, need %d at t = %d", len(lse), need(t, t, 1, 1), t))
+	}
+	if len(y) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("linear_bench.SoftmaxScale: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
 	}
 }
 
