@@ -42,14 +42,23 @@ type Pool struct {
 	helpers []*helper
 
 	job     Job
-	tasks   int64
-	next    atomic.Int64
+	spans   []span        // per worker: its share of the current job's tasks
 	gen     atomic.Uint64 // bumped by Run: every helper joins every job
 	pending atomic.Int64  // helpers not yet done with the current job
 	closed  atomic.Bool
 
 	waiting atomic.Bool   // the caller of Run is parked (or about to be) on done
 	done    chan struct{} // capacity 1
+}
+
+// span is a worker's share of a job's task numbers, [next, end), claimed
+// one at a time from the front (by its worker, then by any worker that has
+// run out of its own); padded to a cache line so that the workers' counters
+// do not share one.
+type span struct {
+	next atomic.Int64
+	end  int64
+	_    [48]byte
 }
 
 type helper struct {
@@ -63,7 +72,7 @@ func New(n int) *Pool {
 	if n < 1 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	p := &Pool{n: n, done: make(chan struct{}, 1)}
+	p := &Pool{n: n, done: make(chan struct{}, 1), spans: make([]span, n)}
 	for w := 1; w < n; w++ {
 		h := &helper{wake: make(chan struct{}, 1)}
 		p.helpers = append(p.helpers, h)
@@ -105,13 +114,20 @@ func (p *Pool) loop(w int, h *helper) {
 	}
 }
 
+// drain runs worker w's share of the tasks, then helps with the others'.
+// Worker w's share is the w-th contiguous range of the task numbers, so a
+// worker tends to get the same part of the data in consecutive jobs (rows
+// of activations it produced in the job before stay in its caches).
 func (p *Pool) drain(w int) {
-	for {
-		i := p.next.Add(1) - 1
-		if i >= p.tasks {
-			return
+	for k := range p.spans {
+		s := &p.spans[(w+k)%len(p.spans)]
+		for {
+			i := s.next.Add(1) - 1
+			if i >= s.end {
+				break
+			}
+			p.job.Run(w, int(i))
 		}
-		p.job.Run(w, int(i))
 	}
 }
 
@@ -128,8 +144,10 @@ func (p *Pool) Run(tasks int, job Job) {
 		return
 	}
 	p.job = job
-	p.tasks = int64(tasks)
-	p.next.Store(0)
+	for w := range p.spans {
+		p.spans[w].next.Store(int64(tasks * w / p.n))
+		p.spans[w].end = int64(tasks * (w + 1) / p.n)
+	}
 	p.pending.Store(int64(len(p.helpers)))
 	p.gen.Add(1)
 	for _, h := range p.helpers {
