@@ -29,7 +29,7 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 	f.Func().Id(checkName(op)).Params(
 		jen.List(id("mrMax"), id("nrMax"), id("kc")).Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
-		id("bias").Index().Float32(),
+		id("bias"), id("asum").Index().Float32(),
 	).Block(
 		jen.If(id("kc").Op("<").Lit(0).Op("||").Id("mr").Op("<").Lit(0).Op("||").Id("mr").Op(">").Id("mrMax").
 			Op("||").Id("nr").Op("<").Lit(0).Op("||").Id("nr").Op(">").Id("nrMax").Op("||").Id("ldc").Op("<").Id("nr")).Block(
@@ -41,6 +41,8 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 			msg("len(a) = %d, need %d", jen.Len(id("a")), jen.Parens(id("mrMax").Op("-").Lit(1)).Op("*").Id("ai").Op("+").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("ap").Op("+").Lit(1))),
 		jen.If(id("kc").Op(">").Lit(0).Op("&&").Len(id("b")).Op("<").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("bp").Op("+").Id("nrMax")).Block(
 			msg("len(b) = %d, need %d", jen.Len(id("b")), jen.Parens(id("kc").Op("-").Lit(1)).Op("*").Id("bp").Op("+").Id("nrMax"))),
+		jen.If(jen.Len(id("asum")).Op("!=").Lit(0).Op("&&").Parens(id("ai").Op("!=").Lit(1).Op("||").Len(id("asum")).Op("<").Id("mr"))).Block(
+			msg("len(asum) = %d with ai = %d, want 0, or ≥ mr = %d with ai = 1", jen.Len(id("asum")), id("ai"), id("mr"))),
 		jen.If(jen.Len(id("bias")).Op("!=").Lit(0).Op("&&").Len(id("bias")).Op("<").Id("nr")).Block(
 			msg("len(bias) = %d, want 0 or ≥ nr = %d", jen.Len(id("bias")), id("nr"))),
 		jen.If(id("mr").Op(">").Lit(0).Op("&&").Len(id("c")).Op("<").Parens(id("mr").Op("-").Lit(1)).Op("*").Id("ldc").Op("+").Id("nr")).Block(
@@ -53,14 +55,14 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 func gemmWrapper(f *jen.File, op catalog.Op, isa kernels.ISA, impl string) {
 	mr, nr := catalog.GemmShape(isa)
 	id := jen.Id
-	args := []jen.Code{id("kc"), id("a"), id("ai"), id("ap"), id("b"), id("bp"), id("c"), id("ldc"), id("mr"), id("nr"), id("bias")}
+	args := []jen.Code{id("kc"), id("a"), id("ai"), id("ap"), id("b"), id("bp"), id("c"), id("ldc"), id("mr"), id("nr"), id("bias"), id("asum")}
 	f.Func().Id(wrapperName(op, isa)).Params(
 		id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
-		id("bias").Index().Float32(), id("overwrite").Bool(),
+		jen.List(id("bias"), id("asum")).Index().Float32(), id("overwrite").Bool(),
 	).Block(
 		id(checkName(op)).Call(append([]jen.Code{jen.Lit(mr), jen.Lit(nr)}, args...)...),
-		jen.If(id("mr").Op("==").Lit(0).Op("||").Id("nr").Op("==").Lit(0)).Block(jen.Return()),
+		jen.If(id("mr").Op("==").Lit(0).Op("||").Id("nr").Op("==").Lit(0).Op("&&").Len(id("asum")).Op("==").Lit(0)).Block(jen.Return()),
 		id(impl).Call(append(args, id("overwrite"))...),
 	)
 	f.Comment(fmt.Sprintf("%s returns the %s GemmTile's tile shape.", gemmShapeName(isa), isa))

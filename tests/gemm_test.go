@@ -111,7 +111,7 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 					}
 					// The epilogue's four modes, in turn over the shapes: with
 					// or without a bias row, adding to c or overwriting it.
-					mode := (kc + mr + nr) % 4
+					mode := (kc + mr + nr) % 8
 					var bias []float32
 					if mode&1 != 0 {
 						bias = make([]float32, lead+nr+tail)[lead:]
@@ -124,8 +124,39 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 						bias = bias[:nr]
 					}
 					overwrite := mode&2 != 0
-					tile(kc, a[:alen], ai, ap, b[:blen], bp, c[:clen], ldc, mr, nr, bias, overwrite)
-					label := fmt.Sprintf("%s kc=%d mr=%d nr=%d bias=%v overwrite=%v", lay.name, kc, mr, nr, bias != nil, overwrite)
+					// A's row sums, when its columns are contiguous: asum
+					// starts nonzero, with canaries after its mr floats.
+					var asum, asum0, asumBuf []float32
+					if mode&4 != 0 && ai == 1 {
+						asumBuf = make([]float32, lead+mr+tail)
+						for i := range asumBuf {
+							asumBuf[i] = canary
+						}
+						asum = asumBuf[lead : lead+mr]
+						for i := range asum {
+							asum[i] = float32(rng.NormFloat64())
+						}
+						asum0 = append([]float32(nil), asum...)
+					}
+					tile(kc, a[:alen], ai, ap, b[:blen], bp, c[:clen], ldc, mr, nr, bias, asum, overwrite)
+					label := fmt.Sprintf("%s kc=%d mr=%d nr=%d bias=%v overwrite=%v asum=%v", lay.name, kc, mr, nr, bias != nil, overwrite, asum != nil)
+					for idx, v := range asumBuf {
+						r := idx - lead
+						if r < 0 || r >= mr {
+							if math.Float32bits(v) != canaryBits {
+								probs = append(probs, fmt.Sprintf("%s: wrote asum outside its %d floats at buffer index %d", label, mr, idx))
+							}
+							continue
+						}
+						want, mag := float64(asum0[r]), math.Abs(float64(asum0[r]))
+						for p := 0; p < kc; p++ {
+							want += float64(a[r+p*ap])
+							mag += math.Abs(float64(a[r+p*ap]))
+						}
+						if d := math.Abs(float64(v) - want); !(d <= 1e-6*float64(kc+2)*mag+1e-30) {
+							probs = append(probs, fmt.Sprintf("%s: asum[%d] = %g, want %g", label, r, v, want))
+						}
+					}
 					for idx, v := range cbuf {
 						r, q := (idx-lead)/max(ldc, 1), (idx-lead)%max(ldc, 1)
 						inside := idx >= lead && idx < lead+clen && q < nr && r < mr
@@ -176,35 +207,38 @@ func TestGemmTileCatchesBugs(t *testing.T) {
 	good, shape := goK.GemmTile, goK.GemmShape
 	mrMax, nrMax := shape()
 	bugs := map[string]kernels.GemmTileFunc{
-		"drops the last p": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
+		"drops the last p": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
 			if kc > 0 {
 				kc--
 			}
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, ow)
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, ow)
 		},
-		"overwrites c": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, true)
+		"overwrites c": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, true)
 		},
-		"adds when told to overwrite": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, false)
+		"adds when told to overwrite": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, false)
 		},
-		"drops the bias": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, nil, ow)
+		"drops the row sums": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, nil, ow)
 		},
-		"reads A as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
-			good(kc, a, 1, mrMax, b, bp, c, ldc, mr, nr, bias, ow)
+		"drops the bias": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, nil, asum, ow)
 		},
-		"reads B as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
-			good(kc, a, ai, ap, b, nrMax, c, ldc, mr, nr, bias, ow)
+		"reads A as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, 1, mrMax, b, bp, c, ldc, mr, nr, bias, asum, ow)
 		},
-		"writes the full tile width": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, ow)
+		"reads B as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, ai, ap, b, nrMax, c, ldc, mr, nr, bias, asum, ow)
+		},
+		"writes the full tile width": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, ow)
 			if cc := c[:cap(c)]; mr > 0 && nr < nrMax && nr < len(cc) {
 				cc[nr] = 0
 			}
 		},
-		"writes one row too many": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, ow)
+		"writes one row too many": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, ow)
 			if cc := c[:cap(c)]; mr > 0 && mr < mrMax && nr > 0 && len(cc) > mr*ldc {
 				cc[mr*ldc] = 0
 			}

@@ -26,6 +26,10 @@ import (
 // stride L = 4·ai as an index register with scale 1, 2 or 4: rows 0, 1,
 // 2, 4 from the first, 3, 5 from the second, 6, 7 from the third.
 //
+// With asum (the bias gradient of a backward product, whose A is the
+// transposed output gradient, ai = 1), a first short loop adds each p's
+// MR contiguous floats of A into a vector, masked to mr lanes.
+//
 // AVX-512: 8×32, 16 ZMM accumulators + 2 B + 1 A = 19 registers.
 // AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A = 15 (never Y16+).
 
@@ -81,6 +85,36 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 		return operand.Mem{Base: a6, Index: rowStride, Scale: 1}
 	}
+
+	c.Comment("asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)")
+	asumLen := c.Load(c.Param("asum").Len(), c.GP64())
+	c.TESTQ(asumLen, asumLen)
+	c.JZ(operand.LabelRef("noasum"))
+	{
+		k := newSynKitNarrow(f, "gemmAsum", isa)
+		lanes := k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
+		sum := c.YMM()
+		c.VXORPS(sum, sum, sum)
+		ptr, cnt := c.GP64(), c.GP64()
+		c.MOVQ(a0, ptr)
+		c.MOVQ(kc, cnt)
+		c.TESTQ(cnt, cnt)
+		c.JZ(operand.LabelRef("asumstore"))
+		c.Label("asumloop")
+		t := c.YMM()
+		k.loadM(operand.Mem{Base: ptr}, lanes, t)
+		c.VADDPS(t, sum, sum)
+		c.ADDQ(pStride, ptr)
+		c.DECQ(cnt)
+		c.JNZ(operand.LabelRef("asumloop"))
+		c.Label("asumstore")
+		sp := c.Load(c.Param("asum").Base(), c.GP64())
+		old := c.YMM()
+		k.loadM(operand.Mem{Base: sp}, lanes, old)
+		c.VADDPS(sum, old, old)
+		k.storeM(old, lanes, operand.Mem{Base: sp})
+	}
+	c.Label("noasum")
 
 	acc := make([][]reg.VecVirtual, mr)
 	for i := range acc {

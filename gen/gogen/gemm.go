@@ -51,6 +51,15 @@ func emitGemmTile(f *jen.File, op catalog.Op, _ catalog.Config) {
 			id("NR").Op("=").Lit(nr).Comment("columns of B read"),
 		),
 		jen.Var().List(accs...).Float32(),
+		jen.If(jen.Len(id("asum")).Op("!=").Lit(0)).Block(
+			jen.For(id("i").Op(":=").Lit(0), id("i").Op("<").Id("mr"), id("i").Op("++")).Block(
+				id("s").Op(":=").Float32().Call(jen.Lit(0)),
+				jen.For(id("p").Op(":=").Lit(0), id("p").Op("<").Id("kc"), id("p").Op("++")).Block(
+					id("s").Op("+=").Id("a").Index(id("i").Op("+").Id("p").Op("*").Id("ap")),
+				),
+				id("asum").Index(id("i")).Op("+=").Id("s"),
+			),
+		),
 	}
 	body = append(body, offs...)
 	body = append(body,
@@ -82,10 +91,12 @@ func emitGemmTile(f *jen.File, op catalog.Op, _ catalog.Config) {
 	f.Comment(fmt.Sprintf(`%s is the GEMM micro-kernel (kernels.GemmTileFunc) with an %d×%d tile:
 for i < mr ≤ %d and j < nr ≤ %d, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j] (+ bias[j])
 
-	c[i·ldc+j] = s (overwrite) or c[i·ldc+j] += s`, Name(op), mr, nr, mr, nr))
+	c[i·ldc+j] = s (overwrite) or c[i·ldc+j] += s
+
+and, when asum is not empty (ai = 1), asum[i] += Σ_{p<kc} a[i + p·ap].`, Name(op), mr, nr, mr, nr))
 	f.Func().Id(Name(op)).Params(
 		id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
-		id("bias").Index().Float32(), id("overwrite").Bool(),
+		jen.List(id("bias"), id("asum")).Index().Float32(), id("overwrite").Bool(),
 	).Block(body...)
 }

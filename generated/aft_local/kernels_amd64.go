@@ -11,7 +11,7 @@ func aftLocalAVX512(t int, k []float32, v []float32, w []float32, z []float32, m
 func aftLocalBackAVX512(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 
 //go:noescape
-func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
+func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 
 //go:noescape
 func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
@@ -41,7 +41,7 @@ func aftLocalAVX2(t int, k []float32, v []float32, w []float32, z []float32, m [
 func aftLocalBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 
 //go:noescape
-func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
+func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 
 //go:noescape
 func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)

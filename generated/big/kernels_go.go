@@ -496,13 +496,24 @@ gemmTileGo is the GEMM micro-kernel (kernels.GemmTileFunc) with an 2×4 tile:
 for i < mr ≤ 2 and j < nr ≤ 4, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j] (+ bias[j])
 
 	c[i·ldc+j] = s (overwrite) or c[i·ldc+j] += s
+
+and, when asum is not empty (ai = 1), asum[i] += Σ_{p<kc} a[i + p·ap].
 */
-func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool) {
+func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	const (
 		MR = 2 // rows of A read
 		NR = 4 // columns of B read
 	)
 	var c0_0, c0_1, c0_2, c0_3, c1_0, c1_1, c1_2, c1_3 float32
+	if len(asum) != 0 {
+		for i := 0; i < mr; i++ {
+			s := float32(0)
+			for p := 0; p < kc; p++ {
+				s += a[i+p*ap]
+			}
+			asum[i] += s
+		}
+	}
 	o0 := 0 * ai
 	o1 := 1 * ai
 	for p := 0; p < kc; p++ {

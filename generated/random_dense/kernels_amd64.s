@@ -5848,23 +5848,50 @@ next_5:
 	VZEROUPPER
 	RET
 
-// func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
-// Requires: AVX, AVX512F, BMI2
-TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-153
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ai+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   ap+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bp+72(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DX)(DX*2), R8
-	LEAQ   (CX)(R8*2), R9
-	ADDQ   CX, R8
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
+// func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-177
+	MOVQ kc+0(FP), AX
+	MOVQ a_base+8(FP), CX
+	MOVQ ai+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ ap+40(FP), BX
+	SHLQ $0x02, BX
+	MOVQ b_base+48(FP), SI
+	MOVQ bp+72(FP), DI
+	SHLQ $0x02, DI
+	LEAQ (DX)(DX*2), R8
+	LEAQ (CX)(R8*2), R9
+	ADDQ CX, R8
+
+	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
+	MOVQ   asum_len+160(FP), R10
+	TESTQ  R10, R10
+	JZ     noasum
+	MOVQ   mr+112(FP), R10
+	MOVL   $0x0000ffff, R11
+	BZHIL  R10, R11, R11
+	KMOVW  R11, K1
+	VXORPS Y0, Y0, Y0
+	MOVQ   CX, R10
+	MOVQ   AX, R11
+	TESTQ  R11, R11
+	JZ     asumstore
+
+asumloop:
+	VMOVUPS.Z (R10), K1, Y1
+	VADDPS    Y1, Y0, Y0
+	ADDQ      BX, R10
+	DECQ      R11
+	JNZ       asumloop
+
+asumstore:
+	MOVQ      asum_base+152(FP), R10
+	VMOVUPS.Z (R10), K1, Y1
+	VADDPS    Y0, Y1, Y1
+	VMOVUPS   Y1, K1, (R10)
+
+noasum:
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
@@ -5879,38 +5906,40 @@ TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-153
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
 
 	// acc[i][·] += a[i·ai + p·ap] · b[p·bp : p·bp+NR], p < kc
 	TESTQ AX, AX
 	JZ    store
 
 loop:
-	VMOVUPS      (SI), Z16
-	VMOVUPS      64(SI), Z17
+	VMOVUPS      (SI), Z0
+	VMOVUPS      64(SI), Z1
 	VBROADCASTSS (CX), Z18
-	VFMADD231PS  Z18, Z16, Z0
-	VFMADD231PS  Z18, Z17, Z1
+	VFMADD231PS  Z18, Z0, Z2
+	VFMADD231PS  Z18, Z1, Z3
 	VBROADCASTSS (CX)(DX*1), Z18
-	VFMADD231PS  Z18, Z16, Z2
-	VFMADD231PS  Z18, Z17, Z3
+	VFMADD231PS  Z18, Z0, Z4
+	VFMADD231PS  Z18, Z1, Z5
 	VBROADCASTSS (CX)(DX*2), Z18
-	VFMADD231PS  Z18, Z16, Z4
-	VFMADD231PS  Z18, Z17, Z5
+	VFMADD231PS  Z18, Z0, Z6
+	VFMADD231PS  Z18, Z1, Z7
 	VBROADCASTSS (R8), Z18
-	VFMADD231PS  Z18, Z16, Z6
-	VFMADD231PS  Z18, Z17, Z7
+	VFMADD231PS  Z18, Z0, Z8
+	VFMADD231PS  Z18, Z1, Z9
 	VBROADCASTSS (CX)(DX*4), Z18
-	VFMADD231PS  Z18, Z16, Z8
-	VFMADD231PS  Z18, Z17, Z9
+	VFMADD231PS  Z18, Z0, Z10
+	VFMADD231PS  Z18, Z1, Z11
 	VBROADCASTSS (R8)(DX*2), Z18
-	VFMADD231PS  Z18, Z16, Z10
-	VFMADD231PS  Z18, Z17, Z11
+	VFMADD231PS  Z18, Z0, Z12
+	VFMADD231PS  Z18, Z1, Z13
 	VBROADCASTSS (R9), Z18
-	VFMADD231PS  Z18, Z16, Z12
-	VFMADD231PS  Z18, Z17, Z13
+	VFMADD231PS  Z18, Z0, Z14
+	VFMADD231PS  Z18, Z1, Z15
 	VBROADCASTSS (R9)(DX*1), Z18
-	VFMADD231PS  Z18, Z16, Z14
-	VFMADD231PS  Z18, Z17, Z15
+	VFMADD231PS  Z18, Z0, Z16
+	VFMADD231PS  Z18, Z1, Z17
 	ADDQ         BX, CX
 	ADDQ         BX, R8
 	ADDQ         BX, R9
@@ -5934,126 +5963,126 @@ store:
 	TESTQ     SI, SI
 	JZ        nobias
 	MOVQ      bias_base+128(FP), BX
-	VMOVUPS.Z (BX), K1, Z16
-	VMOVUPS.Z 64(BX), K2, Z17
-	VADDPS    Z16, Z0, Z0
-	VADDPS    Z17, Z1, Z1
-	VADDPS    Z16, Z2, Z2
-	VADDPS    Z17, Z3, Z3
-	VADDPS    Z16, Z4, Z4
-	VADDPS    Z17, Z5, Z5
-	VADDPS    Z16, Z6, Z6
-	VADDPS    Z17, Z7, Z7
-	VADDPS    Z16, Z8, Z8
-	VADDPS    Z17, Z9, Z9
-	VADDPS    Z16, Z10, Z10
-	VADDPS    Z17, Z11, Z11
-	VADDPS    Z16, Z12, Z12
-	VADDPS    Z17, Z13, Z13
-	VADDPS    Z16, Z14, Z14
-	VADDPS    Z17, Z15, Z15
+	VMOVUPS.Z (BX), K1, Z0
+	VMOVUPS.Z 64(BX), K2, Z1
+	VADDPS    Z0, Z2, Z2
+	VADDPS    Z1, Z3, Z3
+	VADDPS    Z0, Z4, Z4
+	VADDPS    Z1, Z5, Z5
+	VADDPS    Z0, Z6, Z6
+	VADDPS    Z1, Z7, Z7
+	VADDPS    Z0, Z8, Z8
+	VADDPS    Z1, Z9, Z9
+	VADDPS    Z0, Z10, Z10
+	VADDPS    Z1, Z11, Z11
+	VADDPS    Z0, Z12, Z12
+	VADDPS    Z1, Z13, Z13
+	VADDPS    Z0, Z14, Z14
+	VADDPS    Z1, Z15, Z15
+	VADDPS    Z0, Z16, Z16
+	VADDPS    Z1, Z17, Z17
 
 nobias:
-	MOVB     overwrite+152(FP), BL
+	MOVB     overwrite+176(FP), BL
 	TESTB    BL, BL
 	JNZ      overwrite
 	CMPQ     DX, $0x00000000
-	JLE      done
-	VADDPS.Z (AX), Z0, K1, Z0
-	VMOVUPS  Z0, K1, (AX)
-	VADDPS.Z 64(AX), Z1, K2, Z0
-	VMOVUPS  Z0, K2, 64(AX)
-	ADDQ     CX, AX
-	CMPQ     DX, $0x00000001
 	JLE      done
 	VADDPS.Z (AX), Z2, K1, Z0
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z3, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
 	ADDQ     CX, AX
-	CMPQ     DX, $0x00000002
+	CMPQ     DX, $0x00000001
 	JLE      done
 	VADDPS.Z (AX), Z4, K1, Z0
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z5, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
 	ADDQ     CX, AX
-	CMPQ     DX, $0x00000003
+	CMPQ     DX, $0x00000002
 	JLE      done
 	VADDPS.Z (AX), Z6, K1, Z0
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z7, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
 	ADDQ     CX, AX
-	CMPQ     DX, $0x00000004
+	CMPQ     DX, $0x00000003
 	JLE      done
 	VADDPS.Z (AX), Z8, K1, Z0
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z9, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
 	ADDQ     CX, AX
-	CMPQ     DX, $0x00000005
+	CMPQ     DX, $0x00000004
 	JLE      done
 	VADDPS.Z (AX), Z10, K1, Z0
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z11, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
 	ADDQ     CX, AX
-	CMPQ     DX, $0x00000006
+	CMPQ     DX, $0x00000005
 	JLE      done
 	VADDPS.Z (AX), Z12, K1, Z0
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z13, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
 	ADDQ     CX, AX
-	CMPQ     DX, $0x00000007
+	CMPQ     DX, $0x00000006
 	JLE      done
 	VADDPS.Z (AX), Z14, K1, Z0
 	VMOVUPS  Z0, K1, (AX)
 	VADDPS.Z 64(AX), Z15, K2, Z0
+	VMOVUPS  Z0, K2, 64(AX)
+	ADDQ     CX, AX
+	CMPQ     DX, $0x00000007
+	JLE      done
+	VADDPS.Z (AX), Z16, K1, Z0
+	VMOVUPS  Z0, K1, (AX)
+	VADDPS.Z 64(AX), Z17, K2, Z0
 	VMOVUPS  Z0, K2, 64(AX)
 	JMP      done
 
 overwrite:
 	CMPQ    DX, $0x00000000
 	JLE     done
-	VMOVUPS Z0, K1, (AX)
-	VMOVUPS Z1, K2, 64(AX)
-	ADDQ    CX, AX
-	CMPQ    DX, $0x00000001
-	JLE     done
 	VMOVUPS Z2, K1, (AX)
 	VMOVUPS Z3, K2, 64(AX)
 	ADDQ    CX, AX
-	CMPQ    DX, $0x00000002
+	CMPQ    DX, $0x00000001
 	JLE     done
 	VMOVUPS Z4, K1, (AX)
 	VMOVUPS Z5, K2, 64(AX)
 	ADDQ    CX, AX
-	CMPQ    DX, $0x00000003
+	CMPQ    DX, $0x00000002
 	JLE     done
 	VMOVUPS Z6, K1, (AX)
 	VMOVUPS Z7, K2, 64(AX)
 	ADDQ    CX, AX
-	CMPQ    DX, $0x00000004
+	CMPQ    DX, $0x00000003
 	JLE     done
 	VMOVUPS Z8, K1, (AX)
 	VMOVUPS Z9, K2, 64(AX)
 	ADDQ    CX, AX
-	CMPQ    DX, $0x00000005
+	CMPQ    DX, $0x00000004
 	JLE     done
 	VMOVUPS Z10, K1, (AX)
 	VMOVUPS Z11, K2, 64(AX)
 	ADDQ    CX, AX
-	CMPQ    DX, $0x00000006
+	CMPQ    DX, $0x00000005
 	JLE     done
 	VMOVUPS Z12, K1, (AX)
 	VMOVUPS Z13, K2, 64(AX)
 	ADDQ    CX, AX
-	CMPQ    DX, $0x00000007
+	CMPQ    DX, $0x00000006
 	JLE     done
 	VMOVUPS Z14, K1, (AX)
 	VMOVUPS Z15, K2, 64(AX)
+	ADDQ    CX, AX
+	CMPQ    DX, $0x00000007
+	JLE     done
+	VMOVUPS Z16, K1, (AX)
+	VMOVUPS Z17, K2, 64(AX)
 
 done:
 	VZEROUPPER
@@ -13156,20 +13185,49 @@ next_5:
 	VZEROUPPER
 	RET
 
-// func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, overwrite bool)
+// func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 // Requires: AVX, FMA3
-TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-153
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ai+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   ap+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bp+72(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DX)(DX*2), R8
-	ADDQ   CX, R8
+TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-177
+	MOVQ kc+0(FP), AX
+	MOVQ a_base+8(FP), CX
+	MOVQ ai+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ ap+40(FP), BX
+	SHLQ $0x02, BX
+	MOVQ b_base+48(FP), SI
+	MOVQ bp+72(FP), DI
+	SHLQ $0x02, DI
+	LEAQ (DX)(DX*2), R8
+	ADDQ CX, R8
+
+	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
+	MOVQ    asum_len+160(FP), R9
+	TESTQ   R9, R9
+	JZ      noasum
+	MOVQ    mr+112(FP), R9
+	LEAQ    synLaneMask<>+0(SB), R10
+	NEGQ    R9
+	VMOVDQU 32(R10)(R9*4), Y0
+	VXORPS  Y1, Y1, Y1
+	MOVQ    CX, R9
+	MOVQ    AX, R10
+	TESTQ   R10, R10
+	JZ      asumstore
+
+asumloop:
+	VMASKMOVPS (R9), Y0, Y2
+	VADDPS     Y2, Y1, Y1
+	ADDQ       BX, R9
+	DECQ       R10
+	JNZ        asumloop
+
+asumstore:
+	MOVQ       asum_base+152(FP), R9
+	VMASKMOVPS (R9), Y0, Y2
+	VADDPS     Y1, Y2, Y2
+	VMASKMOVPS Y2, Y0, (R9)
+
+noasum:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -13248,7 +13306,7 @@ store:
 	VADDPS     Y12, Y11, Y11
 
 nobias:
-	MOVB    overwrite+152(FP), SI
+	MOVB    overwrite+176(FP), SI
 	CMPQ    BX, $0x00000010
 	JNE     masked
 	TESTB   SI, SI

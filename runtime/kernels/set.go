@@ -277,7 +277,12 @@ type SoftmaxScaleFunc func(t int, x, lse, y []float32, scale float32)
 // so a result depends only on its own inputs and kc. c must not overlap a,
 // b or bias. mr = 0 or nr = 0 leaves c unchanged; kc = 0 stores (or adds)
 // the bias alone.
-type GemmTileFunc func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias []float32, overwrite bool)
+//
+// When asum is not empty (which needs ai = 1), the kernel also adds A's
+// row sums, asum[i] += Σ_{p<kc} a[i + p·ap] for i < mr, each formed in one
+// accumulator from 0 over p in increasing order: the bias gradient of a
+// backward product, whose A is the transposed output gradient, for free.
+type GemmTileFunc func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool)
 
 // GemmShapeFunc returns the tile shape MR×NR of the GemmTileFunc of the same
 // level.

@@ -38,6 +38,9 @@ func microSets(t testing.TB) []kernels.Set {
 var gemmShapes = append([][3]int{
 	{1, 7, 33}, {33, 129, 7}, {129, 33, 1}, {7, 1, 129}, {17, 256, 65}, {9, 257, 31},
 	{48, 300, 64}, {200, 40, 300},
+	// Row strides of a multiple of 512 floats, which take the packed paths
+	// (B copied per panel, a transposed A copied per block), with edges.
+	{37, 512, 33}, {70, 20, 512}, {141, 512, 1024},
 }, shapes...)
 
 // TestProductsMicro runs the products through each level's micro-kernel.

@@ -58,7 +58,8 @@ func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc)
 }
 
 // reservePacks makes sure every worker has its buffer: an edge tile of A
-// (MR×kcBlock), one of B (kcBlock×NR) and the column sums of an A block.
+// (MR×kcBlock), one of B (kcBlock×NR), and a block of a transposed A
+// (mc×kcBlock, plus MR floats of slack for its edge tile's reads).
 func (e *Engine) reservePacks() {
 	if e.mk.tile == nil {
 		return
@@ -67,7 +68,7 @@ func (e *Engine) reservePacks() {
 	if e.pool != nil {
 		workers = e.pool.Size()
 	}
-	per := (e.mk.mr+e.mk.nr)*kcBlock + e.mk.mc
+	per := (e.mk.mr+e.mk.nr)*kcBlock + e.mk.mc*kcBlock + e.mk.mr
 	if len(e.packs) < workers || len(e.packs[0]) < per {
 		e.packs = make([][]float32, workers)
 		for w := range e.packs {
@@ -144,6 +145,11 @@ func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
+// aliasing reports whether rows stride floats apart fall into few cache
+// sets: a stride of a multiple of 2 KiB maps a panel's rows onto a handful
+// of L1 and L2 sets, which then evict one another; such a B is packed.
+func aliasing(stride int) bool { return stride%512 == 0 }
+
 // Run computes one mc×nc block of C.
 func (g *packedJob) Run(worker, task int) {
 	mk := &g.e.mk
@@ -163,13 +169,31 @@ func (g *packedJob) Run(worker, task int) {
 	bEdge := buf[mr*kcBlock : (mr+nr)*kcBlock]
 	a, b := g.a, g.b
 	iFull := i0 + (i1-i0)/mr*mr // rows [iFull, i1) make a partial tile
+	// A's row sums (the bias gradient) come with the tiles of the first
+	// column panel when A's columns are contiguous, else from the loop below.
+	kernelSum := g.asum != nil && j0 == 0 && a.rs == 1
+	// A transposed A whose columns lie a multiple of 2 KiB apart (a
+	// backward product's output gradient with a wide row) is copied, a
+	// k-block at a time, into a contiguous block: read in place, each p
+	// would touch a new page, beyond the prefetchers' reach, in the same
+	// few cache sets.
+	aBlock := a.rs == 1 && aliasing(a.cs)
+	blk := buf[(mr+nr)*kcBlock:]
 	for kb := 0; kb < g.k; kb += kcBlock {
 		kl := min(kcBlock, g.k-kb)
 		// The first k-block stores the tile (or adds it to C's old value or
 		// the residual) with the bias; the later ones add their part.
 		first := kb == 0
 		overwrite := first && !g.acc && g.res == nil
-		if iFull < i1 {
+		tileA := func(ir int) ([]float32, int, int) { return a.data[ir*a.rs+kb*a.cs:], a.rs, a.cs }
+		switch {
+		case aBlock:
+			w := i1 - i0
+			for p := 0; p < kl; p++ {
+				copy(blk[p*w:p*w+w], a.data[i0+(kb+p)*a.cs:])
+			}
+			tileA = func(ir int) ([]float32, int, int) { return blk[ir-i0 : kl*w+mr], 1, w }
+		case iFull < i1:
 			pack(aEdge, a, iFull, i1, kb, kl, mr)
 		}
 		for jr := j0; jr < j1; jr += nr {
@@ -183,51 +207,35 @@ func (g *packedJob) Run(worker, task int) {
 			switch {
 			case g.bpk != nil:
 				bs, bp = g.bpk[jr*g.k+kb*nr:][:kl*nr], nr
-			case nv == nr:
+			case nv == nr && !aliasing(b.cs):
 				bs, bp = b.data[jr+kb*b.cs:], b.cs // b.rs == 1: row p of the panel is contiguous
 			default:
 				pack(bEdge, b, jr, jr+nv, kb, kl, nr)
 				bs, bp = bEdge[:kl*nr], nr
 			}
+			sums := kernelSum && jr == j0
 			for ir := i0; ir < iFull; ir += mr {
-				mk.tile(kl, a.data[ir*a.rs+kb*a.cs:], a.rs, a.cs, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, overwrite)
+				var as []float32
+				if sums {
+					as = g.asum[ir : ir+mr]
+				}
+				at, ai, ap := tileA(ir)
+				mk.tile(kl, at, ai, ap, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, as, overwrite)
 			}
 			if iFull < i1 {
-				mk.tile(kl, aEdge[:kl*mr], 1, mr, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, overwrite)
+				var as []float32
+				if sums {
+					as = g.asum[iFull:i1]
+				}
+				at, ai, ap := aEdge[:kl*mr], 1, mr
+				if aBlock {
+					at, ai, ap = tileA(iFull) // the block's slack covers the rows past i1
+				}
+				mk.tile(kl, at, ai, ap, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, as, overwrite)
 			}
 		}
 	}
-	if g.asum != nil && j0 == 0 {
-		if a.rs == 1 {
-			// Column sums of a transposed A, a row of A's columns at a time;
-			// each sum still runs over p in increasing order.
-			// Four rows per pass, added in order, so each sum is the same as
-			// one row at a time with a quarter of the loads and stores of s.
-			s := buf[(mr+nr)*kcBlock:][:i1-i0]
-			clear(s)
-			p := 0
-			for ; p+4 <= g.k; p += 4 {
-				r0 := a.data[i0+p*a.cs : i1+p*a.cs]
-				r1 := a.data[i0+(p+1)*a.cs : i1+(p+1)*a.cs]
-				r2 := a.data[i0+(p+2)*a.cs : i1+(p+2)*a.cs]
-				r3 := a.data[i0+(p+3)*a.cs : i1+(p+3)*a.cs]
-				r0, r1, r2, r3 = r0[:len(s)], r1[:len(s)], r2[:len(s)], r3[:len(s)]
-				for q := range s {
-					s[q] = s[q] + r0[q] + r1[q] + r2[q] + r3[q]
-				}
-			}
-			for ; p < g.k; p++ {
-				row := a.data[i0+p*a.cs : i1+p*a.cs]
-				row = row[:len(s)]
-				for q, v := range row {
-					s[q] += v
-				}
-			}
-			for q, v := range s {
-				g.asum[i0+q] += v
-			}
-			return
-		}
+	if g.asum != nil && j0 == 0 && !kernelSum {
 		for i := i0; i < i1; i++ {
 			var s float32
 			for p := 0; p < g.k; p++ {
