@@ -9,7 +9,11 @@ import (
 
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/mat"
+	"github.com/synthgen/synthgen/specs"
 )
+
+// SpecOf returns the spec of a linked generated package.
+func SpecOf(name string) (specs.Spec, error) { return kernels.Spec(name) }
 
 // GemmCases returns the three products of each distinct linear-layer shape
 // of spec name (d→d, d→ffn, ffn→d) at the training batch's row count

@@ -163,7 +163,7 @@ func bind(fn any, t int, a map[string][]float32) func() {
 // measured in elements per second rather than FLOP/s.
 type RowCase struct {
 	Name  string  // key=value path, e.g. spec=mid/rows=1024/kernel=Gelu/impl=avx512
-	Elems float64 // elements one Run processes: rows·D (LayerNorm) or rows·FFN (GELU)
+	Elems float64 // elements one Run processes: rows·D (LayerNorm), rows·FFN (GELU) or rows·Vocab (cross-entropy)
 	Run   func()
 }
 
@@ -190,8 +190,16 @@ func RowKernelCases(name string, rows int) ([]RowCase, error) {
 			a[p.Name] = randSlice(r, p.Shape.Need(rows), 1)
 		}
 		elems := float64(rows * cfg.D)
-		if op.Kind == catalog.Gelu || op.Kind == catalog.GeluBack {
+		switch op.Kind {
+		case catalog.Gelu, catalog.GeluBack:
 			elems = float64(rows * cfg.FFN)
+		case catalog.SoftmaxStats, catalog.SoftmaxScale:
+			elems = float64(rows * cfg.Vocab)
+			if lse := a["lse"]; lse != nil {
+				for i := range lse {
+					lse[i] = 8 // above every logit (|x| < 4.5)
+				}
+			}
 		}
 		for _, s := range sets {
 			var run func()
@@ -206,6 +214,10 @@ func RowKernelCases(name string, rows int) ([]RowCase, error) {
 				run = func() { f(rows, a["u"], a["g"]) }
 			case kernels.GeluBackFunc:
 				run = func() { f(rows, a["a"], a["b"]) }
+			case kernels.SoftmaxStatsFunc:
+				run = func() { f(rows, a["x"], a["mx"], a["s"]) }
+			case kernels.SoftmaxScaleFunc:
+				run = func() { f(rows, a["x"], a["lse"], a["y"], 1/float32(rows)) }
 			default:
 				continue
 			}

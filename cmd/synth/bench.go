@@ -46,6 +46,11 @@ func printBench(w io.Writer, spec string, trainSpecs []string, batch int) error 
 	if err != nil {
 		return err
 	}
+	gemm, err := bench.GemmCases(spec)
+	if err != nil {
+		return err
+	}
+	cases = append(cases, gemm...)
 	peak := bench.FMAPeak()
 	fmt.Fprintf(w, "FMA peak of one core (measured): %.1f GFLOP/s\n\n", peak)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
@@ -67,6 +72,30 @@ func printBench(w io.Writer, spec string, trainSpecs []string, batch int) error 
 			gf = fmt.Sprintf("%.1f", c.Flops/sec/1e9)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t\n", kernel, impl, sec*1e6, gf, pct)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	sp, err := bench.SpecOf(spec)
+	if err != nil {
+		return err
+	}
+	rows, err := bench.RowKernelCases(spec, sp.N)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nrow-wise kernels, %d rows, one core\n", sp.N)
+	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "kernel\timpl\tµs/call\tGelem/s\t\n")
+	for _, c := range rows {
+		r := testing.Benchmark(func(b *testing.B) {
+			for b.Loop() {
+				c.Run()
+			}
+		})
+		sec := r.T.Seconds() / float64(r.N)
+		kernel, impl := splitCase(c.Name)
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.2f\t\n", kernel, impl, sec*1e6, c.Elems/sec/1e9)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -108,13 +137,20 @@ func printBench(w io.Writer, spec string, trainSpecs []string, batch int) error 
 }
 
 // splitCase turns "spec=mid/n=256/dh=64/kernel=X/impl=avx512" into
-// ("X (n 256, dh 64)", "avx512").
+// ("X (n 256, dh 64)", "avx512"), a GEMM case into ("Gemm fwd (m …, k …,
+// n …)", impl) and a row-wise case into (kernel, impl).
 func splitCase(name string) (kernel, impl string) {
 	kv := map[string]string{}
 	for _, part := range strings.Split(name, "/") {
 		if k, v, ok := strings.Cut(part, "="); ok {
 			kv[k] = v
 		}
+	}
+	switch {
+	case kv["kernel"] == "Gemm":
+		return fmt.Sprintf("Gemm %s (m %s, k %s, n %s)", kv["pass"], kv["m"], kv["k"], kv["n"]), kv["impl"]
+	case kv["rows"] != "":
+		return kv["kernel"], kv["impl"]
 	}
 	return fmt.Sprintf("%s (n %s, dh %s)", kv["kernel"], kv["n"], kv["dh"]), kv["impl"]
 }
