@@ -10,13 +10,14 @@ import (
 // every MR×NR tile of its block, B panel outermost so a panel stays in L1.
 //
 // The micro-kernel reads A through two strides and B's rows p as NR
-// contiguous floats, so most operands are read where they lie: A always
+// contiguous floats, so most operands are read where they lie: A
 // (row-major or transposed), B whenever its columns are contiguous (the
-// backward products). Only B with contiguous rows (the weight of a forward
-// product) is packed, once per product and shared by all tasks, into
-// panels of NR columns; and an edge tile narrower than the kernel's MR×NR
-// is packed, zero-padded, into the worker's own buffer, since the kernel
-// reads whole tiles.
+// backward products). B with contiguous rows (the weight of a forward
+// product), or with a row stride that aliases in the caches, is packed
+// once per product, shared by all tasks, into panels of NR columns; a
+// transposed A with such a stride is copied a block at a time; and an edge
+// tile narrower than the kernel's MR×NR is packed, zero-padded, into the
+// worker's own buffer, since the kernel reads whole tiles.
 //
 // An element of C is the sum of its kc-blocks' partial sums, added in
 // increasing order, each partial sum formed over p in increasing order by
@@ -118,7 +119,7 @@ func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32
 	mk := &e.mk
 	e.reservePacks()
 	var bpk []float32
-	if b.rs != 1 {
+	if b.rs != 1 || aliasing(b.cs) {
 		panels := ceilDiv(n, mk.nr)
 		if need := panels * mk.nr * k; len(e.bpack) < need {
 			e.bpack = Alloc(need)
@@ -147,7 +148,8 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // aliasing reports whether rows stride floats apart fall into few cache
 // sets: a stride of a multiple of 2 KiB maps a panel's rows onto a handful
-// of L1 and L2 sets, which then evict one another; such a B is packed.
+// of L1 and L2 sets, which then evict one another; such an operand is
+// packed.
 func aliasing(stride int) bool { return stride%512 == 0 }
 
 // Run computes one mc×nc block of C.
@@ -207,7 +209,7 @@ func (g *packedJob) Run(worker, task int) {
 			switch {
 			case g.bpk != nil:
 				bs, bp = g.bpk[jr*g.k+kb*nr:][:kl*nr], nr
-			case nv == nr && !aliasing(b.cs):
+			case nv == nr:
 				bs, bp = b.data[jr+kb*b.cs:], b.cs // b.rs == 1: row p of the panel is contiguous
 			default:
 				pack(bEdge, b, jr, jr+nv, kb, kl, nr)
