@@ -115,6 +115,8 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitSoftmaxStats
 	case catalog.SoftmaxScale:
 		return emitSoftmaxScale
+	case catalog.AdamW:
+		return emitAdamW
 	}
 	return nil
 }

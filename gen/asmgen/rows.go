@@ -400,9 +400,16 @@ func (r *rowKit) layerNormGrad() {
 // masked tail; body(at, mask, u) handles the vector at at(base) (mask nil:
 // whole), u its position in the unrolled group.
 func (r *rowKit) flat(unroll int, ptrs []reg.GPVirtual, body func(at func(base reg.Register) operand.Mem, mask reg.Register, u int)) {
+	r.flatN(r.f.Config.FFN, unroll, ptrs, body)
+}
+
+// flatN is flat over t·per floats.
+func (r *rowKit) flatN(per, unroll int, ptrs []reg.GPVirtual, body func(at func(base reg.Register) operand.Mem, mask reg.Register, u int)) {
 	c, V := r.c, r.V
 	n := r.gp(c.Param("t"))
-	c.IMUL3Q(synImm(r.f.Config.FFN), n, n)
+	if per != 1 {
+		c.IMUL3Q(synImm(per), n, n)
+	}
 	step := func(vecs int) {
 		for _, p := range ptrs {
 			c.ADDQ(synImm(4*V*vecs), p)

@@ -51,6 +51,7 @@ const (
 	GeluBack      // kernels.GeluBackFunc
 	SoftmaxStats  // kernels.SoftmaxStatsFunc
 	SoftmaxScale  // kernels.SoftmaxScaleFunc
+	AdamW         // kernels.AdamWFunc
 )
 
 // Signatures are the Go signatures of each kind, as the stubs declare them.
@@ -86,14 +87,15 @@ var Signatures = map[Kind]string{
 	GeluBack:      "func(t int, a, b []float32)",
 	SoftmaxStats:  "func(t int, x, mx, s []float32)",
 	SoftmaxScale:  "func(t int, x, lse, y []float32, scale float32)",
+	AdamW:         "func(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, step, rbc2 float32)",
 }
 
 // RowWise reports whether kind k is one of the row-wise kernels (LayerNorm,
-// GELU, the cross-entropy's softmax): their t counts rows of a row-major matrix, which may hold
+// GELU, the cross-entropy's softmax, AdamW): their t counts rows of a row-major matrix, which may hold
 // several sequences, so it is any t ≥ 0 rather than a length ≤ N.
 func (k Kind) RowWise() bool {
 	switch k {
-	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale:
+	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale, AdamW:
 		return true
 	}
 	return false
@@ -222,8 +224,9 @@ func Ops(s *specs.Spec) []Op {
 // rowOps are the row-wise kernels of the training step's other passes,
 // which every spec gets: LayerNorm over [t, D] rows (forward, input
 // gradient, parameter gradients), the feed-forward's GELU over [t, FFN]
-// rows (forward with its derivative, and the backward's product), and the
-// cross-entropy's softmax over [t, Vocab] logits (statistics, gradient).
+// rows (forward with its derivative, and the backward's product), the
+// cross-entropy's softmax over [t, Vocab] logits (statistics, gradient),
+// and the optimizer's update of t parameters.
 func rowOps(c Config) []Op {
 	rowsD := Shape{Rows: -1, Stride: c.D, Width: c.D}         // [t, D] row-major
 	rowsF := Shape{Rows: -1, Stride: c.FFN, Width: c.FFN}     // [t, FFN] row-major
@@ -244,6 +247,8 @@ func rowOps(c Config) []Op {
 			Slices: []Param{p("x", rowsV), p("mx", perRow), p("s", perRow)}},
 		{Field: "SoftmaxScale", Func: "softmaxScale", Kind: SoftmaxScale,
 			Slices: []Param{p("x", rowsV), p("lse", perRow), p("y", rowsV)}},
+		{Field: "AdamW", Func: "adamW", Kind: AdamW,
+			Slices: []Param{p("p", perRow), p("g", perRow), p("m", perRow), p("v", perRow)}},
 	}
 }
 
@@ -323,7 +328,7 @@ func (k Kind) String() string {
 		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot",
 		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
 		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile",
-		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale"}
+		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale", "AdamW"}
 	if int(k) < len(names) {
 		return names[k]
 	}

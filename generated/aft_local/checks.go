@@ -224,6 +224,25 @@ func checkSoftmaxScale(t int, x []float32, lse []float32, y []float32, scale flo
 	}
 }
 
+// checkAdamW panics unless t and the slices fit AdamW's sizes.
+func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("aft_local.AdamW: t = %d, want t ≥ 0", t))
+	}
+	if len(p) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_local.AdamW: len(p) = %d, need %d at t = %d", len(p), need(t, t, 1, 1), t))
+	}
+	if len(g) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_local.AdamW: len(g) = %d, need %d at t = %d", len(g), need(t, t, 1, 1), t))
+	}
+	if len(m) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_local.AdamW: len(m) = %d, need %d at t = %d", len(m), need(t, t, 1, 1), t))
+	}
+	if len(v) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_local.AdamW: len(v) = %d, need %d at t = %d", len(v), need(t, t, 1, 1), t))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

@@ -121,10 +121,18 @@ func softmaxScaleGoChecked(t int, x []float32, lse []float32, y []float32, scale
 	}
 	softmaxScaleGo(t, x, lse, y, scale)
 }
+func adamWGoChecked(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32) {
+	checkAdamW(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
+	if t == 0 {
+		return
+	}
+	adamWGo(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
+}
 
 // goSet is the unrolled-Go kernel set, available on every platform.
 func goSet() kernels.Set {
 	return kernels.Set{
+		AdamW:              adamWGoChecked,
 		Gelu:               geluGoChecked,
 		GeluBack:           geluBackGoChecked,
 		GemmShape:          gemmShapeGo,

@@ -7166,6 +7166,81 @@ done_2:
 	VZEROUPPER
 	RET
 
+// func adamWAVX512(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·adamWAVX512(SB), NOSPLIT, $0-140
+	MOVQ         p_base+8(FP), AX
+	MOVQ         g_base+32(FP), CX
+	MOVQ         m_base+56(FP), DX
+	MOVQ         v_base+80(FP), BX
+	VBROADCASTSS decay+104(FP), Z0
+	VBROADCASTSS gscale+108(FP), Z1
+	VBROADCASTSS b1+112(FP), Z2
+	VBROADCASTSS c1+116(FP), Z3
+	VBROADCASTSS b2+120(FP), Z4
+	VBROADCASTSS c2+124(FP), Z5
+	VBROADCASTSS eps+128(FP), Z6
+	VBROADCASTSS step+132(FP), Z7
+	VBROADCASTSS rbc2+136(FP), Z8
+	MOVQ         t+0(FP), SI
+
+one_2:
+	CMPQ        SI, $+16
+	JLT         tail_3
+	VMOVUPS     (CX), Z9
+	VMULPS      Z1, Z9, Z9
+	VMOVUPS     (DX), Z10
+	VMULPS      Z2, Z10, Z10
+	VFMADD231PS Z3, Z9, Z10
+	VMOVUPS     Z10, (DX)
+	VMOVUPS     (BX), Z11
+	VMULPS      Z4, Z11, Z11
+	VMULPS      Z9, Z9, Z9
+	VFMADD231PS Z5, Z9, Z11
+	VMOVUPS     Z11, (BX)
+	VSQRTPS     Z11, Z11
+	VFMADD213PS Z6, Z8, Z11
+	VMULPS      Z7, Z10, Z10
+	VDIVPS      Z11, Z10, Z10
+	VMOVUPS     (AX), Z9
+	VFMSUB213PS Z10, Z0, Z9
+	VMOVUPS     Z9, (AX)
+	ADDQ        $+64, AX
+	ADDQ        $+64, CX
+	ADDQ        $+64, DX
+	ADDQ        $+64, BX
+	SUBQ        $+16, SI
+	JMP         one_2
+
+tail_3:
+	TESTQ       SI, SI
+	JZ          done_4
+	MOVL        $0x0000ffff, DI
+	BZHIL       SI, DI, DI
+	KMOVW       DI, K1
+	VMOVUPS.Z   (CX), K1, Z9
+	VMULPS      Z1, Z9, Z9
+	VMOVUPS.Z   (DX), K1, Z1
+	VMULPS      Z2, Z1, Z1
+	VFMADD231PS Z3, Z9, Z1
+	VMOVUPS     Z1, K1, (DX)
+	VMOVUPS.Z   (BX), K1, Z2
+	VMULPS      Z4, Z2, Z2
+	VMULPS      Z9, Z9, Z9
+	VFMADD231PS Z5, Z9, Z2
+	VMOVUPS     Z2, K1, (BX)
+	VSQRTPS     Z2, Z2
+	VFMADD213PS Z6, Z8, Z2
+	VMULPS      Z7, Z1, Z1
+	VDIVPS      Z2, Z1, Z1
+	VMOVUPS.Z   (AX), K1, Z2
+	VFMSUB213PS Z1, Z0, Z2
+	VMOVUPS     Z2, K1, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
 // func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·softmaxValueAVX2(SB), NOSPLIT, $0-104
@@ -14712,5 +14787,80 @@ vecs_3:
 	JNZ         row_1
 
 done_2:
+	VZEROUPPER
+	RET
+
+// func adamWAVX2(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
+// Requires: AVX, FMA3
+TEXT ·adamWAVX2(SB), NOSPLIT, $0-140
+	MOVQ         p_base+8(FP), AX
+	MOVQ         g_base+32(FP), CX
+	MOVQ         m_base+56(FP), DX
+	MOVQ         v_base+80(FP), BX
+	VBROADCASTSS decay+104(FP), Y0
+	VBROADCASTSS gscale+108(FP), Y1
+	VBROADCASTSS b1+112(FP), Y2
+	VBROADCASTSS c1+116(FP), Y3
+	VBROADCASTSS b2+120(FP), Y4
+	VBROADCASTSS c2+124(FP), Y5
+	VBROADCASTSS eps+128(FP), Y6
+	VBROADCASTSS step+132(FP), Y7
+	VBROADCASTSS rbc2+136(FP), Y8
+	MOVQ         t+0(FP), SI
+
+one_2:
+	CMPQ        SI, $+8
+	JLT         tail_3
+	VMOVUPS     (CX), Y9
+	VMULPS      Y1, Y9, Y9
+	VMOVUPS     (DX), Y10
+	VMULPS      Y2, Y10, Y10
+	VFMADD231PS Y3, Y9, Y10
+	VMOVUPS     Y10, (DX)
+	VMOVUPS     (BX), Y11
+	VMULPS      Y4, Y11, Y11
+	VMULPS      Y9, Y9, Y9
+	VFMADD231PS Y5, Y9, Y11
+	VMOVUPS     Y11, (BX)
+	VSQRTPS     Y11, Y11
+	VFMADD213PS Y6, Y8, Y11
+	VMULPS      Y7, Y10, Y10
+	VDIVPS      Y11, Y10, Y10
+	VMOVUPS     (AX), Y9
+	VFMSUB213PS Y10, Y0, Y9
+	VMOVUPS     Y9, (AX)
+	ADDQ        $+32, AX
+	ADDQ        $+32, CX
+	ADDQ        $+32, DX
+	ADDQ        $+32, BX
+	SUBQ        $+8, SI
+	JMP         one_2
+
+tail_3:
+	TESTQ       SI, SI
+	JZ          done_4
+	LEAQ        synLaneMask<>+0(SB), DI
+	NEGQ        SI
+	VMOVDQU     32(DI)(SI*4), Y9
+	VMASKMOVPS  (CX), Y9, Y10
+	VMULPS      Y1, Y10, Y10
+	VMASKMOVPS  (DX), Y9, Y1
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y10, Y1
+	VMASKMOVPS  Y1, Y9, (DX)
+	VMASKMOVPS  (BX), Y9, Y2
+	VMULPS      Y4, Y2, Y2
+	VMULPS      Y10, Y10, Y10
+	VFMADD231PS Y5, Y10, Y2
+	VMASKMOVPS  Y2, Y9, (BX)
+	VSQRTPS     Y2, Y2
+	VFMADD213PS Y6, Y8, Y2
+	VMULPS      Y7, Y1, Y1
+	VDIVPS      Y2, Y1, Y1
+	VMASKMOVPS  (AX), Y9, Y2
+	VFMSUB213PS Y1, Y0, Y2
+	VMASKMOVPS  Y2, Y9, (AX)
+
+done_4:
 	VZEROUPPER
 	RET

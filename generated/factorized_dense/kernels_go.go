@@ -800,3 +800,19 @@ func softmaxScaleGo(t int, x, lse, y []float32, scale float32) {
 		}
 	}
 }
+
+/*
+adamWGo is the AdamW update of t parameters (kernels.AdamWFunc), in float32:
+with g' = g·gscale, m ← b1·m + c1·g', v ← b2·v + c2·g'², p ← p·decay − step·m/(√v·rbc2 + eps).
+*/
+func adamWGo(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, step, rbc2 float32) {
+	p, g, m, v = p[:t], g[:t], m[:t], v[:t]
+	for i := range p {
+		gi := g[i] * gscale
+		mi := b1*m[i] + c1*gi
+		vi := b2*v[i] + c2*(gi*gi)
+		m[i], v[i] = mi, vi
+		den := float32(math.Sqrt(float64(vi)))*rbc2 + eps
+		p[i] = p[i]*decay - step*mi/den
+	}
+}

@@ -44,6 +44,9 @@ func softmaxStatsAVX512(t int, x []float32, mx []float32, s []float32)
 func softmaxScaleAVX512(t int, x []float32, lse []float32, y []float32, scale float32)
 
 //go:noescape
+func adamWAVX512(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
+
+//go:noescape
 func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
 
 //go:noescape
@@ -81,3 +84,6 @@ func softmaxStatsAVX2(t int, x []float32, mx []float32, s []float32)
 
 //go:noescape
 func softmaxScaleAVX2(t int, x []float32, lse []float32, y []float32, scale float32)
+
+//go:noescape
+func adamWAVX2(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)

@@ -122,6 +122,13 @@ func softmaxScaleAvx2Checked(t int, x []float32, lse []float32, y []float32, sca
 	}
 	softmaxScaleAVX2(t, x, lse, y, scale)
 }
+func adamWAvx2Checked(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32) {
+	checkAdamW(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
+	if t == 0 {
+		return
+	}
+	adamWAVX2(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
+}
 func softmaxValueAvx512Checked(t int, b []float32, a []float32, v []float32, y []float32) {
 	checkSoftmaxValue(t, b, a, v, y)
 	if t == 0 {
@@ -239,10 +246,18 @@ func softmaxScaleAvx512Checked(t int, x []float32, lse []float32, y []float32, s
 	}
 	softmaxScaleAVX512(t, x, lse, y, scale)
 }
+func adamWAvx512Checked(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32) {
+	checkAdamW(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
+	if t == 0 {
+		return
+	}
+	adamWAVX512(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
+}
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
+		AdamW:              adamWAvx2Checked,
 		Gelu:               geluAvx2Checked,
 		GeluBack:           geluBackAvx2Checked,
 		GemmShape:          gemmShapeAVX2,
@@ -262,6 +277,7 @@ func sets() []kernels.Set {
 		VanillaLogitsBackW: vanillaLogitsBackWAvx2Checked,
 		VanillaLogitsBackX: vanillaLogitsBackXAvx2Checked,
 	}, kernels.Set{
+		AdamW:              adamWAvx512Checked,
 		Gelu:               geluAvx512Checked,
 		GeluBack:           geluBackAvx512Checked,
 		GemmShape:          gemmShapeAVX512,

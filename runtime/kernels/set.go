@@ -258,6 +258,21 @@ type SoftmaxStatsFunc func(t int, x, mx, s []float32)
 // scale). y may not overlap x.
 type SoftmaxScaleFunc func(t int, x, lse, y []float32, scale float32)
 
+// AdamWFunc is the optimizer's update of t parameters p with gradients g
+// and moments m, v (all t floats; p, m and v updated in place), in
+// float32: for i < t, with g' = g[i]·gscale,
+//
+//	m[i] = b1·m[i] + c1·g'
+//	v[i] = b2·v[i] + c2·g'²
+//	p[i] = p[i]·decay − step·m[i] / (√v[i]·rbc2 + eps)
+//
+// (AdamW with c1 = 1 − β1, c2 = 1 − β2, step = lr/(1 − β1^k), rbc2 =
+// 1/√(1 − β2^k), decay = 1 − lr·wd, gscale the clipping factor). Elements
+// are independent, so any split of a parameter into calls gives the same
+// bits. The levels may round differently (the assembly fuses
+// multiply-adds).
+type AdamWFunc func(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, step, rbc2 float32)
+
 // GemmTileFunc is the register-blocked micro-kernel of the linear layers'
 // matrix products (runtime/mat): with MR×NR the level's tile shape (its
 // GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it computes
@@ -342,6 +357,7 @@ type Set struct {
 	GeluBack      GeluBackFunc
 	SoftmaxStats  SoftmaxStatsFunc
 	SoftmaxScale  SoftmaxScaleFunc
+	AdamW         AdamWFunc
 
 	// The linear layers' GEMM micro-kernel, in every spec. GemmTile and
 	// GemmShape are always provided together, at the same levels, so

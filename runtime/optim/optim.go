@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/model"
 	"github.com/synthgen/synthgen/runtime/parallel"
 )
@@ -52,6 +53,10 @@ type AdamW struct {
 
 	// Runner runs the chunks' tasks (nil: the calling goroutine).
 	Runner Runner
+	// Kernel, when set (a spec's dispatched kernels.Set.AdamW), does each
+	// chunk's update in float32 on the vector units; nil does it in
+	// float64 in Go, the reference.
+	Kernel kernels.AdamWFunc
 
 	chunks  []chunk
 	partial []float64 // GradNorm's per-chunk sums
@@ -168,7 +173,8 @@ func ClipScale(norm, maxNorm float64) float64 {
 // factor). As in PyTorch: p ← p − lr·wd·p (decay parameters only), then
 // m ← β1·m + (1−β1)·g, v ← β2·v + (1−β2)·g², and
 // p ← p − lr/(1−β1^k) · m / (√v/√(1−β2^k) + eps) at update k. The
-// arithmetic is float64 per element, rounded to float32 on store.
+// arithmetic is float64 per element, rounded to float32 on store, or, with
+// Kernel set, float32 in the kernel (as PyTorch does for float32 tensors).
 func (o *AdamW) Step(lr, gradScale float64) {
 	o.Steps++
 	k := float64(o.Steps)
@@ -198,6 +204,11 @@ func (j *stepJob) Run(_, task int) {
 	m := o.M[c.param][c.lo:c.hi]
 	v := o.V[c.param][c.lo:c.hi]
 	grad := p.Grad[c.lo:c.hi]
+	if o.Kernel != nil {
+		o.Kernel(len(data), data, grad, m, v, float32(decay), float32(gradScale),
+			float32(b1), float32(1-b1), float32(b2), float32(1-b2), float32(eps), float32(stepSize), float32(1/sqrtBC2))
+		return
+	}
 	m, v, grad = m[:len(data)], v[:len(data)], grad[:len(data)]
 	for i := range data {
 		g := float64(grad[i]) * gradScale

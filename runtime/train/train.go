@@ -213,7 +213,8 @@ func New(m *model.Model, text []byte, cfg Config) (*Trainer, error) {
 		Model: m, WS: m.NewWorkspace(cfg.Batch), Opt: optim.NewAdamW(m.Params, cfg.Optim),
 		Sampler: s, Cfg: cfg, Sched: cfg.Schedule(),
 	}
-	t.Opt.Runner = m // the optimizer's passes run on the model's workers
+	t.Opt.Runner = m               // the optimizer's passes run on the model's workers
+	t.Opt.Kernel = m.Kernels.AdamW // and its update on the spec's kernel
 	t.eval = &Evaluator{Model: m, WS: t.WS, Batch: cfg.Batch}
 	return t, nil
 }
