@@ -1,21 +1,24 @@
-// Package mat holds the float32 matrix products of the linear layers, in
-// plain Go: a blocked, tiled product with a 2×3 register tile, run on a
-// parallel.Pool.
+// Package mat holds the float32 matrix products of the linear layers, run
+// on a parallel.Pool: through a generated GEMM micro-kernel when the engine
+// has one (SetGemm; see pack.go), else in plain Go, a blocked, tiled
+// product with a 2×3 register tile.
 //
 // All matrices are dense and row-major. For a linear layer with weight
 // w [n, k] (PyTorch's [out, in]) and bias b [n] applied to x [m, k]:
 //
 //	Linear:      y  = x·wᵀ + b          y [m, n]
 //	LinearAdd:   y += x·wᵀ + b
+//	LinearRes:   y  = res + x·wᵀ + b
 //	LinearBackX: dx = dy·w   (or +=)    dx [m, k]
 //	LinearBackW: dw += dyᵀ·x, db += colsum(dy)
 //
-// Every product is computed as C = A·Bᵀ with both operands walked along
-// their contiguous rows (the backward products first transpose their
-// operands into the engine's scratch). The output is cut into tiles whose
-// size depends only on the shapes, each tile is one task, and each output
-// element is summed in the same fixed order whichever worker computes it: the
-// results are bit-identical for any number of workers.
+// Every product is computed as C = A·Bᵀ. The plain path walks both
+// operands along their contiguous rows (the backward products first
+// transpose their operands into the engine's scratch); the micro-kernel
+// path reads them in place through strides. The output is cut into tiles
+// whose size depends only on the shapes, each tile is one task, and each
+// output element is summed in the same fixed order whichever worker
+// computes it: the results are bit-identical for any number of workers.
 package mat
 
 import (
