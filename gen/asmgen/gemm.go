@@ -86,6 +86,21 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		return operand.Mem{Base: a6, Index: rowStride, Scale: 1}
 	}
 
+	c.Comment("Prefetch the tile's rows of c (first and last byte of each), so that their")
+	c.Comment("misses overlap the products rather than stall the stores at the end.")
+	{
+		pc := c.Load(c.Param("c").Base(), c.GP64())
+		pl := c.Load(c.Param("ldc"), c.GP64())
+		c.SHLQ(operand.U8(2), pl)
+		for i := 0; i < mr; i++ {
+			c.PREFETCHT0(operand.Mem{Base: pc})
+			c.PREFETCHT0(operand.Mem{Base: pc, Disp: 4*nr - 1})
+			if i+1 < mr {
+				c.ADDQ(pl, pc)
+			}
+		}
+	}
+
 	c.Comment("asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)")
 	asumLen := c.Load(c.Param("asum").Len(), c.GP64())
 	c.TESTQ(asumLen, asumLen)

@@ -239,7 +239,7 @@ var (
 )
 
 // baseline are the features every amd64 CPU has (GOAMD64=v1).
-var baseline = map[string]bool{"CMOV": true, "SSE": true, "SSE2": true}
+var baseline = map[string]bool{"CMOV": true, "SSE": true, "SSE2": true, "MMX+": true}
 
 // checkAsmText checks avo output: AVX2 functions use only X/Y0–15 and no
 // Z or K registers, and (with features) every function's "Requires:"

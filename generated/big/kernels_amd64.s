@@ -7334,7 +7334,7 @@ next_5:
 	RET
 
 // func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
-// Requires: AVX, AVX512F, AVX512VL, BMI2
+// Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+
 TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-177
 	MOVQ kc+0(FP), AX
 	MOVQ a_base+8(FP), CX
@@ -7348,6 +7348,35 @@ TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-177
 	LEAQ (DX)(DX*2), R8
 	LEAQ (CX)(R8*2), R9
 	ADDQ CX, R8
+
+	// Prefetch the tile's rows of c (first and last byte of each), so that their
+	// misses overlap the products rather than stall the stores at the end.
+	MOVQ       c_base+80(FP), R10
+	MOVQ       ldc+104(FP), R11
+	SHLQ       $0x02, R11
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
+	ADDQ       R11, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
+	ADDQ       R11, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
+	ADDQ       R11, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
+	ADDQ       R11, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
+	ADDQ       R11, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
+	ADDQ       R11, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
+	ADDQ       R11, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 127(R10)
 
 	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
 	MOVQ   asum_len+160(FP), R10
@@ -17765,7 +17794,7 @@ next_5:
 	RET
 
 // func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-177
 	MOVQ kc+0(FP), AX
 	MOVQ a_base+8(FP), CX
@@ -17778,6 +17807,29 @@ TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-177
 	SHLQ $0x02, DI
 	LEAQ (DX)(DX*2), R8
 	ADDQ CX, R8
+
+	// Prefetch the tile's rows of c (first and last byte of each), so that their
+	// misses overlap the products rather than stall the stores at the end.
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	ADDQ       R10, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	ADDQ       R10, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	ADDQ       R10, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	ADDQ       R10, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
+	ADDQ       R10, R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 63(R9)
 
 	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
 	MOVQ    asum_len+160(FP), R9

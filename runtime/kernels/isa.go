@@ -51,16 +51,17 @@ func ParseISA(s string) (ISA, error) {
 // assembly is covered by this list.
 var Features = map[ISA][]string{
 	Go:     nil,
-	AVX2:   {"CMOV", "SSE", "SSE2", "AVX", "AVX2", "FMA3"},
-	AVX512: {"CMOV", "SSE", "SSE2", "AVX", "AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "BMI2"},
+	AVX2:   {"CMOV", "SSE", "SSE2", "MMX+", "AVX", "AVX2", "FMA3"},
+	AVX512: {"CMOV", "SSE", "SSE2", "MMX+", "AVX", "AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "BMI2"},
 }
 
 // missing returns the features of level l that this CPU lacks.
 func missing(l ISA) []string {
 	have := map[string]bool{
-		"CMOV":     true, // CMOV, SSE and SSE2 are part of every amd64 CPU
-		"SSE":      true,
-		"SSE2":     true,
+		"CMOV":     true, // CMOV, SSE, SSE2 and SSE's MMX extensions (the
+		"SSE":      true, // prefetches: avo's "MMX+") are part of every
+		"SSE2":     true, // amd64 CPU
+		"MMX+":     true,
 		"AVX":      cpu.X86.HasAVX,
 		"AVX2":     cpu.X86.HasAVX2,
 		"FMA3":     cpu.X86.HasFMA,

@@ -5,8 +5,8 @@
 // step can use a pool without touching the heap.
 //
 // Between jobs the workers spin briefly (a training step calls Run hundreds
-// of times in quick succession) and then park on a channel, so an idle pool
-// costs nothing.
+// of times in quick succession) and then block on a channel, so an idle
+// pool costs nothing.
 //
 // Which worker runs which task is not fixed, so a job whose results must not
 // depend on the number of workers has to make each task's arithmetic depend
@@ -29,26 +29,32 @@ type Job interface {
 }
 
 // spins is how many times a waiting goroutine yields (runtime.Gosched, a
-// few hundred ns each when nothing else is runnable) before it parks: long
-// enough to bridge the gaps between the jobs of a training step (a worker
-// that runs out of tasks waits for the others' last ones), short enough
-// that an idle pool soon stops using the CPU.
+// few hundred ns each when nothing else is runnable) before it blocks on
+// its channel: long enough to bridge the gaps between the jobs of a
+// training step (a worker that runs out of tasks waits for the others'
+// last ones), short enough that an idle pool soon stops using the CPU.
 const spins = 4000
 
 // Pool is a fixed set of workers. Its methods must not be called
 // concurrently; Run is not reentrant (a task must not call Run on its pool).
+//
+// The hand-offs are channel tokens, one per helper per job and one back
+// per job, so none can be lost: Run puts a token in every helper's start
+// channel (capacity 1; the helper took the previous job's before that job
+// ended); the helper that finishes the job's last outstanding share puts
+// one in done (capacity 1), which Run takes before it returns. Waiting
+// goroutines spin on the channel's length first, and block only when the
+// spin runs out.
 type Pool struct {
 	n       int
-	helpers []*helper
-
-	job     Job
-	spans   []span        // per worker: its share of the current job's tasks
-	gen     atomic.Uint64 // bumped by Run: every helper joins every job
-	pending atomic.Int64  // helpers not yet done with the current job
+	spins   int             // yields before a wait blocks
+	helpers []chan struct{} // per helper: its start tokens
 	closed  atomic.Bool
 
-	waiting atomic.Bool   // the caller of Run is parked (or about to be) on done
-	done    chan struct{} // capacity 1
+	job     Job
+	spans   []span       // per worker: its share of the current job's tasks
+	pending atomic.Int64 // helpers not yet done with the current job
+	done    chan struct{}
 }
 
 // span is a worker's share of a job's task numbers, [next, end), claimed
@@ -61,22 +67,20 @@ type span struct {
 	_    [48]byte
 }
 
-type helper struct {
-	sleeping atomic.Bool   // parked (or about to be) on wake
-	wake     chan struct{} // capacity 1
-}
-
 // New starts a pool of n workers: n−1 goroutines plus the goroutine calling
 // Run. n < 1 means runtime.GOMAXPROCS(0). Close stops the goroutines.
-func New(n int) *Pool {
+func New(n int) *Pool { return newPool(n, spins) }
+
+// newPool is New with the spin count (the tests make every wait block).
+func newPool(n, spin int) *Pool {
 	if n < 1 {
 		n = runtime.GOMAXPROCS(0)
 	}
-	p := &Pool{n: n, done: make(chan struct{}, 1), spans: make([]span, n)}
+	p := &Pool{n: n, spins: spin, done: make(chan struct{}, 1), spans: make([]span, n)}
 	for w := 1; w < n; w++ {
-		h := &helper{wake: make(chan struct{}, 1)}
-		p.helpers = append(p.helpers, h)
-		go p.loop(w, h)
+		start := make(chan struct{}, 1)
+		p.helpers = append(p.helpers, start)
+		go p.loop(w, start)
 	}
 	return p
 }
@@ -84,31 +88,22 @@ func New(n int) *Pool {
 // Size is the number of workers, the caller included.
 func (p *Pool) Size() int { return p.n }
 
-// loop is a helper goroutine: wait for a new generation, drain its tasks,
+// receive takes a token from c, spinning before it blocks; false when c
+// is closed.
+func (p *Pool) receive(c chan struct{}) bool {
+	for i := 0; i < p.spins && len(c) == 0; i++ {
+		runtime.Gosched()
+	}
+	_, ok := <-c
+	return ok
+}
+
+// loop is a helper goroutine: take a start token, drain the job's tasks,
 // report.
-func (p *Pool) loop(w int, h *helper) {
-	var seen uint64 // generation 0 is the pool's creation, not a job
-	for {
-		for i := 0; p.gen.Load() == seen; i++ {
-			if i < spins {
-				runtime.Gosched()
-				continue
-			}
-			// Park. Run bumps gen, then claims sleeping (true → false) and
-			// sends; either it sees our flag or we see its generation.
-			h.sleeping.Store(true)
-			if p.gen.Load() != seen && h.sleeping.CompareAndSwap(true, false) {
-				break
-			}
-			<-h.wake
-			break
-		}
-		seen = p.gen.Load()
-		if p.closed.Load() {
-			return
-		}
+func (p *Pool) loop(w int, start chan struct{}) {
+	for p.receive(start) {
 		p.drain(w)
-		if p.pending.Add(-1) == 0 && p.waiting.CompareAndSwap(true, false) {
+		if p.pending.Add(-1) == 0 {
 			p.done <- struct{}{}
 		}
 	}
@@ -149,31 +144,12 @@ func (p *Pool) Run(tasks int, job Job) {
 		p.spans[w].end = int64(tasks * (w + 1) / p.n)
 	}
 	p.pending.Store(int64(len(p.helpers)))
-	p.gen.Add(1)
-	for _, h := range p.helpers {
-		if h.sleeping.Load() && h.sleeping.CompareAndSwap(true, false) {
-			h.wake <- struct{}{}
-		}
+	for _, start := range p.helpers {
+		start <- struct{}{}
 	}
 	p.drain(0)
-	p.wait()
+	p.receive(p.done)
 	p.job = nil
-}
-
-// wait returns when every helper has finished the current job.
-func (p *Pool) wait() {
-	for i := 0; p.pending.Load() != 0; i++ {
-		if i < spins {
-			runtime.Gosched()
-			continue
-		}
-		p.waiting.Store(true)
-		if p.pending.Load() == 0 && p.waiting.CompareAndSwap(true, false) {
-			return
-		}
-		<-p.done
-		return
-	}
 }
 
 // Close stops the pool's goroutines; later Runs execute on the caller
@@ -182,11 +158,8 @@ func (p *Pool) Close() {
 	if p.closed.Swap(true) {
 		return
 	}
-	p.gen.Add(1)
-	for _, h := range p.helpers {
-		if h.sleeping.CompareAndSwap(true, false) {
-			h.wake <- struct{}{}
-		}
+	for _, start := range p.helpers {
+		close(start)
 	}
 	p.helpers = nil
 }

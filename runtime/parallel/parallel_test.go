@@ -89,3 +89,25 @@ func BenchmarkRun(b *testing.B) {
 		p.Run(16, j)
 	}
 }
+
+// TestNoLostWakeups runs many short jobs with the spins off, so that every
+// wait blocks on its channel and every hand-off goes through a token, with
+// more workers than processors (the scheduling under which an earlier
+// flag-based hand-off lost a wake-up and hung): each job must finish, with
+// every task run once.
+func TestNoLostWakeups(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		p := newPool(n, 0)
+		j := &countJob{hits: make([]atomic.Int32, 7), workers: make([]atomic.Int32, n)}
+		for round := range 20000 {
+			tasks := 2 + round%6
+			p.Run(tasks, j)
+			for i := range tasks {
+				if h := j.hits[i].Swap(0); h != 1 {
+					t.Fatalf("n=%d round %d: task %d ran %d times", n, round, i, h)
+				}
+			}
+		}
+		p.Close()
+	}
+}
