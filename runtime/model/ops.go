@@ -219,7 +219,7 @@ func (j *ceJob) Run(_, task int) {
 	if j.back {
 		inv := float32(1 / float64(ws.rows))
 		dl := ws.dlogits[r0*v : r1*v]
-		k.SoftmaxScale(r1-r0, logits, ws.lse32[r0:r1], dl, inv)
+		k.SoftmaxScale(r1-r0, logits, ws.lse[r0:r1], dl, inv)
 		for r := r0; r < r1; r++ {
 			dl[(r-r0)*v+int(ws.targets[r])] -= inv
 		}
@@ -229,8 +229,7 @@ func (j *ceJob) Run(_, task int) {
 	k.SoftmaxStats(r1-r0, logits, mx, sum)
 	for r := r0; r < r1; r++ {
 		lse := float64(mx[r-r0]) + math.Log(float64(sum[r-r0]))
-		ws.lse[r] = lse
-		ws.lse32[r] = float32(lse)
+		ws.lse[r] = float32(lse)
 		ws.rowNLL[r] = lse - float64(logits[(r-r0)*v+int(ws.targets[r])])
 	}
 }

@@ -25,8 +25,7 @@ type Workspace struct {
 	rsF    []float32
 	xf     []float32 // lnf output [rows, d]
 	logits []float32 // [rows, vocab]
-	lse    []float64 // per row: log Σ exp(logits)
-	lse32  []float32 // the same, rounded, for the backward's kernel
+	lse    []float32 // per row: log Σ exp(logits), for the backward's kernel
 	ceMax  []float32 // per row: max of the logits (SoftmaxStats)
 	ceSum  []float32 // per row: Σ exp(logits − max) (SoftmaxStats)
 	rowNLL []float64 // per row: cross-entropy
@@ -123,8 +122,7 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 	ws.muF, ws.rsF = mat.Alloc(rows), mat.Alloc(rows)
 	ws.xf = mat.Alloc(rows * d)
 	ws.logits = mat.Alloc(rows * m.vocab)
-	ws.lse = make([]float64, rows)
-	ws.lse32, ws.ceMax, ws.ceSum = mat.Alloc(rows), mat.Alloc(rows), mat.Alloc(rows)
+	ws.lse, ws.ceMax, ws.ceSum = mat.Alloc(rows), mat.Alloc(rows), mat.Alloc(rows)
 	ws.rowNLL = make([]float64, rows)
 
 	ws.dlogits = mat.Alloc(rows * m.vocab)

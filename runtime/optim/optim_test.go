@@ -165,6 +165,17 @@ func TestAdamWWorkers(t *testing.T) {
 		return ps, norm
 	}
 	ref, refNorm := run(nil)
+	moved := 0
+	for i, p := range mk() {
+		for j := range p.Data {
+			if ref[i].Data[j] != p.Data[j] {
+				moved++
+			}
+		}
+	}
+	if total := 3 + chunkSize + 5 + 1 + 2*chunkSize + 17; moved != total {
+		t.Fatalf("Step moved %d of %d parameters", moved, total)
+	}
 	want := 0.0
 	for _, p := range mk() {
 		for _, g := range p.Grad {
