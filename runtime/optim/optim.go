@@ -118,13 +118,15 @@ func (o *AdamW) run(job parallel.Job) {
 // normJob sums the squared gradients of one chunk.
 type normJob struct{ o *AdamW }
 
-func (j *normJob) Run(_, task int) {
-	c := j.o.chunks[task]
+func (j *normJob) Run(_, task int) { j.o.partial[task] = sumSquares(j.o.Params, j.o.chunks[task]) }
+
+// sumSquares is Σ g² over chunk c's gradients, in float64.
+func sumSquares(params []*model.Param, c chunk) float64 {
 	var s float64
-	for _, g := range j.o.Params[c.param].Grad[c.lo:c.hi] {
+	for _, g := range params[c.param].Grad[c.lo:c.hi] {
 		s += float64(g) * float64(g)
 	}
-	j.o.partial[task] = s
+	return s
 }
 
 // GradNorm is the global L2 norm of the gradients of the optimizer's
@@ -145,11 +147,7 @@ func (o *AdamW) GradNorm() float64 {
 func GradNorm(params []*model.Param) float64 {
 	var s float64
 	for _, c := range chunksOf(params) {
-		var cs float64
-		for _, g := range params[c.param].Grad[c.lo:c.hi] {
-			cs += float64(g) * float64(g)
-		}
-		s += cs
+		s += sumSquares(params, c)
 	}
 	return math.Sqrt(s)
 }
