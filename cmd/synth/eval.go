@@ -3,9 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/synthgen/synthgen/runtime/checkpoint"
-	"github.com/synthgen/synthgen/runtime/data"
-	"github.com/synthgen/synthgen/runtime/train"
+	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 func runEval(args []string) error { return evalCmd(stdEnv(), args) }
@@ -30,47 +28,36 @@ func evalCmd(e *env, args []string) error {
 	case workers < 0:
 		return fmt.Errorf("-workers %d must be ≥ 0", workers)
 	}
-	m, step, err := checkpoint.Load(ckpt)
+	m, err := synth.Load(ckpt)
 	if err != nil {
 		return err
 	}
 	m.SetWorkers(workers)
-	n := m.Spec.N
 	var text []byte
-	var what string
 	if dataArg == "" {
-		p, err := data.DefaultFile()
+		p, err := synth.DefaultText()
 		if err != nil {
 			return err
 		}
-		ds, err := data.Load(p, n, m.Spec.Vocab)
-		if err != nil {
+		if text, err = synth.HeldOut(p, m.Spec()); err != nil {
 			return err
 		}
-		text = ds.Val
-		what = fmt.Sprintf("the held-out last 10%% (%d bytes) of the default text %s", len(text), p)
-		fmt.Fprintf(e.out, "no -data given: scoring %s\n", what)
+		fmt.Fprintf(e.out, "no -data given: scoring the held-out last 10%% (%d bytes) of the default text %s\n", len(text), p)
 	} else {
-		b, err := data.ReadFile(dataArg)
-		if err != nil {
+		if text, err = synth.ReadText(dataArg); err != nil {
 			return err
 		}
-		if len(b) < n+1 {
-			return fmt.Errorf("data file %s: %d bytes is too short: a window needs n+1 = %d bytes", dataArg, len(b), n+1)
-		}
-		if err := data.CheckVocab("data file "+dataArg, b[:len(b)/(n+1)*(n+1)], m.Spec.Vocab); err != nil {
-			return err
-		}
-		text = b
-		fmt.Fprintf(e.out, "data: %s (%d bytes)\n", dataArg, len(b))
+		fmt.Fprintf(e.out, "data: %s (%d bytes)\n", dataArg, len(text))
 	}
-	k := data.NumWindows(text, n, windows)
-	ev := train.NewEvaluator(m, min(batch, k))
-	res, err := ev.Evaluate(text, windows)
+	res, err := m.Evaluate(e.context(), text, synth.EvalOptions{Windows: windows, Batch: batch})
 	if err != nil {
+		if dataArg != "" {
+			return fmt.Errorf("data file %s: %w", dataArg, err)
+		}
 		return err
 	}
-	fmt.Fprintf(e.out, "checkpoint: %s (spec %s, step %d); %d windows of %d bytes, %d bytes scored\n", ckpt, m.Spec.Name, step, res.Windows, n+1, res.Tokens)
+	n := m.Spec().N
+	fmt.Fprintf(e.out, "checkpoint: %s (spec %s, step %d); %d windows of %d bytes, %d bytes scored\n", ckpt, m.Spec().Name, m.Step(), res.Windows, n+1, res.Tokens)
 	fmt.Fprintf(e.out, "loss %.6f\n", res.Loss)
 	fmt.Fprintf(e.out, "bpb %.6f\n", res.BPB())
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/synthgen/synthgen/runtime/checkpoint"
 	"github.com/synthgen/synthgen/runtime/model"
+	"github.com/synthgen/synthgen/runtime/synth"
 	"github.com/synthgen/synthgen/runtime/train"
 )
 
@@ -79,7 +80,7 @@ func inspectCmd(e *env, args []string) error {
 			break
 		}
 		fmt.Fprintf(e.out, "optimizer  %s: AdamW state at step %s of %d; batch %d, lr %g, warm-up %d, seed %d", opt, f.Metadata[checkpoint.KeyStep], c.Steps, c.Batch, c.LR, c.Warmup, c.Seed)
-		if d := f.Metadata[keyData]; d != "" {
+		if d := f.Metadata[synth.KeyData]; d != "" {
 			fmt.Fprintf(e.out, ", data %s", d)
 		}
 		fmt.Fprintln(e.out)

@@ -120,13 +120,6 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// setFlags is the set of flags given explicitly on the command line.
-func setFlags(fs *flag.FlagSet) map[string]bool {
-	m := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
-	return m
-}
-
 // isTerminal reports whether f is a character device (a terminal).
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()

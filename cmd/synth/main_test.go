@@ -2,12 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/synthgen/synthgen/runtime/checkpoint"
@@ -161,7 +161,7 @@ func TestResumeCLI(t *testing.T) {
 	}
 	// Extending the run is allowed; going backwards is not.
 	e, _ := testEnv()
-	if err := trainCmd(e, []string{"-resume", b, "-steps", "10"}); err == nil || !strings.Contains(err.Error(), "larger -steps") {
+	if err := trainCmd(e, []string{"-resume", b, "-steps", "10"}); err == nil || !strings.Contains(err.Error(), "more steps") {
 		t.Errorf("resume past -steps: %v", err)
 	}
 	out = mustRun(t, trainCmd, "-resume", b, "-steps", "14", "-eval-every", "0")
@@ -192,9 +192,9 @@ func TestInterrupt(t *testing.T) {
 	txt := textFile(t, dir, 20000)
 	ck := filepath.Join(dir, "i.safetensors")
 	e, out := testEnv()
-	sig := make(chan os.Signal, 1)
-	sig <- syscall.SIGINT
-	e.interrupt = sig
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.ctx = ctx
 	if err := trainCmd(e, tinyTrain(dir, txt, "-steps", "50", "-out", ck)); err != nil {
 		t.Fatal(err)
 	}

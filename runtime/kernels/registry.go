@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -9,6 +10,29 @@ import (
 
 	"github.com/synthgen/synthgen/specs"
 )
+
+// ErrNotLinked matches (errors.Is) a NotLinkedError.
+var ErrNotLinked = errors.New("spec not linked")
+
+// NotLinkedError is the error for a spec whose generated package the
+// program does not link; it says how to generate and link one.
+type NotLinkedError struct {
+	Name   string   // the spec asked for
+	Linked []string // the specs the program links
+}
+
+func (e *NotLinkedError) Error() string {
+	linked := strings.Join(e.Linked, ", ")
+	if linked == "" {
+		linked = "none"
+	}
+	return fmt.Sprintf("spec %q is not linked into this program (linked: %s): generate its package, "+
+		"e.g. go run github.com/synthgen/synthgen/cmd/synthgen -spec %s.json -out DIR (or a //go:generate line), "+
+		"and import it: import _ \"yourmodule/DIR\"", e.Name, linked, e.Name)
+}
+
+// Is reports whether target is ErrNotLinked.
+func (e *NotLinkedError) Is(target error) bool { return target == ErrNotLinked }
 
 type entry struct {
 	spec specs.Spec
@@ -65,7 +89,7 @@ func get(name string) (*entry, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("spec %q is not linked into this program (linked: %s)", name, strings.Join(names, ", "))
+		return nil, &NotLinkedError{Name: name, Linked: names}
 	}
 	if dupes[name] {
 		return nil, fmt.Errorf("spec %q is registered by two generated packages", name)

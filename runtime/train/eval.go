@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -42,6 +43,12 @@ func NewEvaluator(m *model.Model, batch int) *Evaluator {
 // predicting its bytes 1..n from the bytes before; the mean cross-entropy
 // over all scored bytes.
 func (e *Evaluator) Evaluate(text []byte, limit int) (Result, error) {
+	return e.EvaluateContext(context.Background(), text, limit)
+}
+
+// EvaluateContext is Evaluate, stopping with ctx's error between forward
+// passes once ctx is done.
+func (e *Evaluator) EvaluateContext(ctx context.Context, text []byte, limit int) (Result, error) {
 	n := e.Model.Spec.N
 	k := data.NumWindows(text, n, limit)
 	if k == 0 {
@@ -56,6 +63,9 @@ func (e *Evaluator) Evaluate(text []byte, limit int) (Result, error) {
 	}
 	var sum float64
 	for w := 0; w < k; w += e.Batch {
+		if err := ctx.Err(); err != nil {
+			return Result{}, fmt.Errorf("evaluation stopped: %w", context.Cause(ctx))
+		}
 		b := min(e.Batch, k-w)
 		for i := 0; i < b; i++ {
 			data.Window(text, n, w+i, e.in[i*n:(i+1)*n], e.tg[i*n:(i+1)*n])

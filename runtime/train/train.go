@@ -12,6 +12,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -251,6 +252,11 @@ func (t *Trainer) TrainStep() error {
 // windows when limit > 0), batched on the trainer's workspace.
 func (t *Trainer) Evaluate(text []byte, limit int) (Result, error) {
 	return t.eval.Evaluate(text, limit)
+}
+
+// EvaluateContext is Evaluate, stopping with ctx's error once ctx is done.
+func (t *Trainer) EvaluateContext(ctx context.Context, text []byte, limit int) (Result, error) {
+	return t.eval.EvaluateContext(ctx, text, limit)
 }
 
 // Save writes the checkpoint to path and the optimizer state (moments and

@@ -1,0 +1,40 @@
+// Package synth is synthgen's Go API: train, resume, evaluate, sample,
+// save and load the byte-level language models of the model card
+// (Synthesizer, AFT and linear attention), running on the kernels of the
+// generated packages a program links.
+//
+// A model's kernels come from a package generated for its spec (by
+// cmd/synthgen, usually from a //go:generate line); importing that package
+// registers them, and the generated package's Spec variable is the spec:
+//
+//	import (
+//		"github.com/synthgen/synthgen/runtime/synth"
+//		"example.com/mymodel/small" // generated: go:generate go tool synthgen -spec small.json -out .
+//	)
+//
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+//	defer stop()
+//	sum, err := synth.Train(ctx, small.Spec,
+//		synth.Data("input.txt"), synth.Steps(2000), synth.Out("small.safetensors"),
+//		synth.Log(os.Stdout, 100))
+//	// Ctrl-C: the run saves at the step it reached; errors.Is(err, context.Canceled).
+//	sum, err = synth.Resume(ctx, "small.safetensors", synth.Steps(4000))
+//
+//	m, err := synth.Load("small.safetensors")
+//	res, err := m.Evaluate(ctx, text, synth.EvalOptions{})
+//	out, err := m.Sample(ctx, []byte("The light "), synth.SampleOptions{Len: 200, Temp: 0.8})
+//
+// Training is deterministic: a step's batch is a function of (seed, step),
+// results do not depend on the number of workers, and a run stopped early
+// (StopAt, or a cancelled context) and resumed ends with exactly the
+// weights of an uninterrupted run. A run writes three files: the
+// checkpoint (safetensors, the card's tensor names), the optimizer state
+// beside it (<name>.opt.safetensors: AdamW's moments and the run's
+// settings) and a CSV log (<name>.csv: step, loss, val_loss, lr,
+// tokens_per_s); checkpoints are replaced atomically.
+//
+// Errors are returned, wrapped with the file or setting they concern; the
+// package never exits the program. A spec whose generated package the
+// program does not link gives an error matching ErrNotLinked that says how
+// to generate it.
+package synth

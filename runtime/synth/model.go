@@ -1,0 +1,190 @@
+package synth
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/synthgen/synthgen/runtime/checkpoint"
+	"github.com/synthgen/synthgen/runtime/data"
+	"github.com/synthgen/synthgen/runtime/kernels"
+	"github.com/synthgen/synthgen/runtime/model"
+	"github.com/synthgen/synthgen/runtime/train"
+	"github.com/synthgen/synthgen/specs"
+)
+
+// Model is a byte-level language model of one spec, running on the kernels
+// of the generated package that the program links for that spec, together
+// with the number of training steps its weights have seen.
+//
+// A Model is not safe for concurrent use: run one Evaluate, Sample or
+// training step at a time (each uses all of the model's workers).
+type Model struct {
+	net  *model.Model
+	step int
+}
+
+// Linked lists the names of the specs whose generated packages this
+// program links, sorted.
+func Linked() []string { return kernels.Names() }
+
+// LookupSpec resolves a spec given by the name of a linked spec ("small")
+// or by the path of a spec file ("specs/small.json", anything ending in
+// .json or holding a path separator). A file's spec must be exactly the
+// one its linked package was generated from.
+func LookupSpec(nameOrFile string) (specs.Spec, error) {
+	name := nameOrFile
+	var file *specs.Spec
+	if strings.HasSuffix(nameOrFile, ".json") || strings.ContainsRune(nameOrFile, filepath.Separator) || strings.ContainsRune(nameOrFile, '/') {
+		s, err := specs.Load(nameOrFile)
+		if err != nil {
+			return specs.Spec{}, err
+		}
+		file, name = s, s.Name
+	}
+	linked, err := kernels.Spec(name)
+	if err != nil {
+		return specs.Spec{}, err
+	}
+	if file != nil && file.JSON() != linked.JSON() {
+		return specs.Spec{}, fmt.Errorf("spec file %s: its spec %s differs from the linked %q %s: regenerate its package (go generate)", nameOrFile, file.JSON(), name, linked.JSON())
+	}
+	return linked, nil
+}
+
+// dispatch returns the kernels of spec s, checking that the linked package
+// of that name was generated from exactly s.
+func dispatch(s specs.Spec) (*kernels.Kernels, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	linked, err := kernels.Spec(s.Name)
+	if err != nil {
+		return nil, err
+	}
+	if linked.JSON() != s.JSON() {
+		return nil, fmt.Errorf("spec %s differs from the linked %q %s: regenerate its package (go generate)", s.JSON(), s.Name, linked.JSON())
+	}
+	return kernels.Lookup(s.Name)
+}
+
+// New builds a fresh model of spec s, initialised as the model card says
+// from seed. The program must link s's generated package (a blank import
+// of it is enough); otherwise the error says which spec and how to
+// generate it.
+func New(s specs.Spec, seed uint64) (*Model, error) {
+	k, err := dispatch(s)
+	if err != nil {
+		return nil, err
+	}
+	net, err := model.New(s, k, seed)
+	if err != nil {
+		return nil, fmt.Errorf("build model %s: %w", s.Name, err)
+	}
+	return &Model{net: net}, nil
+}
+
+// Load reads a checkpoint written by Save or by a training run: the
+// weights, the spec and the step. The spec's generated package must be
+// linked.
+func Load(path string) (*Model, error) {
+	net, step, err := checkpoint.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{net: net, step: step}, nil
+}
+
+// CheckpointSpec reads the spec and step a checkpoint file states, checking
+// the file's structure but loading no weights and needing no linked
+// package.
+func CheckpointSpec(path string) (specs.Spec, int, error) {
+	h, err := checkpoint.ReadHeader(path)
+	if err != nil {
+		return specs.Spec{}, 0, err
+	}
+	return h.Spec, h.Step, nil
+}
+
+// Save writes the model's weights, spec and step to path as a safetensors
+// checkpoint with the model card's tensor names. The file is replaced
+// atomically: a crash leaves the old file or the new one.
+func (m *Model) Save(path string) error { return checkpoint.Save(path, m.net, m.step) }
+
+// Spec is the model's spec.
+func (m *Model) Spec() specs.Spec { return m.net.Spec }
+
+// Step is the number of training steps the weights have seen.
+func (m *Model) Step() int { return m.step }
+
+// NumParams is the number of parameters (frozen ones included).
+func (m *Model) NumParams() int { return m.net.NumParams() }
+
+// ISA is the highest instruction set the model's kernels run on.
+func (m *Model) ISA() kernels.ISA { return m.net.Kernels.ISA }
+
+// SetWorkers sets the number of goroutines the model's passes use
+// (0: GOMAXPROCS). Results do not depend on it.
+func (m *Model) SetWorkers(n int) { m.net.SetWorkers(n) }
+
+// Network is the underlying network (parameters, forward and backward),
+// for programs that need more than this package offers.
+func (m *Model) Network() *model.Model { return m.net }
+
+// EvalResult is an evaluation: the mean next-byte cross-entropy over the
+// scored bytes (Loss, in nats; BPB in bits per byte).
+type EvalResult = train.Result
+
+// EvalOptions tune Evaluate. The zero value scores every window, 16 per
+// forward pass.
+type EvalOptions struct {
+	Windows int // score at most this many windows (0: all)
+	Batch   int // windows per forward pass: speed and memory only (0: 16)
+}
+
+// Evaluate is the model card's loss of the model on text: its consecutive,
+// non-overlapping windows of n+1 bytes (a trailing partial window is
+// dropped), each scored on predicting bytes 1..n from the bytes before.
+// It stops early with ctx's error when ctx is cancelled.
+func (m *Model) Evaluate(ctx context.Context, text []byte, opts EvalOptions) (EvalResult, error) {
+	if opts.Windows < 0 {
+		return EvalResult{}, fmt.Errorf("evaluate: windows %d must be ≥ 0", opts.Windows)
+	}
+	if opts.Batch < 0 {
+		return EvalResult{}, fmt.Errorf("evaluate: batch %d must be ≥ 0", opts.Batch)
+	}
+	batch := opts.Batch
+	if batch == 0 {
+		batch = 16
+	}
+	n := m.net.Spec.N
+	if len(text) < n+1 {
+		return EvalResult{}, fmt.Errorf("evaluate: %d bytes is too short: a window needs n+1 = %d bytes", len(text), n+1)
+	}
+	k := data.NumWindows(text, n, opts.Windows)
+	ev := train.NewEvaluator(m.net, min(batch, k))
+	return ev.EvaluateContext(ctx, text, opts.Windows)
+}
+
+// ReadText reads a text file as training or evaluation data: a regular,
+// readable file. Errors name the file.
+func ReadText(path string) ([]byte, error) { return data.ReadFile(path) }
+
+// DefaultText is the path of the default training text, Isaac Newton's
+// Opticks as every Go installation ships it.
+func DefaultText() (string, error) { return data.DefaultFile() }
+
+// HeldOut returns the validation part of the text file at path for spec
+// s: the last 10% that training holds out.
+func HeldOut(path string, s specs.Spec) ([]byte, error) {
+	ds, err := data.Load(path, s.N, s.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	return ds.Val, nil
+}
+
+// ErrNotLinked is matched (errors.Is) by the errors of New, Load and
+// training when the program does not link the spec's generated package.
+var ErrNotLinked = kernels.ErrNotLinked

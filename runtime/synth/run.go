@@ -1,0 +1,521 @@
+package synth
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/synthgen/synthgen/runtime/checkpoint"
+	"github.com/synthgen/synthgen/runtime/data"
+	"github.com/synthgen/synthgen/runtime/model"
+	"github.com/synthgen/synthgen/runtime/optim"
+	"github.com/synthgen/synthgen/runtime/train"
+	"github.com/synthgen/synthgen/specs"
+)
+
+// KeyData is the optimizer-state metadata entry naming the run's data
+// file (an absolute path), which a resume reads unless Data overrides it.
+const KeyData = "train.data"
+
+// Config is everything that decides a run's trajectory: steps, schedule,
+// batch, optimizer, clipping and seed.
+type Config = train.Config
+
+// Plan is what a run will do, decided before its first step: the model,
+// the data, the settings (resolved from the options, the defaults and,
+// when resuming, the saved run) and where it writes.
+type Plan struct {
+	Spec      specs.Spec
+	NumParams int
+	ISA       string // instruction set of the model's kernels
+
+	Data        string // the training text's path
+	DefaultData bool   // Data is the default text: no Data option, nothing saved
+	SavedData   bool   // Data came from the resumed run's saved settings
+	TrainBytes  int    // bytes trained on (the first 90%)
+	ValBytes    int    // bytes held out (the last 10%)
+	ValWindows  int    // held-out windows of n+1 bytes
+
+	Resume        string // the checkpoint resumed from ("" for a new run)
+	WithOptimizer bool   // the resume has its optimizer state: an exact continuation
+
+	Start, Stop int    // steps run: Start+1 … Stop
+	Config      Config // Config.Steps is the run's total
+	Workers     int    // the model's goroutines
+
+	Out, OptOut, CSV string // checkpoint, optimizer state, CSV log
+
+	// Notes are warnings about the run (an override of a saved setting, a
+	// missing optimizer state, a stretched schedule), one sentence each.
+	Notes []string
+}
+
+// Run is one training run: a model, its data, its optimizer and the files
+// it writes. Make one with NewRun or ResumeRun, read its Plan, then call
+// Train. The one-call forms are Train and Resume.
+type Run struct {
+	o     options
+	plan  Plan
+	model *Model
+	t     *train.Trainer
+	ds    *data.Dataset
+	extra map[string]string
+}
+
+// Train trains a new model of spec s with the given options, writing its
+// checkpoint, optimizer state and CSV log (see Out), and returns how the
+// run ended. See Run.Train for cancellation.
+func Train(ctx context.Context, s specs.Spec, opts ...Option) (*Summary, error) {
+	r, err := NewRun(s, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return r.Train(ctx)
+}
+
+// Resume continues the run saved in checkpoint (and its .opt.safetensors),
+// with the saved run's settings unless opts override them; Steps can
+// extend the run. See Run.Train for cancellation.
+func Resume(ctx context.Context, checkpoint string, opts ...Option) (*Summary, error) {
+	r, err := ResumeRun(checkpoint, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return r.Train(ctx)
+}
+
+// NewRun prepares a new run of spec s: it checks every setting, builds the
+// model and loads the data, but trains nothing. The spec's generated
+// package must be linked into the program.
+func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
+	o := apply(opts)
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	cfg := o.config()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := New(s, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return o.finish(m, cfg, Plan{}, nil)
+}
+
+// ResumeRun prepares the continuation of the run saved in path: the
+// weights and step from the checkpoint, AdamW's moments and the run's
+// settings from its optimizer state beside it (a missing state is allowed
+// and noted: the moments then start from zero). Options override the
+// saved settings; overriding one (other than Steps, LRSteps, Workers,
+// evaluation, logging and output) makes the result differ from an
+// uninterrupted run, which Plan.Notes says.
+func ResumeRun(path string, opts ...Option) (*Run, error) {
+	o := apply(opts)
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	cfg := o.config()
+	var plan Plan
+	h, err := checkpoint.ReadHeader(path)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	k, err := checkpoint.Kernels(path, &h.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	net, err := model.New(h.Spec, k, 0)
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", path, err)
+	}
+	if err := h.Into(net); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	m := &Model{net: net, step: h.Step}
+	plan.Resume = path
+	optPath := checkpoint.OptPath(path)
+	if _, err := os.Stat(optPath); err == nil {
+		f, err := checkpoint.Read(optPath)
+		if err != nil {
+			return nil, fmt.Errorf("resume: optimizer state: %w", err)
+		}
+		saved, err := train.ConfigFromMetadata(optPath, f.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		plan.WithOptimizer = true
+		set := o.set
+		// The saved run's settings, unless an option overrides one.
+		if !set["lr-steps"] {
+			cfg.Horizon = saved.Horizon
+		}
+		if !set["steps"] {
+			cfg.Steps = saved.Steps
+		} else if o.steps != saved.Steps && cfg.Horizon == 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("steps %d differs from the saved run's %d: the cosine schedule is stretched to the new total from step %d on", o.steps, saved.Steps, h.Step))
+		}
+		if !set["warmup"] {
+			cfg.Warmup = saved.Warmup
+		}
+		keep := func(name string, same bool, apply func()) {
+			if !set[name] {
+				apply()
+			} else if !same {
+				plan.Notes = append(plan.Notes, fmt.Sprintf("%s overrides the saved run's value: the result will differ from an uninterrupted run", name))
+			}
+		}
+		keep("batch", o.batch == saved.Batch, func() { cfg.Batch = saved.Batch })
+		keep("lr", o.lr == saved.LR, func() { cfg.LR = saved.LR })
+		keep("clip", o.clip == saved.Clip, func() { cfg.Clip = saved.Clip })
+		keep("wd", o.wd == saved.Optim.WeightDecay, func() { cfg.Optim.WeightDecay = saved.Optim.WeightDecay })
+		keep("seed", o.seed == saved.Seed, func() { cfg.Seed = saved.Seed })
+		cfg.MinLRFrac, cfg.Optim.Beta1, cfg.Optim.Beta2, cfg.Optim.Eps = saved.MinLRFrac, saved.Optim.Beta1, saved.Optim.Beta2, saved.Optim.Eps
+		if !set["data"] && f.Metadata[KeyData] != "" {
+			o.data, plan.SavedData = f.Metadata[KeyData], true
+		}
+	} else if errors.Is(err, fs.ErrNotExist) {
+		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", optPath))
+	} else {
+		return nil, fmt.Errorf("resume: optimizer state: %w", err)
+	}
+	if cfg.Steps <= h.Step {
+		return nil, fmt.Errorf("resume %s is at step %d, already at or past the run's %d steps: ask for more steps", path, h.Step, cfg.Steps)
+	}
+	return o.finish(m, cfg, plan, func(t *train.Trainer) error {
+		if plan.WithOptimizer {
+			if _, err := t.LoadState(path, h.Step); err != nil {
+				return fmt.Errorf("resume: %w", err)
+			}
+		} else {
+			t.Step = h.Step
+		}
+		return nil
+	})
+}
+
+func apply(opts []Option) options {
+	o := defaults()
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+// validate checks the settings that need no model.
+func (o *options) validate() error {
+	switch {
+	case o.evalEvery < 0:
+		return fmt.Errorf("eval-every %d must be ≥ 0", o.evalEvery)
+	case o.evalWindows < 0:
+		return fmt.Errorf("eval-windows %d must be ≥ 0", o.evalWindows)
+	case o.saveEvery < 0:
+		return fmt.Errorf("save-every %d must be ≥ 0", o.saveEvery)
+	case o.workers < 0:
+		return fmt.Errorf("workers %d must be ≥ 0", o.workers)
+	case o.stopAt < 0:
+		return fmt.Errorf("stop-at %d must be ≥ 0", o.stopAt)
+	case o.lrSteps < 0:
+		return fmt.Errorf("lr-steps %d must be ≥ 0", o.lrSteps)
+	}
+	return nil
+}
+
+// config is the training configuration the options ask for.
+func (o *options) config() Config {
+	cfg := train.DefaultConfig(o.steps, o.batch)
+	cfg.LR, cfg.Clip, cfg.Optim.WeightDecay, cfg.Seed = o.lr, o.clip, o.wd, o.seed
+	if o.warmup >= 0 {
+		cfg.Warmup = o.warmup
+	}
+	cfg.Horizon = o.lrSteps
+	if o.lrSteps > 0 && o.warmup < 0 {
+		cfg.Warmup = optim.DefaultWarmup(o.lrSteps)
+	}
+	return cfg
+}
+
+// finish loads the data, makes the trainer (restore sets its state) and
+// completes the plan.
+func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Trainer) error) (*Run, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m.net.SetWorkers(o.workers)
+	start := m.step
+	out := o.out
+	if out == "" {
+		if plan.Resume != "" {
+			out = plan.Resume
+		} else {
+			out = m.net.Spec.Name + ".safetensors"
+		}
+	}
+	if err := checkOut(out); err != nil {
+		return nil, err
+	}
+	stop := cfg.Steps
+	if o.stopAt > 0 {
+		if o.stopAt <= start || o.stopAt > cfg.Steps {
+			return nil, fmt.Errorf("stop-at %d must be after the start step %d and at most the run's %d steps", o.stopAt, start, cfg.Steps)
+		}
+		stop = o.stopAt
+	}
+	path := o.data
+	if path == "" {
+		p, err := data.DefaultFile()
+		if err != nil {
+			return nil, err
+		}
+		path, plan.DefaultData = p, true
+	}
+	s := m.net.Spec
+	ds, err := data.Load(path, s.N, s.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	t, err := train.New(m.net, ds.Train, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if restore != nil {
+		if err := restore(t); err != nil {
+			return nil, err
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	plan.Spec, plan.NumParams, plan.ISA = s, m.net.NumParams(), m.net.Kernels.ISA.String()
+	plan.Data, plan.TrainBytes, plan.ValBytes = path, len(ds.Train), len(ds.Val)
+	plan.ValWindows = data.NumWindows(ds.Val, s.N, 0)
+	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
+	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
+	return &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{KeyData: abs}}, nil
+}
+
+// csvPath is the CSV log beside checkpoint path: x.safetensors → x.csv.
+func csvPath(path string) string {
+	return strings.TrimSuffix(path, ".safetensors") + ".csv"
+}
+
+// checkOut fails early when the checkpoint cannot be written to out.
+func checkOut(out string) error {
+	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		return fmt.Errorf("output %s is a directory", out)
+	}
+	dir := filepath.Dir(out)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("output %s: directory %s: %w", out, dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("output %s: %s is not a directory", out, dir)
+	}
+	return nil
+}
+
+// Plan says what the run will do.
+func (r *Run) Plan() Plan { return r.plan }
+
+// Model is the run's model; its weights and Step follow the training.
+func (r *Run) Model() *Model { return r.model }
+
+// Step is the number of completed steps.
+func (r *Run) Step() int { return r.t.Step }
+
+// Save writes the checkpoint and the optimizer state of the current step
+// (to Plan.Out and Plan.OptOut), each atomically.
+func (r *Run) Save() error { return r.t.Save(r.plan.Out, r.extra) }
+
+// Summary is how a run ended.
+type Summary struct {
+	Start, Step int // the step the run started from and the last one it completed
+	Steps       int // the run's total: Step < Steps when it stopped early
+	// Stopped says the run stopped before Steps: at StopAt, or cancelled.
+	Stopped bool
+	Loss    float64 // the last step's training loss (nats)
+	ValLoss float64 // the last evaluation's loss (NaN if none)
+	// TokensPerSec is the training throughput (steps only, not
+	// evaluations or saves).
+	TokensPerSec float64
+	Elapsed      time.Duration // wall time of Train
+	Out, OptOut  string        // the checkpoint and optimizer state written
+	CSV          string        // the CSV log
+}
+
+// Train runs the steps of the plan, evaluating every EvalEvery steps,
+// saving every SaveEvery steps and at the end, reporting through OnEvent
+// and Log, and appending to the CSV log. When ctx is cancelled it
+// finishes the current step, saves a resumable checkpoint, and returns the
+// summary with an error wrapping ctx's cause (errors.Is(err,
+// context.Canceled) for a plain cancel). Any other error leaves the last
+// saved checkpoint intact.
+func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
+	lg, err := openCSV(r.plan.CSV, r.plan.Resume != "")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := lg.close(); err == nil {
+			err = cerr
+		}
+	}()
+	t, o := r.t, r.o
+	spec := t.Model.Spec
+	tokensPerStep := t.Cfg.Batch * spec.N
+	start := time.Now()
+	var trainDur time.Duration
+	first := t.Step
+	sum = &Summary{Start: first, Steps: t.Cfg.Steps, ValLoss: math.NaN(), Out: r.plan.Out, OptOut: r.plan.OptOut, CSV: r.plan.CSV}
+	tps := func() float64 {
+		if trainDur <= 0 {
+			return 0
+		}
+		return float64((t.Step-first)*tokensPerStep) / trainDur.Seconds()
+	}
+	finish := func() *Summary {
+		sum.Step, sum.Loss, sum.TokensPerSec, sum.Elapsed = t.Step, t.Loss, tps(), time.Since(start)
+		sum.Stopped = t.Step < t.Cfg.Steps
+		r.model.step = t.Step
+		return sum
+	}
+	emit := func(ev Event) {
+		if o.log != nil && (ev.Evaluated || ev.Step%o.every == 0 || ev.Step == ev.Stop) {
+			fmt.Fprintln(o.log, ev.String())
+		}
+		if o.onEvent != nil {
+			o.onEvent(ev)
+		}
+	}
+	base := Event{Start: first, Stop: r.plan.Stop, Steps: t.Cfg.Steps, Vocab: spec.Vocab, Loss: math.NaN(), Val: math.NaN(), LastVal: math.NaN()}
+
+	if t.Step == 0 && o.evalEvery > 0 {
+		res, err := t.EvaluateContext(ctx, r.ds.Val, o.evalWindows)
+		switch {
+		case err == nil:
+			sum.ValLoss = res.Loss
+			ev := base
+			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
+			emit(ev)
+			lg.printf("0,,%s,,\n", ftoa(res.Loss))
+		case ctx.Err() == nil:
+			return finish(), err
+		} // cancelled: the first step runs, then the run saves and stops
+	}
+	for t.Step < r.plan.Stop {
+		t0 := time.Now()
+		if err := t.TrainStep(); err != nil {
+			return finish(), err
+		}
+		trainDur += time.Since(t0)
+		s := t.Step
+		r.model.step = s
+		ev := base
+		ev.Step, ev.Loss, ev.LR, ev.TokensPerSec, ev.LastVal = s, t.Loss, t.LR, tps(), sum.ValLoss
+		ev.Elapsed = time.Since(start)
+		if o.evalEvery > 0 && (s%o.evalEvery == 0 || s == r.plan.Stop) {
+			res, err := t.EvaluateContext(ctx, r.ds.Val, o.evalWindows)
+			switch {
+			case err == nil:
+				sum.ValLoss = res.Loss
+				ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
+			case ctx.Err() == nil:
+				return finish(), err
+			} // cancelled during the evaluation: save below, unevaluated
+		}
+		lg.printf("%d,%s,%s,%s,%s\n", s, ftoa(t.Loss), ftoa(ev.Val), ftoa(t.LR), ftoa(math.Round(ev.TokensPerSec*10)/10))
+		emit(ev)
+		if o.saveEvery > 0 && s%o.saveEvery == 0 && s < r.plan.Stop {
+			if err := r.save(lg); err != nil {
+				return finish(), err
+			}
+		}
+		if ctx.Err() != nil {
+			if err := r.save(lg); err != nil {
+				return finish(), err
+			}
+			return finish(), fmt.Errorf("training stopped after step %d of %d (saved to %s): %w", s, t.Cfg.Steps, r.plan.Out, context.Cause(ctx))
+		}
+	}
+	if err := r.save(lg); err != nil {
+		return finish(), err
+	}
+	return finish(), nil
+}
+
+// save writes the checkpoint and optimizer state and flushes the log.
+func (r *Run) save(lg *csvLog) error {
+	if err := r.Save(); err != nil {
+		return err
+	}
+	return lg.flush()
+}
+
+// csvLog is the run's CSV log: step, loss, val_loss, lr, tokens_per_s.
+type csvLog struct {
+	path string
+	f    *os.File
+	w    *bufio.Writer
+}
+
+// openCSV opens the CSV log: appended to when resuming a run that has one,
+// else created with its header.
+func openCSV(path string, resume bool) (*csvLog, error) {
+	fresh := true
+	if resume {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+			fresh = false
+		}
+	}
+	var f *os.File
+	var err error
+	if fresh {
+		f, err = os.Create(path)
+	} else {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("CSV log: %w", err)
+	}
+	l := &csvLog{path: path, f: f, w: bufio.NewWriter(f)}
+	if fresh {
+		l.w.WriteString("step,loss,val_loss,lr,tokens_per_s\n")
+	}
+	return l, nil
+}
+
+func (l *csvLog) printf(format string, args ...any) { fmt.Fprintf(l.w, format, args...) }
+
+func (l *csvLog) flush() error {
+	if err := l.w.Flush(); err != nil {
+		return fmt.Errorf("CSV log %s: %w", l.path, err)
+	}
+	return nil
+}
+
+func (l *csvLog) close() error {
+	err := l.flush()
+	if cerr := l.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("CSV log %s: %w", l.path, cerr)
+	}
+	return err
+}
+
+func ftoa(x float64) string {
+	if math.IsNaN(x) {
+		return ""
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}

@@ -1,0 +1,155 @@
+package synth
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/synthgen/synthgen/runtime/data"
+	"github.com/synthgen/synthgen/runtime/model"
+)
+
+// SampleOptions tune Sample and Generate. The zero value draws nothing;
+// set Len. Temp 0 always takes the most likely byte.
+type SampleOptions struct {
+	Len  int     // bytes to generate
+	Temp float64 // sampling temperature (0: greedy)
+	TopK int     // sample among the TopK most likely bytes only (0: all)
+	Seed uint64  // seed of the draws: the same seed, prompt and model give the same text
+}
+
+func (o SampleOptions) validate() error {
+	switch {
+	case o.Len < 0:
+		return fmt.Errorf("sample: length %d must be ≥ 0", o.Len)
+	case !(o.Temp >= 0) || math.IsInf(o.Temp, 0):
+		return fmt.Errorf("sample: temperature %g must be a number ≥ 0", o.Temp)
+	case o.TopK < 0:
+		return fmt.Errorf("sample: top-k %d must be ≥ 0", o.TopK)
+	}
+	return nil
+}
+
+// Sample continues prompt with opts.Len bytes drawn from the model and
+// returns the continuation (without the prompt). The model sees the last
+// n bytes of the text so far.
+func (m *Model) Sample(ctx context.Context, prompt []byte, opts SampleOptions) ([]byte, error) {
+	var buf bytes.Buffer
+	err := m.Generate(ctx, &buf, prompt, opts)
+	return buf.Bytes(), err
+}
+
+// Generate is Sample writing each byte of the continuation to w as it is
+// drawn (flushing at each newline when w is buffered by Generate itself).
+// It stops with ctx's error when ctx is cancelled.
+func (m *Model) Generate(ctx context.Context, w io.Writer, prompt []byte, opts SampleOptions) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	if len(prompt) == 0 {
+		return fmt.Errorf("sample: the prompt must not be empty: the model needs at least one byte to continue")
+	}
+	if err := data.CheckVocab("prompt", prompt, m.net.Spec.Vocab); err != nil {
+		return fmt.Errorf("sample: %w", err)
+	}
+	bw := bufio.NewWriter(w)
+	s := newSampler(m.net, opts.Temp, opts.TopK, opts.Seed)
+	text := append([]byte(nil), prompt...)
+	for i := 0; i < opts.Len; i++ {
+		if err := ctx.Err(); err != nil {
+			bw.Flush()
+			return fmt.Errorf("sampling stopped after %d bytes: %w", i, context.Cause(ctx))
+		}
+		c := s.next(text)
+		text = append(text, c)
+		bw.WriteByte(c)
+		if c == '\n' {
+			if err := bw.Flush(); err != nil {
+				return fmt.Errorf("sample: %w", err)
+			}
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("sample: %w", err)
+	}
+	return nil
+}
+
+// sampler draws the next byte of a text from a model.
+type sampler struct {
+	m     *model.Model
+	ws    *model.Workspace
+	temp  float64
+	topk  int
+	rng   *rand.Rand
+	in    []int32
+	probs []float64
+	order []int
+}
+
+func newSampler(m *model.Model, temp float64, topk int, seed uint64) *sampler {
+	v := m.Spec.Vocab
+	if topk == 0 || topk > v {
+		topk = v
+	}
+	return &sampler{
+		m: m, ws: m.NewWorkspace(1), temp: temp, topk: topk,
+		rng: rand.New(rand.NewPCG(seed, 0x5eed)),
+		in:  make([]int32, m.Spec.N), probs: make([]float64, v), order: make([]int, v),
+	}
+}
+
+// next runs the model on the last ≤ n bytes of text and draws a byte.
+func (s *sampler) next(text []byte) byte {
+	ctx := text[max(0, len(text)-s.m.Spec.N):]
+	in := s.in[:len(ctx)]
+	for i, c := range ctx {
+		in[i] = int32(c)
+	}
+	s.m.Forward(s.ws, in, nil, 1)
+	return byte(pick(s.ws.Logits(0, len(ctx)-1), s.temp, s.topk, s.rng, s.probs, s.order))
+}
+
+// pick draws an index from logits at temperature temp among the topk
+// largest (ties broken by index); temp 0 is the argmax. probs and order
+// are scratch of len(logits).
+func pick(logits []float32, temp float64, topk int, rng *rand.Rand, probs []float64, order []int) int {
+	v := len(logits)
+	for i := range order[:v] {
+		order[i] = i
+	}
+	sort.SliceStable(order[:v], func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
+	if topk < 1 || topk > v {
+		topk = v
+	}
+	best := order[0]
+	if temp == 0 || math.IsNaN(float64(logits[best])) {
+		return best
+	}
+	top := float64(logits[best])
+	var sum float64
+	for r, i := range order[:topk] {
+		p := math.Exp((float64(logits[i]) - top) / temp)
+		if math.IsNaN(p) {
+			p = 0
+		}
+		probs[r] = p
+		sum += p
+	}
+	if !(sum > 0) || math.IsInf(sum, 0) {
+		return best
+	}
+	u := rng.Float64() * sum
+	for r, i := range order[:topk] {
+		u -= probs[r]
+		if u < 0 {
+			return i
+		}
+	}
+	return order[topk-1]
+}
