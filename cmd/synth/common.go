@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 // env is where a command writes and what cancels it, so tests can run
@@ -55,6 +54,3 @@ func explicit(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
 	return found
 }
-
-// humanCount writes n as 1.23M, 45.6k or 789.
-func humanCount(n float64) string { return synth.HumanCount(n) }

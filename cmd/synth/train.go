@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/synthgen/synthgen/runtime/optim"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
@@ -39,10 +38,10 @@ func trainCmd(e *env, args []string) error {
 	fs.IntVar(&steps, "steps", synth.DefaultSteps, "total steps of the run (with -resume: continue up to this step); the schedule's horizon")
 	fs.IntVar(&lrSteps, "lr-steps", 0, "length of the learning-rate schedule (0: -steps); fix it to split one run into several: -steps 100 -lr-steps 200, then -resume -steps 200, ends with the weights of -steps 200")
 	fs.IntVar(&batch, "batch", synth.DefaultBatch, "sequences of n tokens per step")
-	fs.Float64Var(&lr, "lr", optim.DefaultLR, "peak learning rate (linear warm-up, then cosine decay to 10%)")
+	fs.Float64Var(&lr, "lr", synth.DefaultLR, "peak learning rate (linear warm-up, then cosine decay to 10%)")
 	fs.IntVar(&warmup, "warmup", -1, "warm-up steps (-1: min(100, 5% of -steps))")
-	fs.Float64Var(&clip, "clip", optim.DefaultClip, "global gradient-norm bound (0: no clipping)")
-	fs.Float64Var(&wd, "wd", optim.DefaultWeightDecay, "AdamW weight decay of matrices and embeddings")
+	fs.Float64Var(&clip, "clip", synth.DefaultClip, "global gradient-norm bound (0: no clipping)")
+	fs.Float64Var(&wd, "wd", synth.DefaultWeightDecay, "AdamW weight decay of matrices and embeddings")
 	fs.Uint64Var(&seed, "seed", synth.DefaultSeed, "seed of the initialisation and of the batches")
 	fs.StringVar(&out, "out", "", "checkpoint to write (default <spec>.safetensors, or the -resume file); the optimizer state goes to <name>.opt.safetensors and the log to <name>.csv beside it")
 	fs.StringVar(&resume, "resume", "", "continue the run saved in this checkpoint `file` (and its .opt.safetensors)")

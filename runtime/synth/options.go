@@ -15,6 +15,10 @@ const (
 	DefaultEvalWindows = 64
 	DefaultLogEvery    = 10
 	DefaultSeed        = 1
+
+	DefaultLR          = optim.DefaultLR          // peak learning rate
+	DefaultClip        = optim.DefaultClip        // global gradient-norm bound
+	DefaultWeightDecay = optim.DefaultWeightDecay // AdamW's, on matrices and embeddings
 )
 
 // An Option sets one setting of a training run. A setting no option gives
