@@ -176,8 +176,16 @@ func ReadText(path string) ([]byte, error) { return data.ReadFile(path) }
 func DefaultText() (string, error) { return data.DefaultFile() }
 
 // HeldOut returns the validation part of the text file at path for spec
-// s: the last 10% that training holds out.
+// s: the last 10% that training holds out. An empty path is the default
+// text, as for training.
 func HeldOut(path string, s specs.Spec) ([]byte, error) {
+	if path == "" {
+		p, err := data.DefaultFile()
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
 	ds, err := data.Load(path, s.N, s.Vocab)
 	if err != nil {
 		return nil, err

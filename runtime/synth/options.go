@@ -120,8 +120,8 @@ func SaveEvery(n int) Option { return setter("save-every", func(o *options) { o.
 func OnEvent(f func(Event)) Option { return setter("on-event", func(o *options) { o.onEvent = f }) }
 
 // Log prints a progress line to w every n steps (n ≤ 0: DefaultLogEvery),
-// at every evaluation and at the last step: the plain-text form of the
-// events (Event.String).
+// at every evaluation and at the last step (the plain-text form of the
+// events, Event.String), and the run's summary when it completes.
 func Log(w io.Writer, n int) Option {
 	return setter("log", func(o *options) {
 		o.log = w

@@ -452,7 +452,11 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	if err := r.save(lg); err != nil {
 		return finish(), err
 	}
-	return finish(), nil
+	finish()
+	if o.log != nil {
+		fmt.Fprintln(o.log, sum)
+	}
+	return sum, nil
 }
 
 // save writes the checkpoint and optimizer state and flushes the log.
