@@ -27,8 +27,11 @@ func renderShipped(t *testing.T, l Loaded) *Package {
 	dir := filepath.Join(root(t), "generated", l.Spec.Name)
 	specAbs, _ := filepath.Abs(l.Path)
 	specRel, _ := filepath.Rel(dir, specAbs)
-	cmdRel, _ := filepath.Rel(dir, filepath.Join(root(t), "cmd", "synthgen"))
-	p, err := Render(l.Spec, specRel, cmdRel)
+	info, err := scanDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Render(l.Spec, Options{SpecRel: specRel, GoGenerate: info.generate == ""})
 	if err != nil {
 		t.Fatalf("%s: %v", l.Spec.Name, err)
 	}

@@ -1,26 +1,65 @@
 // Command synthgen generates a spec's kernel package: unrolled Go, AVX2 and
 // AVX-512 kernels, and their registration with the runtime.
 //
-//	synthgen -spec specs/small.json -out generated/small   one spec
-//	synthgen -all                                          every spec in specs/, and generated/all
-//	synthgen -index specs -out generated/all               only the package that links every spec
-//	synthgen -peak bench                                   the FMA-peak kernels of the benchmarks
+// In your own module, keep the spec beside a hand-written gen.go that names
+// the package and runs synthgen, either as a tool of the module:
+//
+//	go get -tool github.com/synthgen/synthgen/cmd/synthgen
+//
+//	// gen.go
+//	package small
+//
+//	//go:generate go tool synthgen -spec model.json -out .
+//
+// or at a pinned version, without a tool directive:
+//
+//	//go:generate go run github.com/synthgen/synthgen/cmd/synthgen@VERSION -spec model.json -out .
+//
+// and run `go generate ./...`. synthgen writes its files (spec.go,
+// checks.go, dispatch*.go, kernels_*.go, kernels_amd64.s) into -out beside
+// yours and never touches a file it did not write: it overwrites or
+// removes only files whose first lines carry its header "// Code generated
+// by command: synthgen ... DO NOT EDIT.", skips files already up to date,
+// and stops, writing nothing, if a file of yours has the name of one of its
+// outputs. The generated files take the package name of the directory's
+// other Go files (or -pkg, or the spec's name). When no hand-written file
+// of the directory has a //go:generate line, spec.go gets one:
+//
+//	//go:generate go run github.com/synthgen/synthgen/cmd/synthgen -spec model.json -out .
+//
+// Flags:
+//
+//	synthgen -spec model.json -out DIR [-pkg NAME]   one spec's package, into DIR
+//	synthgen -peak DIR [-pkg NAME]                   the FMA-peak kernels of the benchmarks
+//
+// Inside the synthgen module itself (its go.mod says module
+// github.com/synthgen/synthgen) there is more; elsewhere these are errors:
+//
+//	synthgen -spec specs/small.json                  -out defaults to generated/small
+//	synthgen -all                                    every spec in specs/, and generated/all
+//	synthgen -index specs -out generated/all         only the package that links every spec
 //
 // A bad spec is an error naming the file, the field, the value and the rule;
-// nothing is written then. Each generated package carries a go:generate
-// line that reruns this command, so `go generate ./...` regenerates all.
+// nothing is written then.
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/synthgen/synthgen/gen"
 	"github.com/synthgen/synthgen/specs"
 )
+
+// selfModule is synthgen's module path.
+const selfModule = "github.com/synthgen/synthgen"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -32,37 +71,58 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("synthgen", flag.ContinueOnError)
 	specPath := fs.String("spec", "", "spec file to generate from")
-	out := fs.String("out", "", "output package directory (default generated/<name> under the module root)")
-	all := fs.Bool("all", false, "generate every spec in the module's specs/ directory, and generated/all")
-	index := fs.String("index", "", "write only the package that links every spec of this directory, to -out")
-	peak := fs.String("peak", "", "write the FMA-peak benchmark kernels into this directory (package bench)")
+	out := fs.String("out", "", "output package directory (required, except inside the synthgen module: generated/<name>)")
+	pkg := fs.String("pkg", "", "package name of the generated files (default: that of the output directory's Go files, else the spec's name)")
+	all := fs.Bool("all", false, "inside the synthgen module: generate every spec in specs/, and generated/all")
+	index := fs.String("index", "", "inside the synthgen module: write only the package that links every spec of this directory, to -out")
+	peak := fs.String("peak", "", "write the FMA-peak benchmark kernels into this directory (package: -pkg, else the directory's, else bench)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		return err
+	modes := 0
+	for _, on := range []bool{*specPath != "", *all, *index != "", *peak != ""} {
+		if on {
+			modes++
+		}
 	}
-	cmdDir := filepath.Join(root, "cmd", "synthgen")
+	if modes > 1 {
+		return errors.New("give only one of -spec, -all, -index and -peak")
+	}
+	if *pkg != "" && (*all || *index != "") {
+		return errors.New("-pkg goes with -spec or -peak")
+	}
 	switch {
 	case *peak != "":
-		return gen.WritePeak(*peak, "bench")
+		if *out != "" {
+			return errors.New("-peak names the output directory; drop -out")
+		}
+		return gen.WritePeak(*peak, *pkg)
 	case *all:
+		if *out != "" {
+			return errors.New("-all writes under generated/; drop -out")
+		}
+		root, err := selfRoot("-all")
+		if err != nil {
+			return err
+		}
 		dir := filepath.Join(root, "specs")
 		list, err := gen.LoadAll(dir)
 		if err != nil {
 			return err
 		}
 		for _, l := range list {
-			if err := gen.Write(l.Spec, l.Path, cmdDir, filepath.Join(root, "generated", l.Spec.Name)); err != nil {
+			if err := gen.Write(l.Spec, l.Path, filepath.Join(root, "generated", l.Spec.Name), ""); err != nil {
 				return err
 			}
 		}
-		return gen.WriteIndex(list, dir, cmdDir, filepath.Join(root, "generated", "all"))
+		return gen.WriteIndex(list, dir, filepath.Join(root, "generated", "all"))
 	case *index != "":
+		if _, err := selfRoot("-index"); err != nil {
+			return err
+		}
 		if *out == "" {
 			return errors.New("-index needs -out")
 		}
@@ -70,7 +130,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		return gen.WriteIndex(list, *index, cmdDir, *out)
+		return gen.WriteIndex(list, *index, *out)
 	case *specPath != "":
 		s, err := specs.Load(*specPath)
 		if err != nil {
@@ -78,29 +138,64 @@ func run(args []string) error {
 		}
 		dir := *out
 		if dir == "" {
+			root, err := selfRoot("-spec without -out")
+			if err != nil {
+				return fmt.Errorf("%w; give -out DIR (-out . in a go:generate line)", err)
+			}
 			dir = filepath.Join(root, "generated", s.Name)
 		}
-		return gen.Write(s, *specPath, cmdDir, dir)
+		return gen.Write(s, *specPath, dir, *pkg)
 	}
 	fs.Usage()
-	return errors.New("give -spec FILE, -all, or -index DIR")
+	return errors.New("give -spec FILE -out DIR, or -peak DIR; inside the synthgen module also -all or -index DIR")
 }
 
-// moduleRoot finds the directory holding synthgen's go.mod, from the
-// working directory up.
-func moduleRoot() (string, error) {
+// selfRoot returns the root of the synthgen module when the working
+// directory is inside it (the nearest go.mod above it says module
+// github.com/synthgen/synthgen); elsewhere what, which only works there,
+// is an error.
+func selfRoot(what string) (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && len(data) > 0 {
+		gomod := filepath.Join(dir, "go.mod")
+		data, err := os.ReadFile(gomod)
+		if err == nil {
+			if mod := modulePath(data); mod != selfModule {
+				return "", fmt.Errorf("%s works only inside the synthgen module, and %s is module %q", what, gomod, mod)
+			}
 			return dir, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("read %s: %w", gomod, err)
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
-			return "", errors.New("cannot find go.mod above the working directory: run synthgen inside the synthgen module")
+			return "", fmt.Errorf("%s works only inside the synthgen module, and there is no go.mod above the working directory", what)
 		}
 		dir = up
 	}
+}
+
+// modulePath returns the path of a go.mod's module line, or "".
+func modulePath(gomod []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		rest, ok := strings.CutPrefix(line, "module")
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '\t' && rest[0] != '"') {
+			continue
+		}
+		rest = strings.TrimSpace(rest)
+		if p, err := strconv.Unquote(rest); err == nil {
+			return p
+		}
+		return rest
+	}
+	return ""
 }
