@@ -19,8 +19,6 @@ package bench
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"testing"
 
 	_ "github.com/synthgen/synthgen/bench/generated/aft_conv_bench"
@@ -34,50 +32,6 @@ import (
 
 // aftBenchSpecs are the bench-only specs of BenchmarkAFT.
 var aftBenchSpecs = []string{"aft_full_bench", "aft_local_bench", "aft_conv_bench", "aft_simple_bench", "linear_bench"}
-
-// aftFlops is the nominal work of one call, 0 when no convention applies.
-func aftFlops(op catalog.Op, cfg catalog.Config, t int) float64 {
-	tt, dh := float64(t), float64(cfg.DH)
-	switch op.Kind {
-	case catalog.AFTFull:
-		return 4 * tt * tt * dh
-	case catalog.AFTFullBack:
-		return 8 * tt * tt * dh
-	case catalog.Linear:
-		return 4 * tt * dh * dh
-	case catalog.LinearBack:
-		return 12 * tt * dh * dh
-	}
-	return 0
-}
-
-// aftArgs allocates every slice argument of a spec's kernels at full
-// length n, with inputs of ordinary size (positive features for linear
-// attention), and fills the statistics the backward reads by running the Go
-// forward at length t.
-func aftArgs(ops []catalog.Op, set kernels.Set, n, t int) map[string][]float32 {
-	r := rand.New(rand.NewPCG(3, 4))
-	a := map[string][]float32{}
-	for _, op := range ops {
-		for _, p := range op.Slices {
-			if _, ok := a[p.Name]; !ok {
-				a[p.Name] = randSlice(r, p.Shape.Need(n), 1)
-			}
-		}
-	}
-	for _, name := range []string{"fq", "fk"} {
-		for i, x := range a[name] {
-			a[name][i] = float32(math.Abs(float64(x))) + 0.1
-		}
-	}
-	for _, op := range ops {
-		if fn := kernelOf(set, op.Field); fn != nil && (op.Kind == catalog.AFTFull || op.Kind == catalog.AFTLocal ||
-			op.Kind == catalog.AFTConv || op.Kind == catalog.AFTSimple || op.Kind == catalog.Linear) {
-			bindAFT(op, fn, t, a)()
-		}
-	}
-	return a
-}
 
 // BenchmarkAFT runs every attention-free and linear-attention kernel of the
 // bench specs on every level this CPU has, at t = 256 and t = 1024.
@@ -94,14 +48,13 @@ func BenchmarkAFT(b *testing.B) {
 		cfg := catalog.ConfigOf(&spec)
 		ops := catalog.Ops(&spec)
 		for _, t := range []int{256, 1024} {
-			a := aftArgs(ops, sets[0], spec.N, t)
 			for _, op := range ops {
+				if !aftKind(op.Kind) {
+					continue
+				}
+				a := Args(spec, op, sets[0], t) // the backward's statistics from the Go forward
 				for _, s := range sets {
-					fn := kernelOf(s, op.Field)
-					if fn == nil {
-						continue
-					}
-					run := bindAFT(op, fn, t, a)
+					run := runner(Bind(op, KernelOf(s, op.Field), t, a, nil))
 					if run == nil {
 						continue
 					}
@@ -112,12 +65,22 @@ func BenchmarkAFT(b *testing.B) {
 						if sec := b.Elapsed().Seconds(); sec > 0 {
 							b.ReportMetric(float64(t*cfg.DH)*float64(b.N)/sec/1e9, "Gelem/s")
 						}
-						if fl := aftFlops(op, cfg, t); fl > 0 {
-							reportFlops(b, Case{Flops: fl, Executed: fl})
+						if fl := Flops(op, cfg, t); fl > 0 {
+							reportFlops(b, Case{Flops: fl, Executed: Executed(op, cfg, t)})
 						}
 					})
 				}
 			}
 		}
 	}
+}
+
+// aftKind reports whether k is an attention-free or linear-attention kernel.
+func aftKind(k catalog.Kind) bool {
+	switch k {
+	case catalog.AFTFull, catalog.AFTFullBack, catalog.AFTLocal, catalog.AFTLocalBack, catalog.AFTConv,
+		catalog.AFTConvBack, catalog.AFTSimple, catalog.AFTSimpleBack, catalog.Linear, catalog.LinearBack:
+		return true
+	}
+	return false
 }

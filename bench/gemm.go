@@ -33,59 +33,106 @@ func GemmCases(name string) ([]Case, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := 16 * spec.N
-	type shape struct{ k, n int }
-	shapes := []shape{{spec.D, spec.D}}
-	if spec.FFN != spec.D {
-		shapes = append(shapes, shape{spec.D, spec.FFN}, shape{spec.FFN, spec.D})
-	}
 	var out []Case
-	for _, sh := range shapes {
-		k, n := sh.k, sh.n
-		r := rand.New(rand.NewPCG(3, 4))
-		x, w, b := randSlice(r, m*k, 1), randSlice(r, n*k, 1), randSlice(r, n, 1)
-		y, dy := randSlice(r, m*n, 1), randSlice(r, m*n, 1)
-		dx, dw, db := randSlice(r, m*k, 1), randSlice(r, n*k, 1), randSlice(r, n, 1)
-		flops := 2 * float64(m) * float64(k) * float64(n)
+	for _, sh := range gemmShapes(spec) {
 		prefix := func(pass, impl string) string {
-			return fmt.Sprintf("spec=%s/m=%d/k=%d/n=%d/kernel=Gemm/pass=%s/impl=%s", name, m, k, n, pass, impl)
+			return fmt.Sprintf("spec=%s/m=%d/k=%d/n=%d/kernel=Gemm/pass=%s/impl=%s", name, sh.m, sh.k, sh.n, pass, impl)
 		}
+		o := newGemmOperands(sh)
 		for _, s := range sets {
-			if s.GemmTile == nil {
-				continue
+			for _, c := range gemmSetCases(s, sh, o) {
+				c.Name = prefix(c.Name, s.ISA.String())
+				out = append(out, c)
 			}
-			e := mat.NewEngine(nil)
-			if s.ISA > kernels.Go {
-				e.SetGemm(s.GemmTile, s.GemmShape)
-			}
-			impl := s.ISA.String()
-			out = append(out,
-				Case{prefix("fwd", impl), flops, flops, func() { e.Linear(y, x, w, b, m, k, n) }},
-				Case{prefix("backx", impl), flops, flops, func() { e.LinearBackX(dx, dy, w, m, k, n, false) }},
-				Case{prefix("backw", impl), flops, flops, func() { e.LinearBackW(dw, db, dy, x, m, k, n) }},
-			)
 		}
-		ones := make([]float32, m)
-		for i := range ones {
-			ones[i] = 1
-		}
-		gx, gw, gy := general(m, k, k, x), general(n, k, k, w), general(m, n, n, y)
-		gdx, gdw, gdy := general(m, k, k, dx), general(n, k, k, dw), general(m, n, n, dy)
-		out = append(out,
-			Case{prefix("fwd", "gonum"), flops, flops, func() {
-				for i := 0; i < m; i++ {
-					copy(y[i*n:i*n+n], b)
-				}
-				blas32.Gemm(blas.NoTrans, blas.Trans, 1, gx, gw, 1, gy)
-			}},
-			Case{prefix("backx", "gonum"), flops, flops, func() {
-				blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, gdy, gw, 0, gdx)
-			}},
-			Case{prefix("backw", "gonum"), flops, flops, func() {
-				blas32.Gemm(blas.Trans, blas.NoTrans, 1, gdy, gx, 1, gdw)
-				blas32.Gemv(blas.Trans, 1, gdy, blas32.Vector{N: m, Inc: 1, Data: ones}, 1, blas32.Vector{N: n, Inc: 1, Data: db})
-			}},
-		)
+		out = append(out, gonumCases(sh, o, prefix)...)
 	}
 	return out, nil
+}
+
+// GemmProducts returns the cases of GemmCases for one level: the three
+// products of each linear-layer shape of spec through runtime/mat on set's
+// micro-kernel (for the Go set, mat's plain-Go products), named
+// m=…/k=…/n=…/pass=fwd|backx|backw; nil when set has no GemmTile.
+func GemmProducts(spec specs.Spec, set kernels.Set) []Case {
+	var out []Case
+	for _, sh := range gemmShapes(spec) {
+		for _, c := range gemmSetCases(set, sh, newGemmOperands(sh)) {
+			c.Name = fmt.Sprintf("m=%d/k=%d/n=%d/pass=%s", sh.m, sh.k, sh.n, c.Name)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// gemmShape is one linear layer's product: m rows, k inputs, n outputs.
+type gemmShape struct{ m, k, n int }
+
+// gemmShapes are spec's distinct linear-layer shapes at m = 16·N.
+func gemmShapes(spec specs.Spec) []gemmShape {
+	m := 16 * spec.N
+	shapes := []gemmShape{{m, spec.D, spec.D}}
+	if spec.FFN != spec.D {
+		shapes = append(shapes, gemmShape{m, spec.D, spec.FFN}, gemmShape{m, spec.FFN, spec.D})
+	}
+	return shapes
+}
+
+// gemmOperands are the matrices of one shape's three products.
+type gemmOperands struct{ x, w, b, y, dy, dx, dw, db []float32 }
+
+func newGemmOperands(sh gemmShape) *gemmOperands {
+	m, k, n := sh.m, sh.k, sh.n
+	r := rand.New(rand.NewPCG(3, 4))
+	return &gemmOperands{
+		x: randSlice(r, m*k, 1), w: randSlice(r, n*k, 1), b: randSlice(r, n, 1),
+		y: randSlice(r, m*n, 1), dy: randSlice(r, m*n, 1),
+		dx: randSlice(r, m*k, 1), dw: randSlice(r, n*k, 1), db: randSlice(r, n, 1),
+	}
+}
+
+// gemmSetCases are the three products of shape sh on set s's micro-kernel,
+// named by pass only.
+func gemmSetCases(s kernels.Set, sh gemmShape, o *gemmOperands) []Case {
+	if s.GemmTile == nil {
+		return nil
+	}
+	m, k, n := sh.m, sh.k, sh.n
+	flops := 2 * float64(m) * float64(k) * float64(n)
+	e := mat.NewEngine(nil)
+	if s.ISA > kernels.Go {
+		e.SetGemm(s.GemmTile, s.GemmShape)
+	}
+	return []Case{
+		{"fwd", flops, flops, func() { e.Linear(o.y, o.x, o.w, o.b, m, k, n) }},
+		{"backx", flops, flops, func() { e.LinearBackX(o.dx, o.dy, o.w, m, k, n, false) }},
+		{"backw", flops, flops, func() { e.LinearBackW(o.dw, o.db, o.dy, o.x, m, k, n) }},
+	}
+}
+
+// gonumCases are the three products of shape sh with gonum's blas32.
+func gonumCases(sh gemmShape, o *gemmOperands, prefix func(pass, impl string) string) []Case {
+	m, k, n := sh.m, sh.k, sh.n
+	flops := 2 * float64(m) * float64(k) * float64(n)
+	ones := make([]float32, m)
+	for i := range ones {
+		ones[i] = 1
+	}
+	gx, gw, gy := general(m, k, k, o.x), general(n, k, k, o.w), general(m, n, n, o.y)
+	gdx, gdw, gdy := general(m, k, k, o.dx), general(n, k, k, o.dw), general(m, n, n, o.dy)
+	return []Case{
+		{prefix("fwd", "gonum"), flops, flops, func() {
+			for i := 0; i < m; i++ {
+				copy(o.y[i*n:i*n+n], o.b)
+			}
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1, gx, gw, 1, gy)
+		}},
+		{prefix("backx", "gonum"), flops, flops, func() {
+			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, gdy, gw, 0, gdx)
+		}},
+		{prefix("backw", "gonum"), flops, flops, func() {
+			blas32.Gemm(blas.Trans, blas.NoTrans, 1, gdy, gx, 1, gdw)
+			blas32.Gemv(blas.Trans, 1, gdy, blas32.Vector{N: m, Inc: 1, Data: ones}, 1, blas32.Vector{N: n, Inc: 1, Data: o.db})
+		}},
+	}
 }

@@ -22,13 +22,13 @@ func benchSpecs() []string {
 // reportFlops reports nominal GFLOP/s and the percentage of the measured
 // FMA peak that the executed FLOPs reach.
 func reportFlops(b *testing.B, c Case) {
-	sec := b.Elapsed().Seconds()
-	if sec <= 0 || c.Flops <= 0 {
+	gflops, peak := c.Rates(b.N, b.Elapsed().Seconds())
+	if gflops <= 0 {
 		return
 	}
-	b.ReportMetric(c.Flops*float64(b.N)/sec/1e9, "GFLOP/s")
-	if p := FMAPeak(); p > 0 {
-		b.ReportMetric(100*c.Executed*float64(b.N)/sec/1e9/p, "%peak")
+	b.ReportMetric(gflops, "GFLOP/s")
+	if peak > 0 {
+		b.ReportMetric(peak, "%peak")
 	}
 }
 

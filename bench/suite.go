@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"reflect"
 	goruntime "runtime"
+	"strings"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -30,6 +31,7 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/model"
 	"github.com/synthgen/synthgen/runtime/train"
+	"github.com/synthgen/synthgen/specs"
 )
 
 // Case is one benchmarked computation.
@@ -42,14 +44,21 @@ type Case struct {
 	Run      func()
 }
 
-// Flops is the nominal floating-point work of one call of op at length t.
+// Flops is the nominal floating-point work of one call of op at length t,
+// 0 for a kernel without a dense convention (the row-wise kernels, the
+// GEMM micro-kernel, and aft_local, aft_conv and aft_simple, which are
+// measured in elements per second). aft_full counts the two [t,t]×[t,dh]
+// products of its dense form exp(w)·(exp(K)⊙V) and exp(w)·exp(K)
+// (4·t²·dh, the backward 8·t²·dh); linear attention its state updates and
+// reads (4·t·dh² forward, 12·t·dh² backward).
 func Flops(op catalog.Op, cfg catalog.Config, t int) float64 {
 	tt := float64(t) * float64(t)
+	dh := float64(cfg.DH)
 	switch op.Kind {
 	case catalog.SoftmaxValue:
-		return 2 * tt * float64(cfg.DH) // A·V
+		return 2 * tt * dh // A·V
 	case catalog.SoftmaxValueBack:
-		return 4 * tt * float64(cfg.DH) // Aᵀ·dY and dY·Vᵀ
+		return 4 * tt * dh // Aᵀ·dY and dY·Vᵀ
 	case catalog.Product, catalog.ProductBackX, catalog.ProductBackW:
 		return 2 * tt * float64(op.W)
 	case catalog.Tile, catalog.TriScale:
@@ -58,8 +67,68 @@ func Flops(op catalog.Op, cfg catalog.Config, t int) float64 {
 		return 4 * tt
 	case catalog.TriAxpy, catalog.TriDot:
 		return 2 * tt
+	case catalog.AFTFull:
+		return 4 * tt * dh
+	case catalog.AFTFullBack:
+		return 8 * tt * dh
+	case catalog.Linear:
+		return 4 * float64(t) * dh * dh
+	case catalog.LinearBack:
+		return 12 * float64(t) * dh * dh
 	}
-	return 0 // the attention-free kernels have their own benchmark (BenchmarkAFT)
+	return 0
+}
+
+// Executed is the floating-point work one call of op at length t really
+// does, which %peak is computed from: Flops, less the masked half for the
+// causal attention kernels (the attention-free ones count Flops whole).
+func Executed(op catalog.Op, cfg catalog.Config, t int) float64 {
+	f := Flops(op, cfg, t)
+	if attentionKind(op.Kind) && t > 0 {
+		return f * float64(t+1) / float64(2*t) // the causal triangle's share
+	}
+	return f
+}
+
+// attentionKind reports whether k is one of the Synthesizer attention
+// kernels (softmax-value, the logit products, the triangle operations)
+// that KernelCases benchmarks.
+func attentionKind(k catalog.Kind) bool {
+	switch k {
+	case catalog.SoftmaxValue, catalog.SoftmaxValueBack, catalog.Product, catalog.ProductBackX, catalog.ProductBackW,
+		catalog.Tile, catalog.TileBack, catalog.TriScale, catalog.TriAxpy, catalog.TriDot:
+		return true
+	}
+	return false
+}
+
+// RowElems is the number of elements one call of row-wise kernel op on
+// rows rows processes: rows·D (LayerNorm), rows·FFN (GELU), rows·Vocab
+// (the cross-entropy's softmax) or rows parameters (AdamW).
+func RowElems(op catalog.Op, cfg catalog.Config, rows int) float64 {
+	switch op.Kind {
+	case catalog.Gelu, catalog.GeluBack:
+		return float64(rows * cfg.FFN)
+	case catalog.SoftmaxStats, catalog.SoftmaxScale:
+		return float64(rows * cfg.Vocab)
+	case catalog.AdamW:
+		return float64(rows)
+	}
+	return float64(rows * cfg.D)
+}
+
+// Rates returns the nominal GFLOP/s of n runs of c that took sec seconds,
+// and the percentage of this core's FMA peak (FMAPeak) the executed FLOPs
+// reach (0 when the peak is unknown); both 0 when c has no FLOP count.
+func (c Case) Rates(n int, sec float64) (gflops, pctPeak float64) {
+	if sec <= 0 || c.Flops <= 0 {
+		return 0, 0
+	}
+	gflops = c.Flops * float64(n) / sec / 1e9
+	if p := FMAPeak(); p > 0 {
+		pctPeak = 100 * c.Executed * float64(n) / sec / 1e9 / p
+	}
+	return gflops, pctPeak
 }
 
 func randSlice(r *rand.Rand, n int, scale float32) []float32 {
@@ -87,26 +156,14 @@ func KernelCases(name string) ([]Case, error) {
 	t := spec.N
 	var out []Case
 	for _, op := range catalog.Ops(&spec) {
-		if op.Slices == nil {
+		if !attentionKind(op.Kind) {
 			continue
 		}
-		r := rand.New(rand.NewPCG(1, 2))
-		a := map[string][]float32{}
-		for _, p := range op.Slices {
-			a[p.Name] = randSlice(r, p.Shape.Need(t), 1)
-		}
-		if op.Kind == catalog.SoftmaxValueBack {
-			probabilities(a["a"], spec.N, t)
-		}
+		a := Args(spec, op, kernels.Set{}, t)
 		prefix := fmt.Sprintf("spec=%s/n=%d/dh=%d/kernel=%s/impl=", name, t, cfg.DH, op.Field)
-		flops := Flops(op, cfg, t)
-		executed := flops * float64(t+1) / float64(2*t) // the causal triangle's share
+		flops, executed := Flops(op, cfg, t), Executed(op, cfg, t)
 		for _, s := range sets {
-			fn := kernelOf(s, op.Field)
-			if fn == nil {
-				continue
-			}
-			run := bind(fn, t, a)
+			run := runner(Bind(op, KernelOf(s, op.Field), t, a, nil))
 			if run == nil {
 				continue
 			}
@@ -131,32 +188,179 @@ func KernelCases(name string) ([]Case, error) {
 // Sink keeps results of kernels that return a value alive.
 var Sink float32
 
-// bind returns a closure that runs kernel fn on the prepared arguments, or
-// nil for a kernel kind the suite does not know.
-func bind(fn any, t int, a map[string][]float32) func() {
+// runner turns a bound kernel into a benchmark body, keeping its result
+// alive in Sink; nil stays nil.
+func runner(f func() float32) func() {
+	if f == nil {
+		return nil
+	}
+	return func() { Sink = f() }
+}
+
+// Bind returns a closure that calls fn, op's kernel (a function of the
+// kernels.*Func type of its kind, as KernelOf returns it), once at length t
+// (rows for the row-wise kernels) on the slices of a, by parameter name,
+// and returns its result (0 for kernels without one). sc gives the scalar
+// arguments by name (scale, alpha, and AdamW's decay, gscale, b1, c1, b2,
+// c2, eps, step, rbc2); those it lacks take the benchmarks' values. Bind
+// returns nil for the GEMM micro-kernel, whose arguments are not slices of
+// a fixed shape, and for a nil fn or one of another type.
+func Bind(op catalog.Op, fn any, t int, a map[string][]float32, sc map[string]float32) func() float32 {
+	scalar := func(name string, def float32) float32 {
+		if v, ok := sc[name]; ok {
+			return v
+		}
+		return def
+	}
 	switch f := fn.(type) {
 	case kernels.SoftmaxValueFunc:
-		return func() { f(t, a["b"], a["a"], a["v"], a["y"]) }
+		return func() float32 { f(t, a["b"], a["a"], a["v"], a["y"]); return 0 }
 	case kernels.SoftmaxValueBackFunc:
-		return func() { f(t, a["a"], a["v"], a["dy"], a["db"], a["dv"]) }
+		return func() float32 { f(t, a["a"], a["v"], a["dy"], a["db"], a["dv"]); return 0 }
 	case kernels.ProductFunc:
-		return func() { f(t, a["x"], a["w"], a["bias"], a["c"], 0.125) }
+		scale := scalar("scale", 0.125)
+		return func() float32 { f(t, a["x"], a["w"], a["bias"], a["c"], scale); return 0 }
 	case kernels.ProductBackXFunc:
-		return func() { f(t, a["dc"], a["w"], a["dx"], 0.125) }
+		scale := scalar("scale", 0.125)
+		return func() float32 { f(t, a["dc"], a["w"], a["dx"], scale); return 0 }
 	case kernels.ProductBackWFunc:
-		return func() { f(t, a["dc"], a["x"], a["dw"], a["dbias"], 0.125) }
+		scale := scalar("scale", 0.125)
+		return func() float32 { f(t, a["dc"], a["x"], a["dw"], a["dbias"], scale); return 0 }
 	case kernels.TileFunc:
-		return func() { f(t, a["fa"], a["fb"], a["c"]) }
+		return func() float32 { f(t, a["fa"], a["fb"], a["c"]); return 0 }
 	case kernels.TileBackFunc:
-		return func() { f(t, a["dc"], a["fa"], a["fb"], a["dfa"], a["dfb"]) }
+		return func() float32 { f(t, a["dc"], a["fa"], a["fb"], a["dfa"], a["dfb"]); return 0 }
 	case kernels.TriScaleFunc:
-		return func() { f(t, 0.5, a["x"], a["y"]) }
+		alpha := scalar("alpha", 0.5)
+		return func() float32 { f(t, alpha, a["x"], a["y"]); return 0 }
 	case kernels.TriAxpyFunc:
-		return func() { f(t, 1e-7, a["x"], a["y"]) }
+		alpha := scalar("alpha", 1e-7)
+		return func() float32 { f(t, alpha, a["x"], a["y"]); return 0 }
 	case kernels.TriDotFunc:
-		return func() { Sink = f(t, a["x"], a["y"]) }
+		return func() float32 { return f(t, a["x"], a["y"]) }
+	case kernels.AFTFullFunc:
+		return func() float32 { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"]); return 0 }
+	case kernels.AFTFullBackFunc:
+		return func() float32 {
+			f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["dw"])
+			return 0
+		}
+	case kernels.AFTLocalFunc:
+		return func() float32 { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"]); return 0 }
+	case kernels.AFTLocalBackFunc:
+		return func() float32 {
+			f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["dw"])
+			return 0
+		}
+	case kernels.AFTConvFunc:
+		return func() float32 { f(t, a["k"], a["v"], a["u"], a["z"], a["m"], a["rd"]); return 0 }
+	case kernels.AFTConvBackFunc:
+		return func() float32 {
+			f(t, a["k"], a["v"], a["u"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["du"])
+			return 0
+		}
+	case kernels.AFTSimpleFunc:
+		return func() float32 { f(t, a["k"], a["v"], a["z"], a["m"], a["rd"]); return 0 }
+	case kernels.AFTSimpleBackFunc:
+		return func() float32 { f(t, a["k"], a["v"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"]); return 0 }
+	case kernels.LinearFunc:
+		return func() float32 { f(t, a["fq"], a["fk"], a["v"], a["y"], a["rd"]); return 0 }
+	case kernels.LinearBackFunc:
+		return func() float32 {
+			f(t, a["fq"], a["fk"], a["v"], a["y"], a["rd"], a["dy"], a["dfq"], a["dfk"], a["dv"])
+			return 0
+		}
+	case kernels.LayerNormFunc:
+		return func() float32 { f(t, a["x"], a["gamma"], a["beta"], a["y"], a["mu"], a["rs"]); return 0 }
+	case kernels.LayerNormBackFunc:
+		return func() float32 { f(t, a["dy"], a["x"], a["mu"], a["rs"], a["gamma"], a["dx"]); return 0 }
+	case kernels.LayerNormGradFunc:
+		return func() float32 { f(t, a["dy"], a["x"], a["mu"], a["rs"], a["dgamma"], a["dbeta"]); return 0 }
+	case kernels.GeluFunc: // u becomes gelu'(u), in [−0.13, 1.13]: ordinary inputs again
+		return func() float32 { f(t, a["u"], a["g"]); return 0 }
+	case kernels.GeluBackFunc:
+		return func() float32 { f(t, a["a"], a["b"]); return 0 }
+	case kernels.SoftmaxStatsFunc:
+		return func() float32 { f(t, a["x"], a["mx"], a["s"]); return 0 }
+	case kernels.SoftmaxScaleFunc:
+		scale := scalar("scale", 1/float32(max(t, 1)))
+		return func() float32 { f(t, a["x"], a["lse"], a["y"], scale); return 0 }
+	case kernels.AdamWFunc:
+		k := func(name string) float32 { return scalar(name, AdamWScalars[name]) }
+		decay, gscale, b1, c1, b2, c2, eps, step, rbc2 := k("decay"), k("gscale"), k("b1"), k("c1"), k("b2"), k("c2"), k("eps"), k("step"), k("rbc2")
+		return func() float32 {
+			f(t, a["p"], a["g"], a["m"], a["v"], decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
+			return 0
+		}
 	}
 	return nil
+}
+
+// AdamWScalars are the constants the benchmarks (and Bind's defaults) pass
+// the AdamW kernel: its update at step 3 with lr 1e-3, weight decay 0.1
+// and a clipping factor of 0.7.
+var AdamWScalars = map[string]float32{
+	"decay": 1 - 1e-4, "gscale": 0.7, "b1": 0.9, "c1": 0.1, "b2": 0.95, "c2": 0.05,
+	"eps": 1e-8, "step": float32(1e-3 / (1 - 0.9*0.9*0.9)), "rbc2": float32(1 / math.Sqrt(1-0.95*0.95*0.95)),
+}
+
+// Args returns the arguments the benchmarks call op with at length t
+// (rows for the row-wise kernels): every slice argument of op allocated at
+// its length for t and filled with deterministic values in [−1, 1], then
+// made what the kernel expects: probabilities for the softmax-value
+// backward, positive features for linear attention, a log-sum-exp above
+// every logit for the cross-entropy's backward, non-negative second
+// moments for AdamW. For a backward kernel whose forward writes statistics
+// it reads (the attention-free and linear attention kernels, LayerNorm),
+// the forward of set ref runs on the arguments first when ref has it.
+func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]float32 {
+	r := rand.New(rand.NewPCG(1, 2))
+	a := map[string][]float32{}
+	for _, p := range op.Slices {
+		a[p.Name] = randSlice(r, p.Shape.Need(t), 1)
+	}
+	switch op.Kind {
+	case catalog.SoftmaxValueBack:
+		probabilities(a["a"], spec.N, t)
+	case catalog.Linear, catalog.LinearBack:
+		for _, name := range []string{"fq", "fk"} {
+			for i, x := range a[name] {
+				a[name][i] = float32(math.Abs(float64(x))) + 0.1
+			}
+		}
+	case catalog.SoftmaxScale:
+		for i := range a["lse"] {
+			a["lse"][i] = 8 // above every logit (|x| < 4.5)
+		}
+	case catalog.AdamW:
+		for i, x := range a["v"] {
+			a["v"][i] = x * x * 1e-4
+		}
+	}
+	fwdField := ""
+	switch op.Kind {
+	case catalog.AFTFullBack, catalog.AFTLocalBack, catalog.AFTConvBack, catalog.AFTSimpleBack, catalog.LinearBack:
+		fwdField = strings.TrimSuffix(op.Field, "Back")
+	case catalog.LayerNormBack, catalog.LayerNormGrad:
+		fwdField = "LayerNorm"
+	}
+	if fwdField == "" {
+		return a
+	}
+	for _, fwd := range catalog.Ops(&spec) {
+		if fwd.Field != fwdField {
+			continue
+		}
+		for _, p := range fwd.Slices {
+			if _, ok := a[p.Name]; !ok {
+				a[p.Name] = randSlice(r, p.Shape.Need(t), 1)
+			}
+		}
+		if run := Bind(fwd, KernelOf(ref, fwdField), t, a, nil); run != nil {
+			run()
+		}
+	}
+	return a
 }
 
 // RowCase is one benchmarked call of a row-wise kernel (LayerNorm, GELU),
@@ -181,89 +385,32 @@ func RowKernelCases(name string, rows int) ([]RowCase, error) {
 	cfg := catalog.ConfigOf(&spec)
 	var out []RowCase
 	for _, op := range catalog.Ops(&spec) {
-		if !op.Kind.RowWise() {
+		if !op.Kind.RowWise() || op.Kind == catalog.AdamW { // AdamW: its own benchmark (kerneltest)
 			continue
 		}
-		r := rand.New(rand.NewPCG(1, 2))
-		a := map[string][]float32{}
-		for _, p := range op.Slices {
-			a[p.Name] = randSlice(r, p.Shape.Need(rows), 1)
-		}
-		elems := float64(rows * cfg.D)
-		switch op.Kind {
-		case catalog.Gelu, catalog.GeluBack:
-			elems = float64(rows * cfg.FFN)
-		case catalog.SoftmaxStats, catalog.SoftmaxScale:
-			elems = float64(rows * cfg.Vocab)
-			if lse := a["lse"]; lse != nil {
-				for i := range lse {
-					lse[i] = 8 // above every logit (|x| < 4.5)
-				}
-			}
-		}
+		var a map[string][]float32
 		for _, s := range sets {
-			var run func()
-			switch f := kernelOf(s, op.Field).(type) {
-			case kernels.LayerNormFunc:
-				run = func() { f(rows, a["x"], a["gamma"], a["beta"], a["y"], a["mu"], a["rs"]) }
-			case kernels.LayerNormBackFunc:
-				run = func() { f(rows, a["dy"], a["x"], a["mu"], a["rs"], a["gamma"], a["dx"]) }
-			case kernels.LayerNormGradFunc:
-				run = func() { f(rows, a["dy"], a["x"], a["mu"], a["rs"], a["dgamma"], a["dbeta"]) }
-			case kernels.GeluFunc: // u becomes gelu'(u), in [−0.13, 1.13]: ordinary inputs again
-				run = func() { f(rows, a["u"], a["g"]) }
-			case kernels.GeluBackFunc:
-				run = func() { f(rows, a["a"], a["b"]) }
-			case kernels.SoftmaxStatsFunc:
-				run = func() { f(rows, a["x"], a["mx"], a["s"]) }
-			case kernels.SoftmaxScaleFunc:
-				run = func() { f(rows, a["x"], a["lse"], a["y"], 1/float32(rows)) }
-			default:
+			if a == nil {
+				a = Args(spec, op, s, rows) // sets[0] is the Go set
+			}
+			run := runner(Bind(op, KernelOf(s, op.Field), rows, a, nil))
+			if run == nil {
 				continue
 			}
-			out = append(out, RowCase{fmt.Sprintf("spec=%s/rows=%d/kernel=%s/impl=%s", name, rows, op.Field, s.ISA), elems, run})
+			out = append(out, RowCase{fmt.Sprintf("spec=%s/rows=%d/kernel=%s/impl=%s", name, rows, op.Field, s.ISA), RowElems(op, cfg, rows), run})
 		}
 	}
 	return out, nil
 }
 
-// kernelOf returns set s's implementation of field, or nil.
-func kernelOf(s kernels.Set, field string) any {
+// KernelOf returns set s's implementation of kernel field (a function of
+// one of the kernels.*Func types), or nil when s does not provide it.
+func KernelOf(s kernels.Set, field string) any {
 	v := reflect.ValueOf(s).FieldByName(field)
-	if !v.IsValid() || v.IsNil() {
+	if !v.IsValid() || v.Kind() != reflect.Func || v.IsNil() {
 		return nil
 	}
 	return v.Interface()
-}
-
-// bindAFT returns a closure running attention-free kernel fn once, or nil
-// for a kernel of another kind.
-func bindAFT(op catalog.Op, fn any, t int, a map[string][]float32) func() {
-	switch f := fn.(type) {
-	case kernels.AFTFullFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTFullBackFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["dw"]) }
-	case kernels.AFTLocalFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTLocalBackFunc:
-		return func() { f(t, a["k"], a["v"], a["w"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["dw"]) }
-	case kernels.AFTConvFunc:
-		return func() { f(t, a["k"], a["v"], a["u"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTConvBackFunc:
-		return func() { f(t, a["k"], a["v"], a["u"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"], a["du"]) }
-	case kernels.AFTSimpleFunc:
-		return func() { f(t, a["k"], a["v"], a["z"], a["m"], a["rd"]) }
-	case kernels.AFTSimpleBackFunc:
-		return func() { f(t, a["k"], a["v"], a["z"], a["m"], a["rd"], a["dz"], a["dk"], a["dv"]) }
-	case kernels.LinearFunc:
-		return func() { f(t, a["fq"], a["fk"], a["v"], a["y"], a["rd"]) }
-	case kernels.LinearBackFunc:
-		return func() {
-			f(t, a["fq"], a["fk"], a["v"], a["y"], a["rd"], a["dy"], a["dfq"], a["dfk"], a["dv"])
-		}
-	}
-	return nil // not an attention-free kernel
 }
 
 // probabilities turns random values into causal softmax rows.
@@ -379,8 +526,18 @@ func DefaultText() ([]byte, error) {
 // TrainStep returns a function that runs one whole training step (batch
 // sampling, forward, backward, clipping, AdamW) of spec name at the given
 // batch with the given number of workers, and the tokens one step trains on.
+// Its kernels are dispatched at Level() (the CPU's best, or SYNTHGEN_ISA's).
 func TrainStep(name string, batch, workers int, text []byte) (step func() error, tokens int, err error) {
-	k, err := kernels.Lookup(name)
+	l, err := kernels.Level()
+	if err != nil {
+		return nil, 0, err
+	}
+	return TrainStepAt(name, l, batch, workers, text)
+}
+
+// TrainStepAt is TrainStep with the kernels dispatched at level l or below.
+func TrainStepAt(name string, l kernels.ISA, batch, workers int, text []byte) (step func() error, tokens int, err error) {
+	k, err := kernels.LookupAt(name, l)
 	if err != nil {
 		return nil, 0, err
 	}

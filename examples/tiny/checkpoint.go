@@ -1,0 +1,4 @@
+package tiny
+
+// Checkpoint is the file the example trains this size into.
+const Checkpoint = "tiny.safetensors"
