@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
 )
 
 // env is where a command writes and what cancels it, so tests can run

@@ -6,6 +6,8 @@
 //	synth eval    [-ckpt x.safetensors] [-data file] [-windows N]
 //	synth sample  [-ckpt x.safetensors] [-prompt text] [-len N] [-temp T] [-topk K] [-seed S]
 //	synth inspect [-ckpt x.safetensors]
+//	synth compare [-specs a,b,specs/aft_*.json] [-data file] [-steps N] [-batch B] [-seeds N] [-out folder] [-resume]
+//	synth attn    [-ckpt x.safetensors] [-prompt text] [-out folder]
 //	synth info
 //	synth bench
 //
@@ -23,6 +25,18 @@
 // A run writes <name>.safetensors (the checkpoint), <name>.opt.safetensors
 // (AdamW's moments and the run's settings, for resuming) and <name>.csv
 // (step, loss, val_loss, lr, tokens_per_s).
+//
+// synth compare is the variant study (package runtime/study): by default it
+// trains the 14 specs of the n128 d128 h4 L4 family for 600 steps of batch
+// 16 each on the same data and seed, prints the table (parameters, train
+// loss, validation loss and bits per byte on every held-out window,
+// tokens/s, wall time; mean ± std with -seeds N) and writes it with the
+// loss curves (loss.png) and every run's checkpoint into -out (default
+// study/). Ctrl-C keeps the finished runs and saves the current one;
+// synth compare -resume continues without retraining them and gives the
+// same table. synth attn draws a checkpoint's attention maps (softmax
+// probabilities, linear attention's implicit weights or AFT's normalised
+// position biases) as one PNG grid per layer.
 package main
 
 import (
@@ -50,6 +64,8 @@ var commands = map[string]command{
 	"inspect": {runInspect, "list a checkpoint's tensors, shapes, parameter count, spec and step"},
 	"info":    {runInfo, "show the linked specs, the CPU and the kernels dispatch picks"},
 	"bench":   {runBench, "measure kernel and training throughput"},
+	"compare": {runCompare, "train a list of specs on the same data and tabulate and plot their losses"},
+	"attn":    {runAttn, "draw a checkpoint's attention maps per layer and head as PNG heatmaps"},
 }
 
 func usage(w io.Writer) {

@@ -284,7 +284,7 @@ func TestDispatch(t *testing.T) {
 	if code := run([]string{"frobnicate"}, &errOut); code != 2 {
 		t.Errorf("unknown command: %d", code)
 	}
-	for _, name := range []string{"train", "eval", "sample", "inspect", "info", "bench"} {
+	for _, name := range []string{"train", "eval", "sample", "inspect", "info", "bench", "compare", "attn"} {
 		if _, ok := commands[name]; !ok {
 			t.Errorf("command %s missing", name)
 		}

@@ -12,6 +12,7 @@ func (m *Model) Backward(ws *Workspace) {
 	// keep m reachable until every job of this pass has finished, or the
 	// cleanup could stop them in the middle of one.
 	defer runtime.KeepAlive(m)
+	ws.backDone = true // the attention blocks become gradients
 	for _, p := range m.Params {
 		clear(p.Grad)
 	}

@@ -21,7 +21,7 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 	t := len(inputs) / batch
 	rows := batch * t
 	ws.b, ws.t, ws.rows = batch, t, rows
-	ws.fwdDone = false
+	ws.fwdDone, ws.backDone = false, false
 	copy(ws.tokens, inputs)
 	ws.hasTargets = targets != nil
 	if ws.hasTargets {

@@ -18,6 +18,7 @@ type Workspace struct {
 	targets    []int32
 	hasTargets bool
 	fwdDone    bool
+	backDone   bool // a Backward has run since: the attention blocks hold dB
 
 	xs     [][]float32 // residual stream: xs[l] enters layer l, xs[L] leaves the last one
 	lay    []layerWS

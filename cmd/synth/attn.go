@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/synthgen/synthgen/runtime/plots"
+	"github.com/synthgen/synthgen/runtime/synth"
+)
+
+func runAttn(args []string) error { return attnCmd(stdEnv(), args) }
+
+func attnCmd(e *env, args []string) error {
+	fs := newFlagSet(e, "attn", "Runs a checkpoint on a prompt and writes its attention weights (after the softmax or the\n"+
+		"variant's normalisation) as PNG heatmaps, one grid per layer with a panel per head, into -out:\n"+
+		"<spec>-layer<l>.png. What a variant's maps are is printed and written in each picture's title:\n"+
+		"the probabilities of vanilla, dense, factorized and mixtures for the prompt; softmax(R) of\n"+
+		"random and fixed_random (input-independent); linear attention's implicit weights; AFT's\n"+
+		"normalised position biases. aft_simple has none.")
+	var ckpt, prompt, dataPath, out string
+	ckptUsage(fs, &ckpt)
+	fs.StringVar(&prompt, "prompt", "", "text the model reads (its last n bytes) (default: the first n bytes of -data's held-out part)")
+	fs.StringVar(&dataPath, "data", "", "text whose held-out part gives the default prompt (default: Go's Isaac.Newton-Opticks.txt)")
+	fs.StringVar(&out, "out", "attn", "output `folder` (created if missing)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	m, err := synth.Load(ckpt)
+	if err != nil {
+		return err
+	}
+	text := []byte(prompt)
+	if prompt == "" {
+		val, err := synth.HeldOut(dataPath, m.Spec())
+		if err != nil {
+			return fmt.Errorf("default prompt: %w", err)
+		}
+		text = val[:m.Spec().N]
+	}
+	a, err := m.Attention(e.context(), text)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ckpt, err)
+	}
+	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
+		return fmt.Errorf("output folder %s is a file, not a folder", out)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("output folder %s: %w", out, err)
+	}
+	files, err := plots.AttentionPNGs(out, a)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "%s (spec %s, %s, step %d), %d-byte prompt %q\n", ckpt, a.Spec.Name, a.Spec.Variant, a.Step, len(a.Prompt), a.Prompt)
+	fmt.Fprintf(e.out, "shown: %s\n", a.What)
+	for _, f := range files {
+		fmt.Fprintf(e.out, "wrote %s\n", f)
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package model
+
+import (
+	"fmt"
+	"math"
+)
+
+// AttentionKind says what AttentionMap reads for a model's variant.
+type AttentionKind int
+
+const (
+	// AttentionNone: the variant has no attention weights (aft_simple,
+	// whose position bias is identically 0).
+	AttentionNone AttentionKind = iota
+	// AttentionProbs: the synthesizer family, vanilla and their mixtures:
+	// the probabilities A = softmax(B) of the last Forward, causal. They
+	// depend on the input, except for random and fixed_random, whose B is
+	// R itself.
+	AttentionProbs
+	// AttentionLinear: linear attention's implicit weights of the last
+	// Forward, φ(Q_i)·φ(K_j) / (Σ_{j'≤i} φ(Q_i)·φ(K_j') + 1e-6), j ≤ i.
+	AttentionLinear
+	// AttentionPositionBias: aft_full, aft_local and aft_conv: the
+	// learned position bias b_ij normalised over the keys, softmax_{j≤i}
+	// b_ij, which is the weighting AFT gives the values when every key
+	// is equal. It does not depend on the input; aft_full's and
+	// aft_local's is shared by the heads, aft_conv's is per head.
+	AttentionPositionBias
+)
+
+// AttentionKind is what AttentionMap returns for this model's variant.
+func (m *Model) AttentionKind() AttentionKind {
+	switch m.kind {
+	case kindSynth:
+		return AttentionProbs
+	case kindLinear:
+		return AttentionLinear
+	case kindAFTFull, kindAFTLocal, kindAFTConv:
+		return AttentionPositionBias
+	}
+	return AttentionNone
+}
+
+// AttentionMap writes the attention weights of head h of layer l for
+// sequence s of the last Forward on ws into dst, as a t×t row-major matrix
+// (t the sequence length of that Forward): dst[i·t+j] is the weight of key
+// position j for query position i, 0 for j > i; see AttentionKind for what
+// the weights are. It returns t, or 0 (writing nothing) when the variant
+// has no attention weights. It must follow a Forward on ws (and precede
+// any Backward on it, which overwrites the probabilities); it costs the
+// training passes nothing. dst must hold t·t values.
+func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
+	if ws == nil || ws.m != m {
+		panic("model: AttentionMap: the workspace was not made by this model's NewWorkspace")
+	}
+	if !ws.fwdDone || ws.backDone {
+		panic("model: AttentionMap: no Forward on this workspace (or a Backward since)")
+	}
+	if s < 0 || s >= ws.b || l < 0 || l >= len(m.layers) || h < 0 || h >= m.heads {
+		panic(fmt.Sprintf("model: AttentionMap: sequence %d, layer %d, head %d out of range (%d, %d, %d)", s, l, h, ws.b, len(m.layers), m.heads))
+	}
+	kind := m.AttentionKind()
+	if kind == AttentionNone {
+		return 0
+	}
+	t, n := ws.t, m.n
+	if len(dst) < t*t {
+		panic(fmt.Sprintf("model: AttentionMap: dst holds %d values, want t·t = %d", len(dst), t*t))
+	}
+	dst = dst[:t*t]
+	clear(dst)
+	ly, lw := &m.layers[l], &ws.lay[l]
+	switch kind {
+	case AttentionProbs:
+		tk := s*m.heads + h
+		a := lw.a[tk*n*n : tk*n*n+n*n]
+		for i := 0; i < t; i++ {
+			copy(dst[i*t:i*t+i+1], a[i*n:i*n+i+1])
+		}
+	case AttentionLinear:
+		d, dh := m.d, m.dh
+		base := s*t*d + h*dh
+		for i := 0; i < t; i++ {
+			fq := lw.q[base+i*d : base+i*d+dh]
+			row := dst[i*t : i*t+i+1]
+			sum := 0.0
+			for j := range row {
+				fk := lw.k[base+j*d : base+j*d+dh]
+				dot := 0.0
+				for c, x := range fq {
+					dot += float64(x) * float64(fk[c])
+				}
+				row[j] = float32(dot)
+				sum += dot
+			}
+			r := 1 / (sum + 1e-6)
+			for j := range row {
+				row[j] = float32(float64(row[j]) * r)
+			}
+		}
+	case AttentionPositionBias:
+		bias := func(i, j int) float64 {
+			switch m.kind {
+			case kindAFTFull:
+				return float64(ly.aw.Data[i*n+j])
+			case kindAFTLocal:
+				if i-j < m.window {
+					return float64(ly.aw.Data[i*n+j])
+				}
+			case kindAFTConv:
+				if i-j < m.window {
+					return float64(ly.au.Data[h*m.window+i-j])
+				}
+			}
+			return 0
+		}
+		for i := 0; i < t; i++ {
+			row := dst[i*t : i*t+i+1]
+			mx := math.Inf(-1)
+			for j := range row {
+				mx = math.Max(mx, bias(i, j))
+			}
+			sum := 0.0
+			for j := range row {
+				sum += math.Exp(bias(i, j) - mx)
+			}
+			for j := range row {
+				row[j] = float32(math.Exp(bias(i, j)-mx) / sum)
+			}
+		}
+	}
+	return t
+}
