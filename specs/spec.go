@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"regexp"
@@ -105,11 +106,33 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Load reads and validates the spec at path.
+// MaxFileSize bounds a spec file: a spec is a few hundred bytes of JSON.
+const MaxFileSize = 1 << 20
+
+// Load reads and validates the spec at path, a regular file of at most
+// MaxFileSize bytes.
 func Load(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read spec %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("read spec %s: %d bytes is over the %d-byte limit of a spec file", path, fi.Size(), MaxFileSize)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read spec %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("read spec %s: over the %d-byte limit of a spec file", path, MaxFileSize)
 	}
 	return Parse(path, data)
 }

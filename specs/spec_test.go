@@ -2,6 +2,7 @@ package specs
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,18 @@ func TestBadSpecs(t *testing.T) {
 		msg := err.Error()
 		if !strings.HasPrefix(msg, "bad.json: ") || (c.field != "" && !strings.Contains(msg, `"`+c.field+`"`)) {
 			t.Errorf("message %q does not name the file and field", msg)
+		}
+	}
+}
+
+// TestLoadNotRegular: a directory or a device is an error, not an endless read.
+func TestLoadNotRegular(t *testing.T) {
+	for _, p := range []string{t.TempDir(), "/dev/zero"} {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("Load(%s): %v", p, err)
 		}
 	}
 }
