@@ -26,6 +26,13 @@
 // (AdamW's moments and the run's settings, for resuming) and <name>.csv
 // (step, loss, val_loss, lr, tokens_per_s).
 //
+// Built with -tags mpi (cgo and Open MPI: apt-get install openmpi-bin
+// libopenmpi-dev), synth train started by mpirun trains data-parallel:
+// mpirun -np P synth train … runs P ranks that each compute a share of
+// every step's batch and sum their gradients with MPI_Allreduce; rank 0
+// evaluates, prints and saves, and the checkpoint is the one-process run's
+// to float32 rounding (runtime/mpi, synth.Ranks).
+//
 // synth compare is the variant study (package runtime/study): by default it
 // trains the 14 specs of the n128 d128 h4 L4 family for 600 steps of batch
 // 16 each on the same data and seed, prints the table (parameters, train

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/synthgen/synthgen/runtime/synth"
 )
@@ -24,7 +25,7 @@ func runTrain(args []string) error {
 	return trainCmd(e, args)
 }
 
-func trainCmd(e *env, args []string) error {
+func trainCmd(e *env, args []string) (err error) {
 	fs := newFlagSet(e, "train", "Trains a model of a linked spec on a text file (or continues a saved run with -resume),\nprinting progress, and writes a checkpoint, its optimizer state and a CSV log.")
 	var (
 		spec, dataPath, out, resume                    string
@@ -32,6 +33,7 @@ func trainCmd(e *env, args []string) error {
 		evalEvery, evalWindows, logEvery, saveEvery    int
 		lr, clip, wd                                   float64
 		seed                                           uint64
+		mpiTimeout                                     time.Duration
 	)
 	fs.StringVar(&spec, "spec", DefaultSpec, "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
@@ -50,7 +52,8 @@ func trainCmd(e *env, args []string) error {
 	fs.IntVar(&evalWindows, "eval-windows", synth.DefaultEvalWindows, "held-out windows per evaluation (0: all)")
 	fs.IntVar(&logEvery, "log-every", synth.DefaultLogEvery, "print a progress line every this many steps when output is not a terminal")
 	fs.IntVar(&saveEvery, "save-every", 0, "also save a checkpoint every this many steps (0: only at the end)")
-	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS); results do not depend on it")
+	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS, shared by the ranks on one machine under mpirun); results do not depend on it")
+	fs.DurationVar(&mpiTimeout, "mpi-timeout", DefaultMPITimeout, "under mpirun (built with -tags mpi): end the job when a rank waits this long for the others (0: never)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,6 +62,15 @@ func trainCmd(e *env, args []string) error {
 	}
 	if warmup < -1 {
 		return fmt.Errorf("-warmup %d must be ≥ 0 (or -1: the default)", warmup)
+	}
+	// Started by mpirun: data-parallel training, one rank per process.
+	mpiWorld, err := joinMPI(e, mpiTimeout)
+	if err != nil {
+		return err
+	}
+	if mpiWorld != nil {
+		defer func() { err = mpiWorld.finish(err) }()
+		e = mpiWorld.env(e)
 	}
 
 	// Only the flags given explicitly become options: the others take the
@@ -101,6 +113,13 @@ func trainCmd(e *env, args []string) error {
 			opts = append(opts, synth.Workers(workers))
 		}
 	})
+
+	if mpiWorld != nil {
+		opts = append(opts, synth.Ranks(mpiWorld.c))
+		if w := mpiWorld.workers(); w > 0 && !explicit(fs, "workers") {
+			opts = append(opts, synth.Workers(w))
+		}
+	}
 
 	var run *synth.Run
 	if resume != "" {
@@ -149,5 +168,8 @@ func trainCmd(e *env, args []string) error {
 		fmt.Fprintf(e.out, "stopped at step %d of %d; continue with: synth train -resume %s\n", sum.Step, sum.Steps, sum.Out)
 	}
 	fmt.Fprintln(e.out, sum)
+	if mpiWorld != nil {
+		mpiWorld.report(e, run, sum)
+	}
 	return nil
 }

@@ -204,6 +204,12 @@ func LoadOpt(path string, m *model.Model, o *optim.AdamW, step int) (map[string]
 	if err != nil {
 		return nil, fmt.Errorf("load optimizer state: %w", err)
 	}
+	return loadOpt(f, m, o, step)
+}
+
+// loadOpt is LoadOpt of the parsed file f.
+func loadOpt(f *File, m *model.Model, o *optim.AdamW, step int) (map[string]string, error) {
+	path := f.Path
 	s, st, err := specStep(f)
 	if err != nil {
 		return nil, fmt.Errorf("load optimizer state: %w", err)

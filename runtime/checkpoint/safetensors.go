@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -101,6 +102,10 @@ func Read(path string) (*File, error) {
 	}
 	if fi.IsDir() {
 		return nil, fmt.Errorf("%s: is a directory, not a safetensors file", path)
+	}
+	if !fi.Mode().IsRegular() {
+		// A device or pipe has no size to bound the read (/dev/zero never ends).
+		return nil, fmt.Errorf("%s: not a regular file (a device, pipe or socket), not a safetensors file", path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -290,7 +295,11 @@ func Write(path string, tensors []WriteTensor, metadata map[string]string) error
 	return WriteAtomic(path, func(w io.Writer) error { return Encode(w, tensors, metadata) })
 }
 
-// WriteAtomic creates path with the bytes fill writes, atomically.
+// WriteAtomic creates path with the bytes fill writes, atomically: a crash
+// or a failed write (a full disk) leaves the previous file, if any,
+// untouched, and a failed write removes its temporary file. Temporary files
+// of path left by an earlier, killed writer (".NAME.tmpDIGITS") are removed
+// first.
 func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
@@ -299,9 +308,10 @@ func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
 	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
 		return fmt.Errorf("write %s: is a directory", path)
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	removeStaleTemps(dir, base)
+	tmp, err := os.CreateTemp(dir, tempPrefix(base)+"*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, diskFull(err))
 	}
 	defer func() {
 		if err != nil {
@@ -309,17 +319,21 @@ func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if err = fill(tmp); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	var w io.Writer = tmp
+	if testWrap != nil {
+		w = testWrap(path, w)
+	}
+	if err = fill(w); err != nil {
+		return fmt.Errorf("write %s: %w", path, diskFull(err))
 	}
 	if err = tmp.Chmod(0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync: %w", path, err)
+		return fmt.Errorf("write %s: sync: %w", path, diskFull(err))
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: close: %w", path, err)
+		return fmt.Errorf("write %s: close: %w", path, diskFull(err))
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -335,4 +349,52 @@ func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
 		return fmt.Errorf("write %s: sync directory %s: %w", path, dir, serr)
 	}
 	return nil
+}
+
+// testWrap, when set (by tests only), wraps the writer of each temporary
+// file WriteAtomic fills for path, e.g. to fail part-way as a full disk
+// does. It is nil in production: one comparison per file written.
+var testWrap func(path string, w io.Writer) io.Writer
+
+// tempPrefix is the name prefix of WriteAtomic's temporary files for a
+// file named base; os.CreateTemp appends random decimal digits.
+func tempPrefix(base string) string { return "." + base + ".tmp" }
+
+// isTemp reports whether name is one of WriteAtomic's temporary files for
+// a file named base: the prefix, then one or more decimal digits only.
+func isTemp(name, base string) bool {
+	rest, ok := strings.CutPrefix(name, tempPrefix(base))
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// removeStaleTemps removes the temporary files of base in dir that a killed
+// writer left behind. Failing to list or remove them is not an error: the
+// write that follows does not need it.
+func removeStaleTemps(dir, base string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() && isTemp(e.Name(), base) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// diskFull adds a plain statement to an out-of-space error (ENOSPC or
+// EDQUOT): the file being written was not replaced.
+func diskFull(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w (disk full: the previous file, if any, is unchanged)", err)
+	}
+	return err
 }

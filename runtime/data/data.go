@@ -8,6 +8,7 @@ package data
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -66,12 +67,33 @@ func ReadFile(path string) ([]byte, error) {
 	if fi.IsDir() {
 		return nil, fmt.Errorf("data file %s: is a directory, not a file", path)
 	}
+	if !fi.Mode().IsRegular() {
+		// A pipe or device has no size to bound the read: read at most
+		// MaxStream bytes (/dev/zero never ends).
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("data file %s: %w", path, err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, MaxStream+1))
+		if err != nil {
+			return nil, fmt.Errorf("data file %s: %w", path, err)
+		}
+		if len(b) > MaxStream {
+			return nil, fmt.Errorf("data file %s: not a regular file, and it holds more than %d bytes", path, MaxStream)
+		}
+		return b, nil
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("data file %s: %w", path, err)
 	}
 	return b, nil
 }
+
+// MaxStream bounds what ReadFile reads from a file that is not a regular
+// file (a pipe, a device), whose size is unknown: 1 GiB.
+const MaxStream = 1 << 30
 
 // CheckVocab returns an error naming the first byte of b that is not a
 // token of a vocabulary of size vocab (only possible when vocab < 256).
@@ -114,7 +136,9 @@ func Split(path string, b []byte, n int) (*Dataset, error) {
 
 // MinLen is the shortest file that Split accepts for context n.
 func MinLen(n int) int {
-	for l := n + 1; ; l++ {
+	// No shorter file holds n+1 bytes in its last 1/HeldOutDivisor, so the
+	// search starts there rather than walking up from n+1.
+	for l := HeldOutDivisor * (n + 1); ; l++ {
 		if l/HeldOutDivisor >= n+1 && l-l/HeldOutDivisor >= n+1 {
 			return l
 		}

@@ -85,6 +85,10 @@ func (p Plan) String() string {
 	}
 	fmt.Fprintf(&b, "train: steps %d→%d of %d, batch %d×%d tokens, lr %g (warm-up %d, cosine to %g), clip %g, wd %g, seed %d\n",
 		p.Start, p.Stop, c.Steps, c.Batch, s.N, c.LR, c.Warmup, c.LR*c.MinLRFrac, c.Clip, c.Optim.WeightDecay, c.Seed)
+	if p.Ranks > 1 {
+		fmt.Fprintf(&b, "ranks: %d data-parallel processes × %s, the batch of %d split %s; rank 0 evaluates, logs and saves\n",
+			p.Ranks, plural(p.Workers, "worker"), c.Batch, shares(c.Batch, p.Ranks))
+	}
 	fmt.Fprintf(&b, "output: %s (optimizer state %s, log %s)", p.Out, p.OptOut, p.CSV)
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "\n%s", n)

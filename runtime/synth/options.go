@@ -40,6 +40,7 @@ type options struct {
 	seed                                     uint64
 	onEvent                                  func(Event)
 	log                                      io.Writer
+	comm                                     Comm // Ranks: data-parallel over several processes
 }
 
 func defaults() options {

@@ -3,9 +3,7 @@ package synth
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -50,6 +48,7 @@ type Plan struct {
 	Start, Stop int    // steps run: Start+1 … Stop
 	Config      Config // Config.Steps is the run's total
 	Workers     int    // the model's goroutines
+	Ranks       int    // data-parallel processes (the Ranks option); 0 or 1: this one alone
 
 	Out, OptOut, CSV string // checkpoint, optimizer state, CSV log
 
@@ -68,6 +67,7 @@ type Run struct {
 	t     *train.Trainer
 	ds    *data.Dataset
 	extra map[string]string
+	dist  *dist // data-parallel state (Ranks); nil on one process
 }
 
 // Train trains a new model of spec s with the given options, writing its
@@ -114,10 +114,13 @@ func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
 // ResumeRun prepares the continuation of the run saved in path: the
 // weights and step from the checkpoint, AdamW's moments and the run's
 // settings from its optimizer state beside it (a missing state is allowed
-// and noted: the moments then start from zero). Options override the
-// saved settings; overriding one (other than Steps, LRSteps, Workers,
-// evaluation, logging and output) makes the result differ from an
-// uninterrupted run, which Plan.Notes says.
+// and noted: the moments then start from zero). The state must be of the
+// checkpoint's step: after a save interrupted by a crash, that is the
+// backup the save kept (Plan.Notes says so); a state of another step is an
+// error that says to move it aside to resume from the weights alone.
+// Options override the saved settings; overriding one (other than Steps,
+// LRSteps, Workers, evaluation, logging and output) makes the result differ
+// from an uninterrupted run, which Plan.Notes says.
 func ResumeRun(path string, opts ...Option) (*Run, error) {
 	o := apply(opts)
 	if err := o.validate(); err != nil {
@@ -142,8 +145,17 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 	}
 	m := &Model{net: net, step: h.Step}
 	plan.Resume = path
-	optPath := checkpoint.OptPath(path)
-	if _, err := os.Stat(optPath); err == nil {
+	// The optimizer state of the checkpoint's step: beside it, or its
+	// backup if a save was interrupted (see checkpoint.SaveRun). A state
+	// of another step is an error that says how to resume without it.
+	optPath, note, err := checkpoint.ResolveOpt(path, h.Step)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	if note != "" {
+		plan.Notes = append(plan.Notes, note)
+	}
+	if optPath != "" {
 		f, err := checkpoint.Read(optPath)
 		if err != nil {
 			return nil, fmt.Errorf("resume: optimizer state: %w", err)
@@ -182,17 +194,15 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 		if !set["data"] && f.Metadata[KeyData] != "" {
 			o.data, plan.SavedData = f.Metadata[KeyData], true
 		}
-	} else if errors.Is(err, fs.ErrNotExist) {
-		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", optPath))
 	} else {
-		return nil, fmt.Errorf("resume: optimizer state: %w", err)
+		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))
 	}
 	if cfg.Steps <= h.Step {
 		return nil, fmt.Errorf("resume %s is at step %d, already at or past the run's %d steps: ask for more steps", path, h.Step, cfg.Steps)
 	}
 	return o.finish(m, cfg, plan, func(t *train.Trainer) error {
 		if plan.WithOptimizer {
-			if _, err := t.LoadState(path, h.Step); err != nil {
+			if _, err := t.LoadStateFrom(optPath, h.Step); err != nil {
 				return fmt.Errorf("resume: %w", err)
 			}
 		} else {
@@ -302,7 +312,11 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 	plan.ValWindows = data.NumWindows(ds.Val, s.N, 0)
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	return &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{KeyData: abs}}, nil
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{KeyData: abs}}
+	if err := r.distribute(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // csvPath is the CSV log beside checkpoint path: x.safetensors → x.csv.
@@ -336,8 +350,14 @@ func (r *Run) Model() *Model { return r.model }
 func (r *Run) Step() int { return r.t.Step }
 
 // Save writes the checkpoint and the optimizer state of the current step
-// (to Plan.Out and Plan.OptOut), each atomically.
-func (r *Run) Save() error { return r.t.Save(r.plan.Out, r.extra) }
+// (to Plan.Out and Plan.OptOut), each atomically; on a rank other than 0
+// of a run over several (Ranks) it does nothing.
+func (r *Run) Save() error {
+	if !r.writes() {
+		return nil
+	}
+	return r.t.Save(r.plan.Out, r.extra)
+}
 
 // Summary is how a run ended.
 type Summary struct {
@@ -363,7 +383,9 @@ type Summary struct {
 // context.Canceled) for a plain cancel). Any other error leaves the last
 // saved checkpoint intact.
 func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
-	lg, err := openCSV(r.plan.CSV, r.plan.Resume != "")
+	ctx, release := r.collective(ctx) // on several ranks: every rank stops after the same step
+	defer release()
+	lg, err := openCSV(r.csvLogPath(), r.plan.Resume != "")
 	if err != nil {
 		return nil, err
 	}

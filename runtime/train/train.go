@@ -53,10 +53,15 @@ func (c Config) Schedule() optim.Schedule {
 	return optim.Schedule{Peak: c.LR, MinFrac: c.MinLRFrac, Warmup: c.Warmup, Total: c.horizon()}
 }
 
+// MaxBatch bounds the batch, far above what a CPU run can hold in memory,
+// so that an absurd batch (a mistyped flag) is an error rather than a fatal
+// out-of-memory crash while allocating the workspace.
+const MaxBatch = 1 << 16
+
 // Validate reports a configuration that cannot run.
 func (c Config) Validate() error {
-	if c.Batch < 1 {
-		return fmt.Errorf("batch %d must be ≥ 1", c.Batch)
+	if c.Batch < 1 || c.Batch > MaxBatch {
+		return fmt.Errorf("batch %d must satisfy 1 ≤ batch ≤ %d", c.Batch, MaxBatch)
 	}
 	if c.Horizon < 0 {
 		return fmt.Errorf("lr-steps %d must be ≥ 0", c.Horizon)
@@ -194,7 +199,8 @@ type Trainer struct {
 	GradNorm float64 // global gradient norm before clipping
 	LR       float64 // the learning rate it used
 
-	eval *Evaluator
+	eval  *Evaluator
+	shard *shard // data-parallel training (Distribute); nil: the whole batch here
 }
 
 // New makes a trainer for m on the training text, starting at step 0 with
@@ -236,8 +242,14 @@ func (e *NonFiniteError) Error() string {
 func (t *Trainer) TrainStep() error {
 	step := t.Step
 	t.Sampler.Batch(step)
-	t.Loss = t.Model.Forward(t.WS, t.Sampler.Inputs, t.Sampler.Targets, t.Cfg.Batch)
-	t.Model.Backward(t.WS)
+	if t.shard != nil { // one of several processes: its share, then the sum
+		if err := t.shardStep(step); err != nil {
+			return err
+		}
+	} else {
+		t.Loss = t.Model.Forward(t.WS, t.Sampler.Inputs, t.Sampler.Targets, t.Cfg.Batch)
+		t.Model.Backward(t.WS)
+	}
 	t.GradNorm = t.Opt.GradNorm()
 	if math.IsNaN(t.Loss) || math.IsInf(t.Loss, 0) || math.IsNaN(t.GradNorm) || math.IsInf(t.GradNorm, 0) {
 		return &NonFiniteError{Step: step, Loss: t.Loss, GradNorm: t.GradNorm}
@@ -260,23 +272,34 @@ func (t *Trainer) EvaluateContext(ctx context.Context, text []byte, limit int) (
 }
 
 // Save writes the checkpoint to path and the optimizer state (moments and
-// configuration, plus extra metadata) beside it, the state first, so that
-// a crash between the two leaves a detectable step mismatch.
+// configuration, plus extra metadata) beside it, the state first, with
+// checkpoint.SaveRun: a crash at any instant leaves a checkpoint and an
+// optimizer state of one step on disk (checkpoint.ResolveOpt finds it), and
+// a failed write leaves the previous pair.
 func (t *Trainer) Save(path string, extra map[string]string) error {
 	meta := t.Cfg.Metadata()
 	for k, v := range extra {
 		meta[k] = v
 	}
-	if err := checkpoint.SaveOpt(checkpoint.OptPath(path), t.Model, t.Opt, t.Step, meta); err != nil {
-		return err
-	}
-	return checkpoint.Save(path, t.Model, t.Step)
+	return checkpoint.SaveRun(path, t.Model, t.Opt, t.Step, meta)
 }
 
 // LoadState loads the optimizer state saved beside checkpoint path (of
 // step step) into t, sets t.Step and returns the state's metadata.
 func (t *Trainer) LoadState(path string, step int) (map[string]string, error) {
 	meta, err := checkpoint.LoadOpt(checkpoint.OptPath(path), t.Model, t.Opt, step)
+	if err != nil {
+		return nil, err
+	}
+	t.Step = step
+	return meta, nil
+}
+
+// LoadStateFrom loads the optimizer state in the file optPath, which must
+// belong to a checkpoint of step step (checkpoint.ResolveOpt finds it), into
+// t, sets t.Step and returns the state's metadata.
+func (t *Trainer) LoadStateFrom(optPath string, step int) (map[string]string, error) {
+	meta, err := checkpoint.LoadOpt(optPath, t.Model, t.Opt, step)
 	if err != nil {
 		return nil, err
 	}
