@@ -126,39 +126,9 @@ func TestMPIKilledRank(t *testing.T) {
 	dir := t.TempDir()
 	txt := textFile(t, dir, 60000)
 	ck := filepath.Join(dir, "k.safetensors")
-	cmd := mpiTrain(t, 2, dir, "-spec", "small", "-data", txt, "-steps", "1000000", "-batch", "4", "-workers", "1",
+	cmd, out, done, pid := startMPIJob(t, dir, ck, 30, "-spec", "small", "-data", txt, "-steps", "1000000", "-batch", "4", "-workers", "1",
 		"-eval-every", "0", "-save-every", "10", "-log-every", "10", "-out", ck)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	// Wait for a checkpoint of step 30 or later.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if h, err := checkpoint.ReadHeader(ck); err == nil && h.Step >= 30 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the job ended before step 30: %v\n%s", err, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no checkpoint of step 30 within 2 minutes:\n%s", out.String())
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "rank-1.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	t0 := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -206,35 +176,9 @@ func TestMPIStoppedRank(t *testing.T) {
 	dir := t.TempDir()
 	txt := textFile(t, dir, 60000)
 	ck := filepath.Join(dir, "w.safetensors")
-	cmd := mpiTrain(t, 2, dir, "-spec", "small", "-data", txt, "-steps", "1000000", "-batch", "4", "-workers", "1",
+	cmd, out, done, pid := startMPIJob(t, dir, ck, 10, "-spec", "small", "-data", txt, "-steps", "1000000", "-batch", "4", "-workers", "1",
 		"-eval-every", "0", "-save-every", "10", "-mpi-timeout", "2s", "-out", ck)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if h, err := checkpoint.ReadHeader(ck); err == nil && h.Step >= 10 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the job ended before step 10: %v\n%s", err, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no checkpoint of step 10 within 2 minutes:\n%s", out.String())
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "rank-1.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(string(b))
+	var err error
 	t0 := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -253,6 +197,45 @@ func TestMPIStoppedRank(t *testing.T) {
 	if _, err := checkpoint.ReadHeader(ck); err != nil {
 		t.Errorf("the last checkpoint does not load: %v", err)
 	}
+}
+
+// startMPIJob starts synth train with args on 2 ranks (pids written to
+// dir), waits until checkpoint ck holds step minStep or later, and returns
+// the job, its output, the channel its end is sent on and rank 1's pid.
+func startMPIJob(t *testing.T, dir, ck string, minStep int, args ...string) (*exec.Cmd, *strings.Builder, chan error, int) {
+	t.Helper()
+	cmd := mpiTrain(t, 2, dir, args...)
+	out := new(strings.Builder)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if h, err := checkpoint.ReadHeader(ck); err == nil && h.Step >= minStep {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended before step %d: %v\n%s", minStep, err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no checkpoint of step %d within 2 minutes:\n%s", minStep, out.String())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "rank-1.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out, done, pid
 }
 
 // ckptDiff compares two checkpoints: the largest absolute difference of a

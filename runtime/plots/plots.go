@@ -9,8 +9,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +21,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/synthgen/synthgen/runtime/checkpoint"
 )
 
 // dpi of the PNGs: a vg.Inch is this many pixels.
@@ -358,28 +358,8 @@ func writePNG(w io.Writer, c *vgimg.Canvas) error {
 }
 
 // WriteFile writes the PNG that draw writes to path, atomically (a
-// temporary file in the same folder, then a rename), so a failure leaves
-// any previous file at path intact.
+// temporary file in the same folder, then a rename: checkpoint.WriteAtomic),
+// so a failure leaves any previous file at path intact.
 func WriteFile(path string, draw func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	} // after a successful rename: nothing there
-	if err := draw(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return checkpoint.WriteAtomic(path, draw)
 }
