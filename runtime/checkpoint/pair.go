@@ -1,9 +1,7 @@
 package checkpoint
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -109,11 +107,9 @@ func ResolveOpt(path string, step int) (optPath, note string, err error) {
 		return "", "", fmt.Errorf("optimizer state %s is at step %d but checkpoint %s is at step %d (written by an interrupted save, or by another run); %s", opt, optStep, path, step, alone)
 	case !errors.Is(oerr, fs.ErrNotExist):
 		return "", "", fmt.Errorf("optimizer state: %w; %s", oerr, alone)
-	case perr == nil:
-		// Only a backup of another step: ignore it, as if no state existed
-		// (it is removed by the next save that completes).
-		return "", "", nil
 	}
+	// No state; a backup of another step, if any, is ignored (the next save
+	// that completes removes it).
 	return "", "", nil
 }
 
@@ -171,31 +167,16 @@ func readMetadata(path string, r io.ReaderAt, size int64) (map[string]string, er
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	hlen := binary.LittleEndian.Uint64(lb[:])
-	if hlen > MaxHeader {
-		return fail("header length %d exceeds the %d-byte limit (file truncated or not safetensors)", hlen, MaxHeader)
-	}
-	if hlen > uint64(size-8) {
-		return fail("header length %d runs past the end of the %d-byte file (truncated?)", hlen, size)
+	if err := checkHeaderLen(hlen, size); err != nil {
+		return fail("%v", err)
 	}
 	h := make([]byte, hlen)
 	if _, err := r.ReadAt(h, 8); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if t := bytes.TrimSpace(h); len(t) == 0 || t[0] != '{' {
-		return fail("the header is not a JSON object")
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(h, &raw); err != nil {
-		return fail("header JSON: %v", err)
-	}
-	meta := map[string]string{}
-	if m, ok := raw[MetadataKey]; ok {
-		if err := json.Unmarshal(m, &meta); err != nil {
-			return fail("%s must map strings to strings: %v", MetadataKey, err)
-		}
-		if meta == nil {
-			meta = map[string]string{}
-		}
+	_, meta, err := decodeHeader(h)
+	if err != nil {
+		return fail("%v", err)
 	}
 	return meta, nil
 }

@@ -131,35 +131,15 @@ func Parse(path string, b []byte) (*File, error) {
 		return fail("%d bytes is shorter than the 8-byte header length", len(b))
 	}
 	hlen := binary.LittleEndian.Uint64(b)
-	if hlen > MaxHeader {
-		return fail("header length %d exceeds the %d-byte limit (file truncated or not safetensors)", hlen, MaxHeader)
+	if err := checkHeaderLen(hlen, int64(len(b))); err != nil {
+		return fail("%v", err)
 	}
-	if hlen > uint64(len(b)-8) {
-		return fail("header length %d runs past the end of the %d-byte file (truncated?)", hlen, len(b))
-	}
-	header := b[8 : 8+hlen]
 	body := b[8+hlen:]
-	if len(bytes.TrimSpace(header)) == 0 || bytes.TrimSpace(header)[0] != '{' {
-		return fail("the header is not a JSON object")
+	raw, meta, err := decodeHeader(b[8 : 8+hlen])
+	if err != nil {
+		return fail("%v", err)
 	}
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(header))
-	if err := dec.Decode(&raw); err != nil {
-		return fail("header JSON: %v", err)
-	}
-	if dec.More() {
-		return fail("text after the header's JSON object")
-	}
-	f := &File{Path: path, Metadata: map[string]string{}, Tensors: map[string]*Tensor{}}
-	if m, ok := raw[MetadataKey]; ok {
-		if err := json.Unmarshal(m, &f.Metadata); err != nil {
-			return fail("%s must map strings to strings: %v", MetadataKey, err)
-		}
-		if f.Metadata == nil {
-			f.Metadata = map[string]string{}
-		}
-		delete(raw, MetadataKey)
-	}
+	f := &File{Path: path, Metadata: meta, Tensors: map[string]*Tensor{}}
 	list := make([]*Tensor, 0, len(raw))
 	for name, msg := range raw {
 		var e rawEntry
@@ -221,6 +201,44 @@ func Parse(path string, b []byte) (*File, error) {
 		return fail("the data section has %d bytes but the tensors cover %d (trailing garbage?)", len(body), at)
 	}
 	return f, nil
+}
+
+// checkHeaderLen checks the header length hlen that a safetensors file of
+// size bytes states, before anything of that length is allocated.
+func checkHeaderLen(hlen uint64, size int64) error {
+	if hlen > MaxHeader {
+		return fmt.Errorf("header length %d exceeds the %d-byte limit (file truncated or not safetensors)", hlen, MaxHeader)
+	}
+	if hlen > uint64(size-8) {
+		return fmt.Errorf("header length %d runs past the end of the %d-byte file (truncated?)", hlen, size)
+	}
+	return nil
+}
+
+// decodeHeader parses a safetensors header: the tensor entries (raw, by
+// name) and the "__metadata__" strings (never nil).
+func decodeHeader(header []byte) (raw map[string]json.RawMessage, meta map[string]string, err error) {
+	if t := bytes.TrimSpace(header); len(t) == 0 || t[0] != '{' {
+		return nil, nil, errors.New("the header is not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(header))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, nil, fmt.Errorf("header JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, nil, errors.New("text after the header's JSON object")
+	}
+	meta = map[string]string{}
+	if m, ok := raw[MetadataKey]; ok {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return nil, nil, fmt.Errorf("%s must map strings to strings: %v", MetadataKey, err)
+		}
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		delete(raw, MetadataKey)
+	}
+	return raw, meta, nil
 }
 
 // WriteTensor is a tensor to write: F32 data with its shape.

@@ -287,12 +287,7 @@ func (t *Trainer) Save(path string, extra map[string]string) error {
 // LoadState loads the optimizer state saved beside checkpoint path (of
 // step step) into t, sets t.Step and returns the state's metadata.
 func (t *Trainer) LoadState(path string, step int) (map[string]string, error) {
-	meta, err := checkpoint.LoadOpt(checkpoint.OptPath(path), t.Model, t.Opt, step)
-	if err != nil {
-		return nil, err
-	}
-	t.Step = step
-	return meta, nil
+	return t.LoadStateFrom(checkpoint.OptPath(path), step)
 }
 
 // LoadStateFrom loads the optimizer state in the file optPath, which must
