@@ -16,7 +16,8 @@
 //	//go:generate go run github.com/synthgen/synthgen/cmd/synthgen@VERSION -spec model.json -out .
 //
 // and run `go generate ./...`. synthgen writes its files (spec.go,
-// checks.go, dispatch*.go, kernels_*.go, kernels_amd64.s) into -out beside
+// checks.go, dispatch*.go, kernels_*.go, kernels_amd64.s, and kernels_test.go with
+// the package's own tests and benchmarks) into -out beside
 // yours and never touches a file it did not write: it overwrites or
 // removes only files whose first lines carry its header "// Code generated
 // by command: synthgen ... DO NOT EDIT.", skips files already up to date,
@@ -44,15 +45,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+
+	"golang.org/x/mod/modfile"
 
 	"github.com/synthgen/synthgen/gen"
 	"github.com/synthgen/synthgen/specs"
@@ -163,7 +162,7 @@ func selfRoot(what string) (string, error) {
 		gomod := filepath.Join(dir, "go.mod")
 		data, err := os.ReadFile(gomod)
 		if err == nil {
-			if mod := modulePath(data); mod != selfModule {
+			if mod := modfile.ModulePath(data); mod != selfModule {
 				return "", fmt.Errorf("%s works only inside the synthgen module, and %s is module %q", what, gomod, mod)
 			}
 			return dir, nil
@@ -177,25 +176,4 @@ func selfRoot(what string) (string, error) {
 		}
 		dir = up
 	}
-}
-
-// modulePath returns the path of a go.mod's module line, or "".
-func modulePath(gomod []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(gomod))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if i := strings.Index(line, "//"); i >= 0 {
-			line = strings.TrimSpace(line[:i])
-		}
-		rest, ok := strings.CutPrefix(line, "module")
-		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '\t' && rest[0] != '"') {
-			continue
-		}
-		rest = strings.TrimSpace(rest)
-		if p, err := strconv.Unquote(rest); err == nil {
-			return p
-		}
-		return rest
-	}
-	return ""
 }

@@ -183,16 +183,4 @@ func TestSelfRoot(t *testing.T) {
 	if root != want {
 		t.Errorf("selfRoot = %s, want %s", root, want)
 	}
-	for in, want := range map[string]string{
-		"module github.com/synthgen/synthgen\n\ngo 1.26\n": "github.com/synthgen/synthgen",
-		"// c\nmodule \"example.com/x\" // c\n":            "example.com/x",
-		"go 1.26\nmodule\texample.com/y\n":                 "example.com/y",
-		"modules x\n":                                      "",
-		"\n":                                               "",
-		"module github.com/synthgen/synthgen/v2\n":         "github.com/synthgen/synthgen/v2",
-	} {
-		if got := modulePath([]byte(in)); got != want {
-			t.Errorf("modulePath(%q) = %q, want %q", in, got, want)
-		}
-	}
 }
