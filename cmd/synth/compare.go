@@ -56,7 +56,7 @@ func compareCmd(e *env, args []string) error {
 	if logEvery < 1 {
 		return fmt.Errorf("-log-every %d must be ≥ 1", logEvery)
 	}
-	p := &studyProgress{e: e, logEvery: logEvery}
+	p := &studyProgress{liveLine{e: e, logEvery: logEvery}}
 	opts := []study.Option{study.Workers(workers), study.OnProgress(p.event)}
 	var err error
 	// Only the flags given explicitly become options: a resumed study
@@ -119,49 +119,14 @@ func compareCmd(e *env, args []string) error {
 	return nil
 }
 
-// studyProgress prints a study's progress: one line redrawn in place on
-// a terminal, plain lines every logEvery steps otherwise; run starts and
-// ends always get a line.
-type studyProgress struct {
-	e        *env
-	logEvery int
-	lastDraw time.Time
-	live     bool
-}
+// studyProgress prints a study's progress; run starts and ends always
+// get a line.
+type studyProgress struct{ liveLine }
 
 func (p *studyProgress) event(pr study.Progress) {
 	if pr.Kind != study.RunStep {
-		p.println(pr.String())
+		p.println("%s", pr)
 		return
 	}
-	ev := pr.Event
-	if p.e.terminal {
-		now := time.Now()
-		if !ev.Evaluated && now.Sub(p.lastDraw) < 100*time.Millisecond {
-			return
-		}
-		p.lastDraw = now
-		fmt.Fprintf(p.e.out, "\r%s\x1b[K", pr)
-		p.live = true
-		return
-	}
-	if ev.Step%p.logEvery == 0 || ev.Evaluated {
-		fmt.Fprintln(p.e.out, pr)
-	}
-}
-
-func (p *studyProgress) println(msg string) {
-	if p.e.terminal && p.live {
-		fmt.Fprintf(p.e.out, "\r\x1b[K%s\n", msg)
-		p.live = false
-		return
-	}
-	fmt.Fprintln(p.e.out, msg)
-}
-
-func (p *studyProgress) finish() {
-	if p.e.terminal && p.live {
-		fmt.Fprintln(p.e.out)
-		p.live = false
-	}
+	p.step(pr.Event.Step, pr, pr.Event.Evaluated)
 }

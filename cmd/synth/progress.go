@@ -9,17 +9,57 @@ import (
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
-// progress prints a run's events: one line redrawn in place (\r) on a
-// terminal, plain lines every logEvery steps otherwise.
-type progress struct {
+// liveLine prints progress: on a terminal one line redrawn in place (\r)
+// at most every 100 ms, plain lines every logEvery steps otherwise.
+type liveLine struct {
 	e        *env
 	logEvery int
 	lastDraw time.Time
 	live     bool // a live line is on screen
 }
 
+// step reports the progress line of step; force draws it (or prints it)
+// whatever the step.
+func (l *liveLine) step(step int, line fmt.Stringer, force bool) {
+	if l.e.terminal {
+		now := time.Now()
+		if !force && now.Sub(l.lastDraw) < 100*time.Millisecond {
+			return
+		}
+		l.lastDraw = now
+		fmt.Fprintf(l.e.out, "\r%s\x1b[K", line)
+		l.live = true
+		return
+	}
+	if force || step%l.logEvery == 0 {
+		fmt.Fprintln(l.e.out, line)
+	}
+}
+
+// println prints a permanent message, keeping the live line below it.
+func (l *liveLine) println(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if l.e.terminal && l.live {
+		fmt.Fprintf(l.e.out, "\r\x1b[K%s\n", strings.TrimRight(msg, "\n"))
+		l.live = false
+		return
+	}
+	fmt.Fprintln(l.e.out, msg)
+}
+
+// finish ends the live line.
+func (l *liveLine) finish() {
+	if l.e.terminal && l.live {
+		fmt.Fprintln(l.e.out)
+		l.live = false
+	}
+}
+
+// progress prints a training run's events.
+type progress struct{ liveLine }
+
 func newProgress(e *env, logEvery int) *progress {
-	return &progress{e: e, logEvery: logEvery}
+	return &progress{liveLine{e: e, logEvery: logEvery}}
 }
 
 // event reports one event of the run.
@@ -31,36 +71,5 @@ func (p *progress) event(ev synth.Event) {
 	if ev.Evaluated && p.e.terminal {
 		p.println("step %d: loss %.4f, val loss %.4f (%.4f bpb)", ev.Step, ev.Loss, ev.Val, ev.Eval.BPB())
 	}
-	if p.e.terminal {
-		now := time.Now()
-		if !ev.Evaluated && now.Sub(p.lastDraw) < 100*time.Millisecond && ev.Step != ev.Stop {
-			return
-		}
-		p.lastDraw = now
-		fmt.Fprintf(p.e.out, "\r%s\x1b[K", ev)
-		p.live = true
-		return
-	}
-	if ev.Evaluated || ev.Step%p.logEvery == 0 || ev.Step == ev.Stop {
-		fmt.Fprintln(p.e.out, ev)
-	}
-}
-
-// println prints a permanent message, keeping the live line below it.
-func (p *progress) println(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if p.e.terminal && p.live {
-		fmt.Fprintf(p.e.out, "\r\x1b[K%s\n", strings.TrimRight(msg, "\n"))
-		p.live = false
-		return
-	}
-	fmt.Fprintln(p.e.out, msg)
-}
-
-// finish ends the live line.
-func (p *progress) finish() {
-	if p.e.terminal && p.live {
-		fmt.Fprintln(p.e.out)
-		p.live = false
-	}
+	p.step(ev.Step, ev, ev.Evaluated || ev.Step == ev.Stop)
 }
