@@ -89,14 +89,7 @@ func specStep(f *File) (*specs.Spec, int, error) {
 // Kernels looks up the linked kernels of spec s and checks that the linked
 // package was generated from the same spec.
 func Kernels(path string, s *specs.Spec) (*kernels.Kernels, error) {
-	linked, err := kernels.Spec(s.Name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if linked.JSON() != s.JSON() {
-		return nil, fmt.Errorf("%s: its spec %s differs from the linked spec %q %s (regenerate, or rename the spec)", path, s.JSON(), s.Name, linked.JSON())
-	}
-	k, err := kernels.Lookup(s.Name)
+	k, err := kernels.For(*s)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

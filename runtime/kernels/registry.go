@@ -133,6 +133,19 @@ func Lookup(name string) (*Kernels, error) {
 	return LookupAt(name, l)
 }
 
+// For dispatches the kernels of spec s at Level(), checking that the
+// package linked under s's name was generated from exactly s.
+func For(s specs.Spec) (*Kernels, error) {
+	linked, err := Spec(s.Name)
+	if err != nil {
+		return nil, err
+	}
+	if linked.JSON() != s.JSON() {
+		return nil, fmt.Errorf("spec %s differs from the linked %q %s: regenerate its package (go generate), or rename the spec", s.JSON(), s.Name, linked.JSON())
+	}
+	return Lookup(s.Name)
+}
+
 // LookupAt dispatches spec name's kernels at level l or below.
 func LookupAt(name string, l ISA) (*Kernels, error) {
 	e, err := get(name)

@@ -59,14 +59,7 @@ func dispatch(s specs.Spec) (*kernels.Kernels, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	linked, err := kernels.Spec(s.Name)
-	if err != nil {
-		return nil, err
-	}
-	if linked.JSON() != s.JSON() {
-		return nil, fmt.Errorf("spec %s differs from the linked %q %s: regenerate its package (go generate)", s.JSON(), s.Name, linked.JSON())
-	}
-	return kernels.Lookup(s.Name)
+	return kernels.For(s)
 }
 
 // New builds a fresh model of spec s, initialised as the model card says
