@@ -28,7 +28,8 @@ import (
 //
 // With asum (the bias gradient of a backward product, whose A is the
 // transposed output gradient, ai = 1), a first short loop adds each p's
-// MR contiguous floats of A into a vector, masked to mr lanes.
+// MR contiguous floats of A into one of four vectors (p mod 4), masked to
+// mr lanes.
 //
 // AVX-512: 8×32, 16 ZMM accumulators + 2 B + 1 A = 19 registers.
 // AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A = 15 (never Y16+).
@@ -108,21 +109,42 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	{
 		k := newSynKitNarrow(f, "gemmAsum", isa)
 		lanes := k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
-		sum := c.YMM()
-		c.VXORPS(sum, sum, sum)
+		// Four running sums over p mod 4, so four additions are in
+		// flight rather than one chain of kc (as long as the products).
+		sums := []reg.VecVirtual{c.YMM(), c.YMM(), c.YMM(), c.YMM()}
+		for _, x := range sums {
+			c.VXORPS(x, x, x)
+		}
 		ptr, cnt := c.GP64(), c.GP64()
 		c.MOVQ(a0, ptr)
 		c.MOVQ(kc, cnt)
+		c.CMPQ(cnt, operand.U8(4))
+		c.JL(operand.LabelRef("asumtail"))
+		c.Label("asumloop4")
+		for u := range sums {
+			t := c.YMM()
+			k.loadM(operand.Mem{Base: ptr}, lanes, t)
+			c.VADDPS(t, sums[u], sums[u])
+			c.ADDQ(pStride, ptr)
+		}
+		c.SUBQ(operand.U8(4), cnt)
+		c.CMPQ(cnt, operand.U8(4))
+		c.JGE(operand.LabelRef("asumloop4"))
+		c.Label("asumtail")
 		c.TESTQ(cnt, cnt)
-		c.JZ(operand.LabelRef("asumstore"))
+		c.JZ(operand.LabelRef("asumadd"))
 		c.Label("asumloop")
 		t := c.YMM()
 		k.loadM(operand.Mem{Base: ptr}, lanes, t)
-		c.VADDPS(t, sum, sum)
+		c.VADDPS(t, sums[0], sums[0])
 		c.ADDQ(pStride, ptr)
 		c.DECQ(cnt)
 		c.JNZ(operand.LabelRef("asumloop"))
-		c.Label("asumstore")
+		c.Label("asumadd")
+		c.VADDPS(sums[1], sums[0], sums[0])
+		c.VADDPS(sums[3], sums[2], sums[2])
+		c.VADDPS(sums[2], sums[0], sums[0])
+		sum := sums[0]
 		sp := c.Load(c.Param("asum").Base(), c.GP64())
 		old := c.YMM()
 		k.loadM(operand.Mem{Base: sp}, lanes, old)
@@ -144,22 +166,67 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 
+	// step emits the products of one p, with A's p offset disp bytes from
+	// the row pointers and B's row p at bRow.
+	step := func(bRow func(h int) operand.Mem, disp int) {
+		bv := make([]reg.VecVirtual, vecs)
+		for h := range bv {
+			bv[h] = vec()
+			c.VMOVUPS(bRow(h), bv[h])
+		}
+		for i := 0; i < mr; i++ {
+			av := vec()
+			m := rowAddr(i)
+			m.Disp += disp
+			c.VBROADCASTSS(m, av)
+			for h := range bv {
+				c.VFMADD231PS(av, bv[h], acc[i][h])
+			}
+		}
+	}
 	c.Comment("acc[i][·] += a[i·ai + p·ap] · b[p·bp : p·bp+NR], p < kc")
 	c.TESTQ(kc, kc)
 	c.JZ(operand.LabelRef("store"))
-	c.Label("loop")
-	bv := make([]reg.VecVirtual, vecs)
-	for h := range bv {
-		bv[h] = vec()
-		c.VMOVUPS(operand.Mem{Base: bp, Disp: 4 * lanes * h}, bv[h])
-	}
-	for i := 0; i < mr; i++ {
-		av := vec()
-		c.VBROADCASTSS(rowAddr(i), av)
-		for h := range bv {
-			c.VFMADD231PS(av, bv[h], acc[i][h])
+	c.Comment("With ap = 1 (A row-major: forward and input-gradient products), four p per")
+	c.Comment("iteration at fixed displacements: a fifth of the pointer updates, which")
+	c.Comment("would otherwise take issue slots on the FMA ports.")
+	c.CMPQ(pStride, operand.U8(4))
+	c.JNE(operand.LabelRef("loop"))
+	c.CMPQ(kc, operand.U8(4))
+	c.JL(operand.LabelRef("loop"))
+	{
+		quads := c.GP64()
+		c.MOVQ(kc, quads)
+		c.SHRQ(operand.U8(2), quads)
+		c.ANDQ(operand.U8(3), kc)
+		b3 := c.GP64()
+		c.LEAQ(operand.Mem{Base: bStride, Index: bStride, Scale: 2}, b3)
+		c.Label("loop4")
+		for u := 0; u < 4; u++ {
+			step(func(h int) operand.Mem {
+				m := operand.Mem{Base: bp, Disp: 4 * lanes * h}
+				switch u {
+				case 1, 2:
+					m.Index, m.Scale = bStride, uint8(u)
+				case 3:
+					m.Index, m.Scale = b3, 1
+				}
+				return m
+			}, 4*u)
 		}
+		c.ADDQ(operand.U8(16), a0)
+		c.ADDQ(operand.U8(16), a3)
+		if mr > 6 {
+			c.ADDQ(operand.U8(16), a6)
+		}
+		c.LEAQ(operand.Mem{Base: bp, Index: bStride, Scale: 4}, bp)
+		c.DECQ(quads)
+		c.JNZ(operand.LabelRef("loop4"))
+		c.TESTQ(kc, kc)
+		c.JZ(operand.LabelRef("store"))
 	}
+	c.Label("loop")
+	step(func(h int) operand.Mem { return operand.Mem{Base: bp, Disp: 4 * lanes * h} }, 0)
 	c.ADDQ(pStride, a0)
 	c.ADDQ(pStride, a3)
 	if mr > 6 {

@@ -52,6 +52,37 @@ type Engine struct {
 	bpack []float32   // B packed into panels, shared by a product's tasks
 	pj    packedJob
 	pb    packBJob
+	rj    rowsJob
+}
+
+// Rows is row-wise work on a product's output (an activation, or the
+// backward's product with its derivative) that LinearThen and
+// LinearBackXThen run on whole rows r0 ≤ r < r1 as soon as they are
+// complete, on the worker that computed them, while they are still in its
+// caches. Rows of one call never overlap; calls may run concurrently.
+type Rows interface {
+	Rows(r0, r1 int)
+}
+
+// rowsJob runs a Rows on blocks of rowsBlock rows (the plain-Go path, whose
+// tasks are not whole rows).
+type rowsJob struct {
+	then Rows
+	m    int
+}
+
+const rowsBlock = 64
+
+func (j *rowsJob) Run(_, task int) {
+	r0 := task * rowsBlock
+	j.then.Rows(r0, min(r0+rowsBlock, j.m))
+}
+
+// thenRows runs then on every row of an m-row output, in parallel.
+func (e *Engine) thenRows(then Rows, m int) {
+	e.rj = rowsJob{then: then, m: m}
+	e.run(ceilDiv(m, rowsBlock), &e.rj)
+	e.rj = rowsJob{}
 }
 
 // NewEngine returns an engine that runs on pool (nil: the calling goroutine).
@@ -106,7 +137,7 @@ func (e *Engine) run(tasks int, job parallel.Job) {
 // A [m, k], B [n, k], C [m, n], all row-major and contiguous.
 func (e *Engine) MulNT(c, a, b []float32, m, n, k int, accumulate bool) {
 	if e.packedOK(m, n, k) {
-		e.gemmPacked(c, nil, operand{a, k, 1}, operand{b, k, 1}, nil, nil, m, n, k, n, accumulate)
+		e.gemmPacked(c, nil, operand{a, k, 1}, operand{b, k, 1}, nil, nil, m, n, k, n, accumulate, nil)
 		return
 	}
 	e.gemm(c, a, b, nil, nil, m, n, k, k, k, accumulate)
@@ -115,14 +146,23 @@ func (e *Engine) MulNT(c, a, b []float32, m, n, k int, accumulate bool) {
 // Linear computes y = x·wᵀ + b for x [m, k], w [n, k], y [m, n]; b [n] may
 // be nil (no bias).
 func (e *Engine) Linear(y, x, w, b []float32, m, k, n int) {
+	e.LinearThen(y, x, w, b, m, k, n, nil)
+}
+
+// LinearThen is Linear followed by then (if not nil) on every row of y,
+// each row as soon as it is complete (Rows).
+func (e *Engine) LinearThen(y, x, w, b []float32, m, k, n int, then Rows) {
 	if b != nil {
 		b = b[:n]
 	}
 	if e.packedOK(m, n, k) {
-		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, false)
+		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, false, then)
 		return
 	}
 	e.gemm(y, x, w, b, nil, m, n, k, k, k, false)
+	if then != nil && m > 0 {
+		e.thenRows(then, m)
+	}
 }
 
 // LinearAdd computes y += x·wᵀ + b for x [m, k], w [n, k], y [m, n]; b [n]
@@ -133,7 +173,7 @@ func (e *Engine) LinearAdd(y, x, w, b []float32, m, k, n int) {
 		b = b[:n]
 	}
 	if e.packedOK(m, n, k) {
-		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true)
+		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true, nil)
 		return
 	}
 	e.gemm(y, x, w, b, nil, m, n, k, k, k, true)
@@ -149,7 +189,7 @@ func (e *Engine) LinearRes(y, res, x, w, b []float32, m, k, n int) {
 	}
 	res = res[:m*n]
 	if e.packedOK(m, n, k) {
-		e.gemmPacked(y, res, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true)
+		e.gemmPacked(y, res, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true, nil)
 		return
 	}
 	copy(y[:m*n], res)
@@ -159,25 +199,35 @@ func (e *Engine) LinearRes(y, res, x, w, b []float32, m, k, n int) {
 // LinearBackX computes dx = dy·w (or dx += dy·w when accumulate) for
 // dy [m, n], w [n, k], dx [m, k].
 func (e *Engine) LinearBackX(dx, dy, w []float32, m, k, n int, accumulate bool) {
-	if m == 0 || k == 0 {
+	e.LinearBackXThen(dx, dy, w, m, k, n, accumulate, nil)
+}
+
+// LinearBackXThen is LinearBackX followed by then (if not nil) on every row
+// of dx, each row as soon as it is complete (Rows).
+func (e *Engine) LinearBackXThen(dx, dy, w []float32, m, k, n int, accumulate bool, then Rows) {
+	if m == 0 {
 		return
 	}
-	if n == 0 {
+	switch {
+	case k == 0:
+	case n == 0:
 		if !accumulate {
 			clear(dx[:m*k])
 		}
-		return
-	}
-	if e.packedOK(m, k, n) {
+	case e.packedOK(m, k, n):
 		// dx(i, j) = Σ_p dy[i·n+p]·w[p·k+j]: B(j, p) = w[p·k+j].
-		e.gemmPacked(dx, nil, operand{dy, n, 1}, operand{w, 1, k}, nil, nil, m, k, n, k, accumulate)
+		e.gemmPacked(dx, nil, operand{dy, n, 1}, operand{w, 1, k}, nil, nil, m, k, n, k, accumulate, then)
 		return
+	default:
+		ld := padded(n)
+		e.Reserve(k * ld)
+		wt := e.scratch[:k*ld]
+		e.transpose(wt, w, n, k, ld)
+		e.gemm(dx, dy, wt, nil, nil, m, k, n, n, ld, accumulate)
 	}
-	ld := padded(n)
-	e.Reserve(k * ld)
-	wt := e.scratch[:k*ld]
-	e.transpose(wt, w, n, k, ld)
-	e.gemm(dx, dy, wt, nil, nil, m, k, n, n, ld, accumulate)
+	if then != nil {
+		e.thenRows(then, m)
+	}
 }
 
 // LinearBackW accumulates the weight and bias gradients of a linear layer:
@@ -192,7 +242,7 @@ func (e *Engine) LinearBackW(dw, db, dy, x []float32, m, k, n int) {
 	}
 	if e.packedOK(n, k, m) {
 		// dw(j, q) += Σ_i dy[i·n+j]·x[i·k+q]: A(j, i) = dy[i·n+j], B(q, i) = x[i·k+q].
-		e.gemmPacked(dw, nil, operand{dy, 1, n}, operand{x, 1, k}, nil, db, n, k, m, k, true)
+		e.gemmPacked(dw, nil, operand{dy, 1, n}, operand{x, 1, k}, nil, db, n, k, m, k, true, nil)
 		return
 	}
 	ld := padded(m)

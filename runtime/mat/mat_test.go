@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/synthgen/synthgen/runtime/parallel"
@@ -146,7 +147,21 @@ func checkProducts(t *testing.T, shapes [][3]int, setup func(*Engine)) {
 			checkClose(t, name+"/LinearBackW.dw", gotDW, dw, m, 4)
 			checkClose(t, name+"/LinearBackW.db", gotDB, db, m, 4)
 
-			all := [][]float32{gotY, gotYAdd, gotYRes, gotDX, gotDXAcc, gotDW, gotDB}
+			// The Then forms: the epilogue doubles each row; it must see every
+			// row exactly once, complete.
+			gotYThen := randSlice(r, m*n)
+			dbl := &doubler{c: gotYThen, n: n, seen: make([]int32, m)}
+			e.LinearThen(gotYThen, x, w, b, m, k, n, dbl)
+			dbl.check(t, name+"/LinearThen")
+			checkClose(t, name+"/LinearThen", gotYThen, scaled(y, 2), k, 8)
+
+			gotDXThen := randSlice(r, m*k)
+			dbl = &doubler{c: gotDXThen, n: k, seen: make([]int32, m)}
+			e.LinearBackXThen(gotDXThen, dy, w, m, k, n, false, dbl)
+			dbl.check(t, name+"/LinearBackXThen")
+			checkClose(t, name+"/LinearBackXThen", gotDXThen, scaled(dx, 2), n, 8)
+
+			all := [][]float32{gotY, gotYAdd, gotYRes, gotDX, gotDXAcc, gotDW, gotDB, gotYThen, gotDXThen}
 			if first == nil {
 				first = all
 				continue
@@ -160,6 +175,40 @@ func checkProducts(t *testing.T, shapes [][3]int, setup func(*Engine)) {
 			}
 		}
 	}
+}
+
+// doubler is a Rows that doubles each row of c (n floats wide) and counts
+// its visits.
+type doubler struct {
+	c    []float32
+	n    int
+	seen []int32
+}
+
+func (d *doubler) Rows(r0, r1 int) {
+	for i := r0; i < r1; i++ {
+		atomic.AddInt32(&d.seen[i], 1)
+		for j := range d.c[i*d.n : (i+1)*d.n] {
+			d.c[i*d.n+j] *= 2
+		}
+	}
+}
+
+func (d *doubler) check(t *testing.T, what string) {
+	t.Helper()
+	for i, v := range d.seen {
+		if v != 1 {
+			t.Fatalf("%s: row %d visited %d times, want once", what, i, v)
+		}
+	}
+}
+
+func scaled(v []float64, f float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = f * x
+	}
+	return out
 }
 
 func TestLinearNoBias(t *testing.T) {

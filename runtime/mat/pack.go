@@ -99,9 +99,14 @@ type packedJob struct {
 	m, n, k, ldc       int
 	mc, nc, tilesN     int
 	acc                bool
+	then               Rows // run on each block's rows, which span C's width
 }
 
-// packBJob packs B's panels of NR columns, one task each.
+// packBJob packs B's panels of NR columns. With B's rows p contiguous
+// (b.rs == 1: an activation read in place, packed because its row stride
+// aliases) a task packs a run of packRows rows p into every panel, reading
+// each source row once, front to back; otherwise (the weight of a forward
+// product, small) a task packs one panel.
 type packBJob struct {
 	dst  []float32
 	b    operand
@@ -109,13 +114,56 @@ type packBJob struct {
 	nr   int
 }
 
+// packRows is the run of B's rows a row-wise packing task copies.
+const packRows = 64
+
+// tasks is the number of tasks the job runs as.
+func (j *packBJob) tasks() int {
+	if j.b.rs == 1 {
+		return ceilDiv(j.k, packRows)
+	}
+	return ceilDiv(j.n, j.nr)
+}
+
 func (j *packBJob) Run(_, task int) {
-	j0 := task * j.nr
-	pack(j.dst[task*j.k*j.nr:][:j.k*j.nr], j.b, j0, min(j0+j.nr, j.n), 0, j.k, j.nr)
+	if j.b.rs != 1 {
+		j0 := task * j.nr
+		pack(j.dst[task*j.k*j.nr:][:j.k*j.nr], j.b, j0, min(j0+j.nr, j.n), 0, j.k, j.nr)
+		return
+	}
+	nr, k, n := j.nr, j.k, j.n
+	full := n / nr * nr // columns in whole panels
+	for p := task * packRows; p < min(k, (task+1)*packRows); p++ {
+		src := j.b.data[p*j.b.cs:][:n]
+		d := j.dst[p*nr:]
+		jr := 0
+		switch nr {
+		case 32:
+			for ; jr < full; jr += 32 {
+				*(*[32]float32)(d[jr*k:]) = *(*[32]float32)(src[jr:])
+			}
+		case 16:
+			for ; jr < full; jr += 16 {
+				*(*[16]float32)(d[jr*k:]) = *(*[16]float32)(src[jr:])
+			}
+		default:
+			for ; jr < full; jr += nr {
+				copy(d[jr*k:jr*k+nr], src[jr:])
+			}
+		}
+		if jr < n {
+			tail := d[jr*k : jr*k+nr]
+			copy(tail, src[jr:])
+			clear(tail[n-jr:])
+		}
+	}
 }
 
 // gemmPacked is gemm through the micro-kernel, for operands in any layout.
-func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32, m, n, k, ldc int, accumulate bool) {
+//
+// With then, a task's block spans whole rows of C (nc covers n) and the
+// task runs then on its rows once they are complete.
+func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32, m, n, k, ldc int, accumulate bool, then Rows) {
 	mk := &e.mk
 	e.reservePacks()
 	var bpk []float32
@@ -126,20 +174,23 @@ func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32
 		}
 		bpk = e.bpack[:panels*mk.nr*k]
 		e.pb = packBJob{dst: bpk, b: b, n: n, k: k, nr: mk.nr}
-		e.run(panels, &e.pb)
+		e.run(e.pb.tasks(), &e.pb)
 		e.pb = packBJob{}
 	}
 	mc, nc := mk.mc, mk.nc
+	if then != nil {
+		nc = ceilDiv(n, mk.nr) * mk.nr
+	}
 	tiles := func() int { return ceilDiv(m, mc) * ceilDiv(n, nc) }
 	for tiles() < minTasks && mc > mk.mr {
 		mc = max(mk.mr, mc/2/mk.mr*mk.mr)
 	}
-	for tiles() < minTasks && nc > mk.nr {
+	for tiles() < minTasks && nc > mk.nr && then == nil {
 		nc = max(mk.nr, nc/2/mk.nr*mk.nr)
 	}
 	j := &e.pj
 	*j = packedJob{e: e, c: c, res: res, bias: bias, asum: asum, a: a, b: b, bpk: bpk, m: m, n: n, k: k, ldc: ldc,
-		mc: mc, nc: nc, tilesN: ceilDiv(n, nc), acc: accumulate}
+		mc: mc, nc: nc, tilesN: ceilDiv(n, nc), acc: accumulate, then: then}
 	e.run(tiles(), j)
 	*j = packedJob{}
 }
@@ -178,7 +229,8 @@ func (g *packedJob) Run(worker, task int) {
 	// backward product's output gradient with a wide row) is copied, a
 	// k-block at a time, into a contiguous block: read in place, each p
 	// would touch a new page, beyond the prefetchers' reach, in the same
-	// few cache sets.
+	// few cache sets. (Packing every transposed A, or packing into panels
+	// of MR rows, measured slower: the copy costs more than it saves.)
 	aBlock := a.rs == 1 && aliasing(a.cs)
 	blk := buf[(mr+nr)*kcBlock:]
 	for kb := 0; kb < g.k; kb += kcBlock {
@@ -236,6 +288,9 @@ func (g *packedJob) Run(worker, task int) {
 				mk.tile(kl, at, ai, ap, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, as, overwrite)
 			}
 		}
+	}
+	if g.then != nil {
+		g.then.Rows(i0, i1)
 	}
 	if g.asum != nil && j0 == 0 && !kernelSum {
 		for i := i0; i < i1; i++ {

@@ -28,9 +28,8 @@ func (m *Model) Backward(ws *Workspace) {
 	for l := len(m.layers) - 1; l >= 0; l-- {
 		ly, lw := &m.layers[l], &ws.lay[l]
 		// Feed-forward: ws.dx is ∂loss/∂xs[l+1].
-		e.LinearBackX(ws.dgl, ws.dx, ly.fc2.w.Data, rows, m.ffn, d, false)
+		m.fc2BackGelu(ws.dgl, lw.gd, ws.dx, ly.fc2.w.Data, rows)
 		e.LinearBackW(ly.fc2.w.Grad, ly.fc2.b.Grad, ws.dx, lw.gl, rows, m.ffn, d)
-		m.geluBack(ws.dgl, lw.gd, rows)
 		e.LinearBackX(ws.dh, ws.dgl, ly.fc1.w.Data, rows, d, m.ffn, false)
 		e.LinearBackW(ly.fc1.w.Grad, ly.fc1.b.Grad, ws.dgl, lw.h2, rows, d, m.ffn)
 		m.layerNormBack(ws.dh, lw.xm, lw.mu2, lw.rs2, ws.dx, ly.ln2w, ly.ln2b, rows, true)

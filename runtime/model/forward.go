@@ -53,8 +53,7 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 		m.attentionForward(ws, l)
 		e.LinearRes(lw.xm, x, lw.y, ly.o.w.Data, ly.o.b.Data, rows, d, d)
 		m.layerNorm(lw.xm, lw.h2, lw.mu2, lw.rs2, ly.ln2w, ly.ln2b, rows)
-		e.Linear(lw.gd, lw.h2, ly.fc1.w.Data, ly.fc1.b.Data, rows, d, m.ffn)
-		m.gelu(lw.gd, lw.gl, rows) // gd: fc1's output → its GELU's derivative
+		m.fc1Gelu(lw.gd, lw.gl, lw.h2, ly.fc1.w.Data, ly.fc1.b.Data, rows) // gd: GELU's derivative
 		next := ws.xs[l+1]
 		e.LinearRes(next, lw.xm, lw.gl, ly.fc2.w.Data, ly.fc2.b.Data, rows, m.ffn, d)
 	}

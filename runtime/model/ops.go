@@ -176,7 +176,12 @@ type geluJob struct {
 
 func (j *geluJob) Run(_, task int) {
 	r0 := task * rowBlock
-	r1 := min(r0+rowBlock, j.rows)
+	j.Rows(r0, min(r0+rowBlock, j.rows))
+}
+
+// Rows runs the job's kernel on rows r0 ≤ r < r1 (mat.Rows: as the epilogue
+// of the product that wrote them).
+func (j *geluJob) Rows(r0, r1 int) {
 	a, b := j.a[r0*j.ffn:r1*j.ffn], j.b[r0*j.ffn:r1*j.ffn]
 	if j.back != nil {
 		j.back(r1-r0, a, b)
@@ -185,18 +190,21 @@ func (j *geluJob) Run(_, task int) {
 	}
 }
 
-// gelu writes gelu(u) into g and replaces u by gelu'(u), for rows rows of ffn.
-func (m *Model) gelu(u, g []float32, rows int) {
+// fc1Gelu computes fc1's output u = h·w1ᵀ + b1 [rows, ffn], then writes
+// gelu(u) into g and replaces u by gelu'(u), each block of rows right after
+// the product wrote it (while it is in the worker's caches).
+func (m *Model) fc1Gelu(u, g, h, w, b []float32, rows int) {
 	m.jobs.gelu = geluJob{fwd: m.Kernels.Gelu, a: u, b: g, rows: rows, ffn: m.ffn}
-	m.run(blocks(rows, rowBlock), &m.jobs.gelu)
+	m.eng.LinearThen(u, h, w, b, rows, m.d, m.ffn, &m.jobs.gelu)
 	m.jobs.gelu = geluJob{}
 }
 
-// geluBack multiplies the output gradient dg by the derivative gd that
-// gelu left, for rows rows of ffn.
-func (m *Model) geluBack(dg, gd []float32, rows int) {
+// fc2BackGelu computes fc2's input gradient dg = dx·w2 [rows, ffn] and
+// multiplies it by the derivative gd that fc1Gelu left, each block of rows
+// right after the product wrote it: dg becomes the gradient at fc1's output.
+func (m *Model) fc2BackGelu(dg, gd, dx, w []float32, rows int) {
 	m.jobs.gelu = geluJob{back: m.Kernels.GeluBack, a: dg, b: gd, rows: rows, ffn: m.ffn}
-	m.run(blocks(rows, rowBlock), &m.jobs.gelu)
+	m.eng.LinearBackXThen(dg, dx, w, rows, m.ffn, m.d, false, &m.jobs.gelu)
 	m.jobs.gelu = geluJob{}
 }
 
