@@ -6,7 +6,7 @@ package model
 // the spec's generated kernels and touching only its own head slice of the
 // [rows, d] activations.
 //
-// aft: the kernel writes Z = Σ_j exp(K_j + b_ij) V_j / Σ_j exp(K_j + b_ij)
+// aft (aft_full runs as matrix products instead: aftfull.go): the kernel writes Z = Σ_j exp(K_j + b_ij) V_j / Σ_j exp(K_j + b_ij)
 // with its statistics m and rd; the task then writes Y = σ(Q) ⊙ Z and keeps
 // σ(Q) in place of Q. Backward: dQ = dY ⊙ Z ⊙ σ(Q)(1 − σ(Q)), dZ = dY ⊙ σ(Q)
 // (written over dY), then the kernel's dK, dV and, for aft_full/aft_local
@@ -219,6 +219,10 @@ func (j *attnFreeReduceJob) Run(_, task int) {
 }
 
 func (m *Model) attnFreeForward(ws *Workspace, l int) {
+	if m.kind == kindAFTFull && !m.aftKernels {
+		m.aftFullForward(ws, l)
+		return
+	}
 	m.jobs.free = attnFreeJob{m: m, ws: ws, l: l}
 	m.run(ws.b*m.heads, &m.jobs.free)
 	m.jobs.free = attnFreeJob{}
@@ -227,6 +231,10 @@ func (m *Model) attnFreeForward(ws *Workspace, l int) {
 // attnFreeBackward runs the per-(sequence, head) backward into ws.dq,
 // ws.dk and ws.dv and reduces the bias parameters' partial gradients.
 func (m *Model) attnFreeBackward(ws *Workspace, l int) {
+	if m.kind == kindAFTFull && !m.aftKernels {
+		m.aftFullBackward(ws, l)
+		return
+	}
 	m.jobs.free = attnFreeJob{m: m, ws: ws, l: l, back: true}
 	m.run(ws.b*m.heads, &m.jobs.free)
 	m.jobs.free = attnFreeJob{}

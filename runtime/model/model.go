@@ -92,6 +92,10 @@ type Model struct {
 
 	comps    []comp
 	kind     attnKind // kindSynth, or the attention-free / linear variant
+	// aftKernels runs aft_full through its per-row kernels (AFTFull) rather
+	// than as matrix products (aftfull.go): the tests' second opinion. Set
+	// before NewWorkspace.
+	aftKernels bool
 	window   int      // aft_local's and aft_conv's window
 	hasQK    bool     // vanilla and the attention-free / linear variants
 	hasG     bool     // dense or factorized_dense: G = relu(w1(h))

@@ -30,6 +30,7 @@ type jobs struct {
 	attnB   attnBackJob
 	red     reduceJob
 	free    attnFreeJob
+	aft     aftFullJob
 	freeRed attnFreeReduceJob
 }
 

@@ -45,13 +45,16 @@ type Workspace struct {
 
 	// Per (sequence, head) task partial gradients of the shared parameters,
 	// reduced in task order.
-	pW2   []float32 // [tasks][N·dh + N]: w2 weight, then bias
-	pR1   []float32 // [tasks][N·k]
-	pR2   []float32 // [tasks][N·k]
-	pMix  []float32 // [tasks][components]
-	pW    []float32 // [tasks][N·N]: aft_full / aft_local's w
-	pU    []float32 // [tasks][window]: aft_conv's u
-	dmixW []float64 // [components]
+	pW2  []float32 // [tasks][N·dh + N]: w2 weight, then bias
+	pR1  []float32 // [tasks][N·k]
+	pR2  []float32 // [tasks][N·k]
+	pMix []float32 // [tasks][components]
+	pW   []float32 // [tasks][N·N]: aft_local's w
+	// aft_full's products (aftfull.go): κ per sequence and channel [batch, d];
+	// D and G [N, batch·2d]; dEw of one row block [aftBlock, N].
+	aKappa, aD, aG, aDEw []float32
+	pU                   []float32 // [tasks][window]: aft_conv's u
+	dmixW                []float64 // [components]
 }
 
 // layerWS is what the forward keeps of one layer for the backward.
@@ -69,6 +72,8 @@ type layerWS struct {
 	gl                 []float32 // gelu(fc1 output) [rows, ffn]
 	w                  []float32 // softmax(mix)
 	z, ms, rd          []float32 // aft: Z and the kernels' m, rd [rows, d]; linear: rd [rows, heads]
+	ew                 []float32 // aft_full: exp(w − rowmax) in row blocks (aftBlockOf)
+	x, nd              []float32 // aft_full: [Ek ⊙ V | Ek] and [num | den], [N, batch·2d]
 }
 
 // NewWorkspace allocates the buffers for up to batch sequences of up to
@@ -110,7 +115,15 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 		switch m.kind {
 		case kindLinear:
 			lw.rd = mat.Alloc(rows * h)
-		case kindAFTFull, kindAFTLocal, kindAFTSimple, kindAFTConv:
+		case kindAFTFull:
+			lw.z = mat.Alloc(rows * d)
+			if m.aftKernels {
+				lw.ms, lw.rd = mat.Alloc(rows*d), mat.Alloc(rows*d)
+				break
+			}
+			lw.ew = mat.Alloc(aftEwSize(n))
+			lw.x, lw.nd = mat.Alloc(rows*2*d), mat.Alloc(rows*2*d)
+		case kindAFTLocal, kindAFTSimple, kindAFTConv:
 			lw.z, lw.ms, lw.rd = mat.Alloc(rows*d), mat.Alloc(rows*d), mat.Alloc(rows*d)
 		}
 		lw.y = mat.Alloc(rows * d)
@@ -151,7 +164,15 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 	}
 	ws.pMix = make([]float32, tasks*len(m.comps))
 	switch m.kind {
-	case kindAFTFull, kindAFTLocal:
+	case kindAFTFull:
+		if m.aftKernels {
+			ws.pW = mat.Alloc(tasks * n * n)
+			break
+		}
+		ws.aKappa = mat.Alloc(batch * d)
+		ws.aD, ws.aG = mat.Alloc(rows*2*d), mat.Alloc(rows*2*d)
+		ws.aDEw = mat.Alloc(min(n, aftBlock) * n)
+	case kindAFTLocal:
 		ws.pW = mat.Alloc(tasks * n * n)
 	case kindAFTConv:
 		ws.pU = mat.Alloc(tasks * m.window)
@@ -165,6 +186,9 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 	}
 	if m.Spec.Has("factorized_dense") {
 		s = max(s, mat.ScratchSize(rows*h, m.dh, max(m.fa, m.fb)))
+	}
+	if m.kind == kindAFTFull {
+		s = max(s, mat.ScratchSize(min(n, aftBlock), batch*2*d, n))
 	}
 	m.eng.Reserve(s)
 	return ws

@@ -1,0 +1,286 @@
+package model
+
+import "math"
+
+// aft_full as matrix products. Its weights exp(K_jc + w_ij) factor into
+// exp(w_ij − M_i) · exp(K_jc − κ_c), with M_i = max_{j≤i} w_ij (the row's
+// largest bias) and κ_c the largest key of channel c in the sequence; the
+// shift exp(M_i + κ_c) cancels between numerator and denominator, so
+//
+//	[num | den] = Ew · [Ek ⊙ V | Ek],  Ew_ij = exp(w_ij − M_i) (j ≤ i, else 0),  Ek = exp(K − κ)
+//	Z = num / den
+//
+// is one product per layer for the whole batch (Ew is shared by every
+// sequence and channel: X = [Ek ⊙ V | Ek] holds the sequences side by side,
+// [t, batch·2d]), at O(t²·d) multiply-adds and O(t² + t·d) exponentials
+// instead of one exponential per (i, j, channel) as the per-row-stabilised
+// kernels (AFTFull) take. The backward is two more products:
+//
+//	D = [dZ / den | −dZ ⊙ Z / den],  G = Ewᵀ · D,  dV = Ek ⊙ G₁,  dK = Ek ⊙ (V ⊙ G₁ + G₂)
+//	dw_ij = Ew_ij · Σ_col D_i,col · X_j,col   (j ≤ i; summed over the batch by the product)
+//
+// Ew is stored in row blocks of aftBlock rows, block rows i0 ≤ i < i1 over
+// the keys j < i1 only, so the causal products skip most of the zero
+// triangle.
+//
+// The factorisation is exact in real arithmetic; in float32 a weight whose
+// factors both stay above e^−87 is computed to a few ulp. A denominator
+// below aftTiny (2^−60) means the row's largest term was below e^−41 in
+// the shifted scale, where underflowed factors may matter: such an (i, c)
+// is computed directly, with its own maximum (aftExact), forward and
+// backward. Above it, every term whose factors could underflow is below
+// e^−87 against a sum above e^−41.6, a relative 1e−19: nothing lost. The
+// results depend on the products' blocking only, not on the number of
+// workers.
+
+// aftBlock is the row block of the factorised aft_full products.
+const aftBlock = 256
+
+// aftTiny is the denominator under which an (i, c) is computed directly.
+const aftTiny = 0x1p-60
+
+// aftBlockOf returns row block b's rows [i0, i1) and the offset of its
+// i1-wide rows in the blocked Ew.
+func aftBlockOf(b int) (i0, i1, off int) {
+	i0 = b * aftBlock
+	// Σ over earlier blocks b' of aftBlock · (b'+1)·aftBlock.
+	off = aftBlock * aftBlock * b * (b + 1) / 2
+	return i0, i0 + aftBlock, off
+}
+
+// aftEwSize is the size of the blocked Ew for t rows.
+func aftEwSize(t int) int {
+	size := 0
+	for b := 0; b*aftBlock < t; b++ {
+		i0, i1, off := aftBlockOf(b)
+		i1 = min(i1, t)
+		size = off + (i1-i0)*i1
+	}
+	return size
+}
+
+// aftFullJob is one phase of the factorised aft_full forward or backward;
+// tasks are row ranges of Ew (phase ew, dw) or sequences (the others).
+type aftFullJob struct {
+	m     *Model
+	ws    *Workspace
+	l     int
+	phase int
+	b     int // row block (phase dw)
+}
+
+const (
+	aftPhaseEw = iota // Ew's rows (tasks: rowBlock rows)
+	aftPhaseX         // a sequence's X = [Ek ⊙ V | Ek]
+	aftPhaseZ         // a sequence's Z, Y = σ(Q) ⊙ Z, σ(Q) over Q
+	aftPhaseD         // a sequence's dQ, D
+	aftPhaseKV        // a sequence's dK, dV
+	aftPhaseDw        // dw of block b's rows (tasks: rowBlock rows)
+)
+
+func (j *aftFullJob) Run(_, task int) {
+	m, ws := j.m, j.ws
+	ly, lw := &m.layers[j.l], &ws.lay[j.l]
+	t, d, n := ws.t, m.d, m.n
+	nx := ws.b * 2 * d // X's row length
+	switch j.phase {
+	case aftPhaseEw:
+		w := ly.aw.Data
+		for i := task * rowBlock; i < min(t, (task+1)*rowBlock); i++ {
+			b := i / aftBlock
+			_, i1, off := aftBlockOf(b)
+			i1 = min(i1, t)
+			row := lw.ew[off+(i-b*aftBlock)*i1 : off+(i-b*aftBlock+1)*i1]
+			wr := w[i*n : i*n+i+1]
+			mx := wr[0]
+			for _, v := range wr {
+				mx = max(mx, v)
+			}
+			for jj, v := range wr {
+				row[jj] = exp32(v - mx)
+			}
+			clear(row[i+1:])
+		}
+	case aftPhaseX:
+		s := task
+		k, v := lw.k[s*t*d:(s+1)*t*d], lw.v[s*t*d:(s+1)*t*d]
+		kappa := ws.aKappa[s*d : s*d+d]
+		copy(kappa, k[:d])
+		for i := 1; i < t; i++ {
+			for c, x := range k[i*d : i*d+d] {
+				kappa[c] = max(kappa[c], x)
+			}
+		}
+		for i := 0; i < t; i++ {
+			x := lw.x[i*nx+s*2*d : i*nx+(s+1)*2*d]
+			kv, ek := x[:d], x[d:2*d]
+			vi := v[i*d : i*d+d]
+			for c, kc := range k[i*d : i*d+d] {
+				e := exp32(kc - kappa[c])
+				ek[c] = e
+				kv[c] = e * vi[c]
+			}
+		}
+	case aftPhaseZ:
+		s := task
+		for i := 0; i < t; i++ {
+			r := (s*t + i) * d
+			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
+			q, z, y := lw.q[r:r+d], lw.z[r:r+d], lw.y[r:r+d]
+			for c := range q {
+				zc := float32(0)
+				if den := nd[d+c]; den >= aftTiny {
+					zc = nd[c] / den
+				} else {
+					zc = m.aftExact(ws, j.l, s, i, c, 0)
+				}
+				sg := sigmoid(q[c])
+				q[c] = sg
+				z[c] = zc
+				y[c] = sg * zc
+			}
+		}
+	case aftPhaseD:
+		s := task
+		for i := 0; i < t; i++ {
+			r := (s*t + i) * d
+			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
+			dd := ws.aD[i*nx+s*2*d : i*nx+(s+1)*2*d]
+			dy, dq, sq, z := ws.dy[r:r+d], ws.dq[r:r+d], lw.q[r:r+d], lw.z[r:r+d]
+			for c, g := range dy {
+				sg := sq[c]
+				dq[c] = g * z[c] * sg * (1 - sg)
+				dz := g * sg
+				dy[c] = dz
+				if den := nd[d+c]; den >= aftTiny {
+					dd[c] = dz / den
+					dd[d+c] = -dz * z[c] / den
+				} else {
+					dd[c], dd[d+c] = 0, 0 // aftExactBack's
+				}
+			}
+		}
+	case aftPhaseKV:
+		s := task
+		for jj := 0; jj < t; jj++ {
+			r := (s*t + jj) * d
+			x := lw.x[jj*nx+s*2*d : jj*nx+(s+1)*2*d]
+			g := ws.aG[jj*nx+s*2*d : jj*nx+(s+1)*2*d]
+			v, dk, dv := lw.v[r:r+d], ws.dk[r:r+d], ws.dv[r:r+d]
+			for c, vc := range v {
+				ek, g1 := x[d+c], g[c]
+				dv[c] = ek * g1
+				dk[c] = ek * (vc*g1 + g[d+c])
+			}
+		}
+	case aftPhaseDw:
+		i0, i1, off := aftBlockOf(j.b)
+		i1 = min(i1, t)
+		dw := ly.aw.Grad
+		for i := i0 + task*rowBlock; i < min(i1, i0+(task+1)*rowBlock); i++ {
+			ew := lw.ew[off+(i-i0)*i1 : off+(i-i0)*i1+i+1]
+			de := ws.aDEw[(i-i0)*i1 : (i-i0)*i1+i+1]
+			g := dw[i*n : i*n+i+1]
+			for jj, e := range ew {
+				g[jj] += e * de[jj]
+			}
+		}
+	}
+}
+
+// aftExact is Z[s, i, c] computed directly, stabilised by its own maximum
+// m = max_{j≤i} (K_jc + w_ij): for the (i, c) whose factorised denominator
+// is below aftTiny. With dz ≠ 0 it also adds the (i, c)'s part of the
+// gradients: dV_jc += p_j·dz, dK_jc += p_j·dz·(V_jc − Z), dw_ij += the same,
+// with p_j = exp(K_jc + w_ij − m) / Σ.
+func (m *Model) aftExact(ws *Workspace, l, s, i, c int, dz float32) float32 {
+	ly, lw := &m.layers[l], &ws.lay[l]
+	t, d, n := ws.t, m.d, m.n
+	k, v := lw.k[s*t*d:], lw.v[s*t*d:]
+	w := ly.aw.Data[i*n : i*n+i+1]
+	mx := float32(math.Inf(-1))
+	for jj, b := range w {
+		mx = max(mx, k[jj*d+c]+b)
+	}
+	var sum, num float32
+	for jj, b := range w {
+		e := exp32(k[jj*d+c] + b - mx)
+		sum += e
+		num += e * v[jj*d+c]
+	}
+	z := num / sum
+	if dz == 0 {
+		return z
+	}
+	dk, dv := ws.dk[s*t*d:], ws.dv[s*t*d:]
+	dw := ly.aw.Grad[i*n : i*n+i+1]
+	for jj, b := range w {
+		p := exp32(k[jj*d+c]+b-mx) / sum
+		g := p * dz * (v[jj*d+c] - z)
+		dv[jj*d+c] += p * dz
+		dk[jj*d+c] += g
+		dw[jj] += g
+	}
+	return z
+}
+
+// aftFullForward is the factorised aft_full forward of layer l.
+func (m *Model) aftFullForward(ws *Workspace, l int) {
+	lw := &ws.lay[l]
+	t, nx := ws.t, ws.b*2*m.d
+	j := &m.jobs.aft
+	*j = aftFullJob{m: m, ws: ws, l: l, phase: aftPhaseEw}
+	m.run(blocks(t, rowBlock), j)
+	j.phase = aftPhaseX
+	m.run(ws.b, j)
+	for b := 0; b*aftBlock < t; b++ {
+		i0, i1, off := aftBlockOf(b)
+		i1 = min(i1, t)
+		// [num | den] rows i0…i1−1 = Ew rows (over keys < i1) · X rows < i1.
+		m.eng.LinearBackX(lw.nd[i0*nx:i1*nx], lw.ew[off:off+(i1-i0)*i1], lw.x[:i1*nx], i1-i0, nx, i1, false)
+	}
+	j.phase = aftPhaseZ
+	m.run(ws.b, j)
+	*j = aftFullJob{}
+}
+
+// aftFullBackward is the factorised aft_full backward of layer l: dQ, dK,
+// dV into ws.dq, ws.dk, ws.dv (dY becomes dZ) and w's gradient added.
+func (m *Model) aftFullBackward(ws *Workspace, l int) {
+	lw := &ws.lay[l]
+	t, d, nx := ws.t, m.d, ws.b*2*m.d
+	j := &m.jobs.aft
+	*j = aftFullJob{m: m, ws: ws, l: l, phase: aftPhaseD}
+	m.run(ws.b, j)
+	// G = Ewᵀ · D, block by block in order (a fixed order of additions).
+	clear(ws.aG[:t*nx])
+	for b := 0; b*aftBlock < t; b++ {
+		i0, i1, off := aftBlockOf(b)
+		i1 = min(i1, t)
+		m.eng.LinearBackW(ws.aG[:i1*nx], nil, lw.ew[off:off+(i1-i0)*i1], ws.aD[i0*nx:i1*nx], i1-i0, nx, i1)
+	}
+	j.phase = aftPhaseKV
+	m.run(ws.b, j)
+	for b := 0; b*aftBlock < t; b++ {
+		i0, i1, _ := aftBlockOf(b)
+		i1 = min(i1, t)
+		// dEw rows i0…i1−1 (keys < i1) = D rows · X rowsᵀ, then dw += Ew ⊙ dEw.
+		m.eng.MulNT(ws.aDEw[:(i1-i0)*i1], ws.aD[i0*nx:i1*nx], lw.x[:i1*nx], i1-i0, i1, nx, false)
+		j.phase, j.b = aftPhaseDw, b
+		m.run(blocks(i1-i0, rowBlock), j)
+	}
+	*j = aftFullJob{}
+	// The directly computed (i, c), in a fixed order.
+	for s := 0; s < ws.b; s++ {
+		for i := 0; i < t; i++ {
+			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
+			for c := 0; c < d; c++ {
+				if nd[d+c] < aftTiny {
+					if dz := ws.dy[(s*t+i)*d+c]; dz != 0 {
+						m.aftExact(ws, l, s, i, c, dz)
+					}
+				}
+			}
+		}
+	}
+}
