@@ -97,8 +97,9 @@ func (j *aftFullJob) Run(_, task int) {
 				mx = max(mx, v)
 			}
 			for jj, v := range wr {
-				row[jj] = exp32(v - mx)
+				row[jj] = v - mx
 			}
+			expInPlace(row[:i+1])
 			clear(row[i+1:])
 		}
 	case aftPhaseX:
@@ -116,8 +117,10 @@ func (j *aftFullJob) Run(_, task int) {
 			kv, ek := x[:d], x[d:2*d]
 			vi := v[i*d : i*d+d]
 			for c, kc := range k[i*d : i*d+d] {
-				e := exp32(kc - kappa[c])
-				ek[c] = e
+				ek[c] = kc - kappa[c]
+			}
+			expInPlace(ek)
+			for c, e := range ek {
 				kv[c] = e * vi[c]
 			}
 		}
@@ -127,6 +130,10 @@ func (j *aftFullJob) Run(_, task int) {
 			r := (s*t + i) * d
 			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
 			q, z, y := lw.q[r:r+d], lw.z[r:r+d], lw.y[r:r+d]
+			for c, x := range q {
+				y[c] = -x
+			}
+			expInPlace(y) // e^−q: σ(q) = 1/(1 + e^−q)
 			for c := range q {
 				zc := float32(0)
 				if den := nd[d+c]; den >= aftTiny {
@@ -134,7 +141,7 @@ func (j *aftFullJob) Run(_, task int) {
 				} else {
 					zc = m.aftExact(ws, j.l, s, i, c, 0)
 				}
-				sg := sigmoid(q[c])
+				sg := 1 / (1 + y[c])
 				q[c] = sg
 				z[c] = zc
 				y[c] = sg * zc
