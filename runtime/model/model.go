@@ -90,26 +90,26 @@ type Model struct {
 	Kernels *kernels.Kernels
 	Params  []*Param // fixed order: tok_emb, pos_emb, then layer by layer, then lnf
 
-	comps    []comp
-	kind     attnKind // kindSynth, or the attention-free / linear variant
+	comps []comp
+	kind  attnKind // kindSynth, or the attention-free / linear variant
 	// aftKernels runs aft_full through its per-row kernels (AFTFull) rather
 	// than as matrix products (aftfull.go): the tests' second opinion. Set
 	// before NewWorkspace.
 	aftKernels bool
-	window   int      // aft_local's and aft_conv's window
-	hasQK    bool     // vanilla and the attention-free / linear variants
-	hasG     bool     // dense or factorized_dense: G = relu(w1(h))
-	tokEmb   *Param
-	posEmb   *Param
-	lnfW     *Param
-	lnfB     *Param
-	layers   []layer
-	n, d, dh int
-	heads    int
-	vocab    int
-	ffn      int
-	fk       int // factorized_random's k
-	fa, fb   int // factorized_dense's a and b
+	window     int  // aft_local's and aft_conv's window
+	hasQK      bool // vanilla and the attention-free / linear variants
+	hasG       bool // dense or factorized_dense: G = relu(w1(h))
+	tokEmb     *Param
+	posEmb     *Param
+	lnfW       *Param
+	lnfB       *Param
+	layers     []layer
+	n, d, dh   int
+	heads      int
+	vocab      int
+	ffn        int
+	fk         int // factorized_random's k
+	fa, fb     int // factorized_dense's a and b
 
 	pools   *poolHolder
 	eng     *mat.Engine
