@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -84,9 +85,11 @@ func BenchmarkRowKernels(b *testing.B) {
 	}
 }
 
-// BenchmarkTrainStep measures whole training steps at batch 16 with 1 and
-// 2 workers, reporting tokens/s; SYNTHGEN_TRAIN_SPECS (comma-separated)
-// overrides the specs.
+// BenchmarkTrainStep measures whole training steps at StepBatch (16
+// sequences up to n 256, 4096 tokens beyond) with 1 and 2 workers,
+// reporting tokens/s; SYNTHGEN_TRAIN_SPECS (comma-separated) overrides the
+// specs (the n 128 family; TableSpecs has them all). synth steps prints the
+// same measurements with peak memory and PyTorch beside.
 //
 //	go test ./bench -run '^$' -bench TrainStep -count 6
 func BenchmarkTrainStep(b *testing.B) {
@@ -98,10 +101,14 @@ func BenchmarkTrainStep(b *testing.B) {
 	if v := os.Getenv("SYNTHGEN_TRAIN_SPECS"); v != "" {
 		names = strings.Split(v, ",")
 	}
-	const batch = 16
 	for _, name := range names {
+		spec, err := kernels.Spec(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch := StepBatch(spec.N)
 		for _, workers := range []int{1, 2} {
-			b.Run("spec="+name+"/batch=16/workers="+string(rune('0'+workers)), func(b *testing.B) {
+			b.Run(fmt.Sprintf("spec=%s/batch=%d/workers=%d", name, batch, workers), func(b *testing.B) {
 				step, tokens, err := TrainStep(name, batch, workers, text)
 				if err != nil {
 					b.Skipf("%s: %v", name, err)

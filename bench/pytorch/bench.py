@@ -7,7 +7,10 @@ comparison table, and times on this CPU:
     32 (sequence × head) problems, 1 thread, nominal FLOPs 2·n²·dh (fwd),
     6·n²·dh (fwd+bwd);
   * a whole training step (forward, backward, AdamW) at batch 16, 2 threads,
-    in tokens/s, per variant.
+    in tokens/s, per variant;
+  * with --one VARIANT, one configuration (any size), printed as one JSON
+    line with the process's peak resident set: what `synth steps` runs for
+    each row of its table.
 
 Run with Debian's PyTorch and OpenBLAS (reference BLAS is ~20× slower):
   apt-get install python3-torch libopenblas0-openmp
@@ -24,13 +27,14 @@ import torch.nn.functional as F
 
 
 class Attention(nn.Module):
-    def __init__(self, variant, n, d, heads, k=8, a=16, b=8):
+    def __init__(self, variant, n, d, heads, k=8, a=16, b=8, window=16):
         super().__init__()
         self.comps = variant.split("+")
         self.n, self.d, self.h, self.dh = n, d, heads, d // heads
+        self.window = window
         self.v, self.o = nn.Linear(d, d), nn.Linear(d, d)
         c = set(self.comps)
-        if c & {"vanilla", "aft_full", "aft_simple", "linear"}:
+        if c & {"vanilla", "aft_full", "aft_local", "aft_conv", "aft_simple", "linear"}:
             self.q, self.k = nn.Linear(d, d), nn.Linear(d, d)
         if c & {"dense", "factorized_dense"}:
             self.w1 = nn.Linear(d, d)
@@ -45,8 +49,14 @@ class Attention(nn.Module):
         if "factorized_random" in c:
             self.R1 = nn.Parameter(torch.randn(heads, n, k) * 0.02)
             self.R2 = nn.Parameter(torch.randn(heads, n, k) * 0.02)
-        if "aft_full" in c:
+        if c & {"aft_full", "aft_local"}:
             self.w = nn.Parameter(torch.zeros(n, n))
+        if "aft_conv" in c:
+            self.u = nn.Parameter(torch.zeros(heads, window))
+        if c & {"aft_local", "aft_conv"}:
+            lag = torch.arange(n).unsqueeze(1) - torch.arange(n).unsqueeze(0)  # i − j
+            self.register_buffer("inwin", (lag >= 0) & (lag < window))
+            self.register_buffer("lag", lag.clamp(0, window - 1))
         if len(self.comps) > 1:
             self.mix = nn.Parameter(torch.zeros(len(self.comps)))
         self.register_buffer("mask", torch.triu(torch.ones(n, n, dtype=torch.bool), 1))
@@ -59,15 +69,34 @@ class Attention(nn.Module):
         B, t, d = x.shape
         v = self.v(x)
         comp = self.comps[0]
-        if comp == "aft_full":
+        if comp in ("aft_full", "aft_local", "aft_simple"):
+            # The separable form (labml's): exp(w − rowmax) and exp(K − max)
+            # as matrix products; aft_local keeps w inside the window and 0
+            # (not −inf) outside it, aft_simple has w ≡ 0.
             q, k = self.q(x), self.k(x)
-            w = self.w[:t, :t].masked_fill(self.mask[:t, :t], float("-inf"))
+            if comp == "aft_simple":
+                w = torch.zeros(t, t)
+            elif comp == "aft_local":
+                w = torch.where(self.inwin[:t, :t], self.w[:t, :t], torch.zeros(()))
+            else:
+                w = self.w[:t, :t]
+            w = w.masked_fill(self.mask[:t, :t], float("-inf"))
             m = k.max(dim=1, keepdim=True).values  # [B,1,d]
             wm = w.max(dim=1, keepdim=True).values  # [t,1]
             ew = torch.exp(w - wm)  # [t,t]
             ek = torch.exp(k - m)  # [B,t,d]
             y = torch.sigmoid(q) * (ew @ (ek * v)) / (ew @ ek)
             return self.o(y)
+        if comp == "aft_conv":
+            # Per head h, w_ij = u[h, i − j] inside the window, 0 outside.
+            q, k = self.heads(self.q(x)), self.heads(self.k(x))
+            w = torch.where(self.inwin[:t, :t], self.u[:, self.lag[:t, :t]], torch.zeros(()))  # [h,t,t]
+            w = w.masked_fill(self.mask[:t, :t], float("-inf"))
+            m = k.max(dim=2, keepdim=True).values  # [B,h,1,dh]
+            ew = torch.exp(w - w.max(dim=2, keepdim=True).values)  # [h,t,t]
+            ek = torch.exp(k - m)
+            y = torch.sigmoid(q) * (ew @ (ek * self.heads(v))) / (ew @ ek)
+            return self.o(y.transpose(1, 2).reshape(B, t, d))
         if comp == "linear":
             fq, fk = F.elu(self.heads(self.q(x))) + 1, F.elu(self.heads(self.k(x))) + 1
             vh = self.heads(v)
@@ -104,10 +133,10 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, variant, n, d, heads, ffn):
+    def __init__(self, variant, n, d, heads, ffn, **kw):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = Attention(variant, n, d, heads)
+        self.attn = Attention(variant, n, d, heads, **kw)
         self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
 
     def forward(self, x):
@@ -116,10 +145,10 @@ class Block(nn.Module):
 
 
 class LM(nn.Module):
-    def __init__(self, variant, n, d, heads, layers, vocab=256):
+    def __init__(self, variant, n, d, heads, layers, vocab=256, ffn=None, **kw):
         super().__init__()
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(n, d)
-        self.blocks = nn.ModuleList(Block(variant, n, d, heads, 4 * d) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(variant, n, d, heads, ffn or 4 * d, **kw) for _ in range(layers))
         self.lnf = nn.LayerNorm(d)
 
     def forward(self, idx, tgt):
@@ -155,10 +184,10 @@ def softmax_value(n=256, dh=64, problems=32):
           f"forward+backward {problems*6*n*n*dh/tb/1e9:.1f} GFLOP/s")
 
 
-def train_step(variant, n, d, heads, layers, batch, threads):
+def train_step(variant, n, d, heads, layers, batch, threads, reps=5, **kw):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    m = LM(variant, n, d, heads, layers)
+    m = LM(variant, n, d, heads, layers, **kw)
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     idx = torch.randint(0, 256, (batch, n))
     tgt = torch.randint(0, 256, (batch, n))
@@ -168,7 +197,7 @@ def train_step(variant, n, d, heads, layers, batch, threads):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
-    sec = time_it(step, 5)
+    sec = time_it(step, reps)
     return batch * n / sec
 
 
@@ -181,7 +210,23 @@ def main():
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--variants", default="vanilla,random,dense,factorized_random,factorized_dense,random+vanilla,aft_full,linear")
+    p.add_argument("--one", metavar="VARIANT",
+                   help="time one configuration only and print one JSON line (synth steps runs each row so)")
+    p.add_argument("--ffn", type=int, default=0, help="feed-forward width (default 4·d)")
+    p.add_argument("--k", type=int, default=8, help="factorized_random's rank")
+    p.add_argument("--a", type=int, default=16, help="factorized_dense's a")
+    p.add_argument("--b", type=int, default=8, help="factorized_dense's b")
+    p.add_argument("--window", type=int, default=16, help="aft_local's and aft_conv's window")
+    p.add_argument("--reps", type=int, default=5, help="timed steps (the best counts)")
     a = p.parse_args()
+    if a.one:
+        import json
+        import resource
+        tps = train_step(a.one, a.n, a.d, a.heads, a.layers, a.batch, a.threads, reps=a.reps,
+                         ffn=a.ffn or None, k=a.k, a=a.a, b=a.b, window=a.window)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+        print(json.dumps({"tokens_per_s": tps, "peak_rss_kib": rss, "torch": torch.__version__}))
+        return
     blas = [l.strip() for l in torch.__config__.show().splitlines() if "BLAS" in l]
     print(f"torch {torch.__version__}; {'; '.join(blas) or 'BLAS unknown'}")
     softmax_value()

@@ -10,6 +10,7 @@
 //	synth attn    [-ckpt x.safetensors] [-prompt text] [-out folder]
 //	synth info
 //	synth bench
+//	synth steps   [-specs a,b] [-min-time 3s] [-pytorch=false] [-md]
 //
 // Run "synth <command> -h" for a command's flags.
 //
@@ -54,6 +55,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/synthgen/synthgen/bench"
 	_ "github.com/synthgen/synthgen/generated/all" // links every shipped spec's kernels
 )
 
@@ -71,6 +73,7 @@ var commands = map[string]command{
 	"inspect": {runInspect, "list a checkpoint's tensors, shapes, parameter count, spec and step"},
 	"info":    {runInfo, "show the linked specs, the CPU and the kernels dispatch picks"},
 	"bench":   {runBench, "measure kernel and training throughput"},
+	"steps":   {runSteps, "tabulate training-step speed and memory per spec beside PyTorch"},
 	"compare": {runCompare, "train a list of specs on the same data and tabulate and plot their losses"},
 	"attn":    {runAttn, "draw a checkpoint's attention maps per layer and head as PNG heatmaps"},
 }
@@ -92,6 +95,14 @@ func usage(w io.Writer) {
 }
 
 func main() {
+	// synth steps measures each row in a child process: this binary, re-run.
+	if handled, err := bench.RunStepChild(); handled {
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "synth steps (child): %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 

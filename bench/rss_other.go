@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bench
+
+import "os"
+
+// maxRSSKiB is 0 (unknown) off Linux.
+func maxRSSKiB(*os.ProcessState) int64 { return 0 }

@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
+	"github.com/synthgen/synthgen/specs"
+)
+
+// The training-step table (synth steps): every row is measured in a
+// process of its own, so that the peak resident set is that row's alone —
+// synthgen by re-executing the running binary with StepChildEnv set,
+// PyTorch by running bench/pytorch/bench.py --one.
+
+// StepBatch is the batch the training-step measurements use at sequence
+// length n: 16 sequences up to n 256, then 4096 tokens per step (n 512: 8,
+// 1024: 4, 2048: 2), so that the long-context steps stay within a few GB.
+func StepBatch(n int) int {
+	if n <= 256 {
+		return 16
+	}
+	return max(1, 4096/n)
+}
+
+// TableSpecs are the specs of the training-step table: the n 128 family
+// (TrainSpecs), mid, big and the long-context specs, those linked.
+func TableSpecs() []string {
+	out := TrainSpecs()
+	var long []string
+	for _, name := range kernels.Names() {
+		if name == "mid" || name == "big" || strings.HasPrefix(name, "long") {
+			long = append(long, name)
+		}
+	}
+	// mid and big first, then by length and name.
+	rank := func(name string) int {
+		s, _ := kernels.Spec(name)
+		switch name {
+		case "mid":
+			return 0
+		case "big":
+			return 1
+		}
+		return s.N
+	}
+	for i := 1; i < len(long); i++ {
+		for j := i; j > 0 && (rank(long[j]) < rank(long[j-1]) || rank(long[j]) == rank(long[j-1]) && long[j] < long[j-1]); j-- {
+			long[j], long[j-1] = long[j-1], long[j]
+		}
+	}
+	return append(out, long...)
+}
+
+// StepResult is one measurement of whole training steps.
+type StepResult struct {
+	Spec          string  `json:"spec"`
+	Workers       int     `json:"workers"`
+	Batch         int     `json:"batch"`
+	Steps         int     `json:"steps"`
+	TokensPerSec  float64 `json:"tokens_per_s"`
+	BytesPerStep  float64 `json:"bytes_per_step"`
+	AllocsPerStep float64 `json:"allocs_per_step"`
+	PeakRSSKiB    int64   `json:"peak_rss_kib"` // of the process that ran it; 0 if unknown
+}
+
+// MeasureSteps runs spec name's training step at the given batch and
+// workers in this process: one warm-up step (it sizes the buffers), then
+// steps until both minSteps and minTime are reached, reporting tokens/s
+// and the bytes and allocations per step after the warm-up.
+func MeasureSteps(name string, batch, workers, minSteps int, minTime time.Duration) (StepResult, error) {
+	text, err := DefaultText()
+	if err != nil {
+		return StepResult{}, fmt.Errorf("default text: %w", err)
+	}
+	step, tokens, err := TrainStep(name, batch, workers, text)
+	if err != nil {
+		return StepResult{}, err
+	}
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	start := time.Now()
+	n := 0
+	for n < minSteps || time.Since(start) < minTime {
+		if err := step(); err != nil {
+			return StepResult{}, err
+		}
+		n++
+	}
+	sec := time.Since(start).Seconds()
+	goruntime.ReadMemStats(&after)
+	return StepResult{
+		Spec: name, Workers: workers, Batch: batch, Steps: n,
+		TokensPerSec:  float64(n*tokens) / sec,
+		BytesPerStep:  float64(after.TotalAlloc-before.TotalAlloc) / float64(n),
+		AllocsPerStep: float64(after.Mallocs-before.Mallocs) / float64(n),
+	}, nil
+}
+
+// StepChildEnv is the environment variable that makes a binary calling
+// RunStepChild measure one row and exit: "spec,batch,workers,minSteps,minTime".
+const StepChildEnv = "SYNTHGEN_STEP_CHILD"
+
+// RunStepChild, if StepChildEnv is set, measures the row it names, prints
+// the StepResult as one JSON line on stdout and returns true (the caller
+// then exits); otherwise it returns false at once. A binary that measures
+// rows with MeasureStepsChild calls it first thing in main.
+func RunStepChild() (handled bool, err error) {
+	v, ok := os.LookupEnv(StepChildEnv)
+	if !ok {
+		return false, nil
+	}
+	f := strings.Split(v, ",")
+	if len(f) != 5 {
+		return true, fmt.Errorf("%s=%q: want spec,batch,workers,minSteps,minTime", StepChildEnv, v)
+	}
+	var nums [3]int
+	for i := range nums {
+		if nums[i], err = strconv.Atoi(f[i+1]); err != nil {
+			return true, fmt.Errorf("%s=%q: %w", StepChildEnv, v, err)
+		}
+	}
+	minTime, err := time.ParseDuration(f[4])
+	if err != nil {
+		return true, fmt.Errorf("%s=%q: %w", StepChildEnv, v, err)
+	}
+	r, err := MeasureSteps(f[0], nums[0], nums[1], nums[2], minTime)
+	if err != nil {
+		return true, err
+	}
+	return true, json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// MeasureStepsChild measures a row as MeasureSteps does, in a child process:
+// exe (a binary that calls RunStepChild first, such as synth) re-run with
+// StepChildEnv set. The result carries the child's peak resident set.
+func MeasureStepsChild(ctx context.Context, exe, name string, batch, workers, minSteps int, minTime time.Duration) (StepResult, error) {
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d,%s", StepChildEnv, name, batch, workers, minSteps, minTime))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return StepResult{}, fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
+	}
+	var r StepResult
+	if err := parseLastJSON(out.Bytes(), &r); err != nil {
+		return StepResult{}, fmt.Errorf("%s: %w", name, err)
+	}
+	r.PeakRSSKiB = maxRSSKiB(cmd.ProcessState)
+	return r, nil
+}
+
+// parseLastJSON decodes the last non-empty line of out into v.
+func parseLastJSON(out []byte, v any) error {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return errors.New("no output")
+	}
+	if err := json.Unmarshal([]byte(last), v); err != nil {
+		return fmt.Errorf("reading %q: %w", last, err)
+	}
+	return nil
+}
+
+// PyTorch runs bench/pytorch/bench.py: Debian's python3 with python3-torch
+// and OpenBLAS's OpenMP build, as README.md describes.
+type PyTorch struct {
+	Python string // interpreter (default /usr/bin/python3)
+	Script string // bench/pytorch/bench.py
+}
+
+// PyTorchResult is one PyTorch row.
+type PyTorchResult struct {
+	TokensPerSec float64 `json:"tokens_per_s"`
+	PeakRSSKiB   int64   `json:"peak_rss_kib"`
+	Version      string  `json:"torch"`
+}
+
+// FindPyTorch locates the interpreter and the script (bench/pytorch/bench.py
+// under the module root above dir) and checks that torch imports; the
+// error says what is missing.
+func FindPyTorch(dir string) (*PyTorch, error) {
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		p, err := exec.LookPath("python3")
+		if err != nil {
+			return nil, errors.New("no python3 (apt-get install python3-torch libopenblas0-openmp)")
+		}
+		py = p
+	}
+	var script string
+	for d := dir; ; d = filepath.Dir(d) {
+		if s := filepath.Join(d, "bench", "pytorch", "bench.py"); fileExists(s) {
+			script = s
+			break
+		}
+		if filepath.Dir(d) == d {
+			return nil, errors.New("bench/pytorch/bench.py not found above the working directory")
+		}
+	}
+	p := &PyTorch{Python: py, Script: script}
+	if out, err := p.command(context.Background(), "-c", "import torch").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s cannot import torch (apt-get install python3-torch libopenblas0-openmp): %s", py, strings.TrimSpace(string(out)))
+	}
+	return p, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// command is the interpreter with OpenBLAS's OpenMP build on the library
+// path (the reference BLAS is ~20× slower).
+func (p *PyTorch) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, p.Python, args...)
+	env := os.Environ()
+	const omp = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+	if fileExists(filepath.Join(omp, "libblas.so.3")) {
+		env = append(env, "LD_LIBRARY_PATH="+omp)
+	}
+	cmd.Env = env
+	return cmd
+}
+
+// Step times PyTorch's training step of the same model (PyTorchArgs) at
+// the given batch and threads, in a process of its own.
+func (p *PyTorch) Step(ctx context.Context, s specs.Spec, batch, threads int) (PyTorchResult, error) {
+	args := append([]string{p.Script}, PyTorchArgs(s, batch, threads)...)
+	cmd := p.command(ctx, args...)
+	cmd.Env = append(cmd.Env, fmt.Sprintf("OMP_NUM_THREADS=%d", threads))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return PyTorchResult{}, fmt.Errorf("pytorch %s: %w: %s", s.Name, err, lastLine(errb.String()))
+	}
+	var r PyTorchResult
+	if err := parseLastJSON(out.Bytes(), &r); err != nil {
+		return PyTorchResult{}, fmt.Errorf("pytorch %s: %w", s.Name, err)
+	}
+	return r, nil
+}
+
+// PyTorchArgs are bench.py's flags for spec s: the same model (variant,
+// sizes, rank, window, feed-forward width) at batch and threads.
+func PyTorchArgs(s specs.Spec, batch, threads int) []string {
+	a := []string{"--one", s.Variant,
+		"--n", strconv.Itoa(s.N), "--d", strconv.Itoa(s.D), "--heads", strconv.Itoa(s.Heads),
+		"--layers", strconv.Itoa(s.Layers), "--batch", strconv.Itoa(batch), "--threads", strconv.Itoa(threads)}
+	if s.FFN > 0 {
+		a = append(a, "--ffn", strconv.Itoa(s.FFN))
+	}
+	for _, kv := range []struct {
+		flag string
+		v    int
+	}{{"--k", s.K}, {"--a", s.A}, {"--b", s.B}, {"--window", s.Window}} {
+		if kv.v > 0 {
+			a = append(a, kv.flag, strconv.Itoa(kv.v))
+		}
+	}
+	return a
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
