@@ -462,6 +462,20 @@ func emitSoftmaxValue(f *File, op catalog.Op, isa kernels.ISA) {
 	c.Load(c.Param("t"), i0)
 	done := s.label("sv_done")
 	singles := s.label("sv_singles")
+	if G := s.superBlocks(); R > 1 && G > 1 {
+		// Long rows: super-blocks of G blocks from the bottom up while
+		// there are G whole blocks; i0 is then the first row of the next.
+		loop, rest := s.label("sv_supers"), s.label("sv_rest")
+		c.SUBQ(imm(G*R), i0)
+		c.Label(loop)
+		c.CMPQ(i0, imm(0))
+		c.JL(operand.LabelRef(rest))
+		s.fwdSuper(G, R, i0)
+		c.SUBQ(imm(G*R), i0)
+		c.JMP(operand.LabelRef(loop))
+		c.Label(rest)
+		c.ADDQ(imm(G*R), i0)
+	}
 	if R > 1 {
 		// Blocks of R rows from the bottom up; the t mod R top rows remain.
 		loop := s.label("sv_blocks")
@@ -546,16 +560,164 @@ func (s *simd) fwdBlock(rb int, i0 reg.GPVirtual) {
 	}
 }
 
+// rowGroups is the number of ri-row groups the backward's second phase
+// takes per pass over V when rows are long (N ≥ svLongN): each pass
+// reads V's rows j < i0 + ri·G once for all of them (the pair blocks'
+// V rows come from L1 for the later groups), rather than once per ri rows.
+func (s *simd) rowGroups() int {
+	if s.f.Config.N < svLongN {
+		return 1
+	}
+	return 4
+}
+
+// superBlocks is the number G of R-row blocks the forward groups into a
+// super-block when rows are long (N ≥ svLongN): a block's products read V's
+// head rows j ≤ i once each, 512 KiB at N 2048 with rows 1 KiB apart,
+// which fill the L2 sets they map to and come from L3 for every block;
+// grouped, each chunk of svChunk keys is read once for G blocks. 1 (no
+// grouping) for shorter rows, where V stays in L2.
+func (s *simd) superBlocks() int {
+	if s.f.Config.N < svLongN {
+		return 1
+	}
+	return 24
+}
+
+const (
+	svLongN = 1024 // N from which the forward runs super-blocks
+	svChunk = 256  // keys per chunk of a super-block's shared part
+)
+
+// fwdSuper emits softmax and Y for the G blocks of R rows from row s0 up
+// (rows s0 … s0+G·R−1): the softmax of every row; then Y over the keys
+// j ≤ s0, which every row sees, in chunks of svChunk keys, the G blocks'
+// products of a chunk one after another (its V rows are still in L2 for
+// the later ones); then each block's own keys s0 < j ≤ its first row, and
+// its corner, as fwdBlock does. Y starts at zero and gathers the chunks in
+// increasing j: the additions are fwdBlock's, in its order.
+func (s *simd) fwdSuper(G, R int, s0 reg.GPVirtual) {
+	c, N, D := s.c, s.f.Config.N, s.f.Config.D
+	_, cv := s.blocking()
+	blk, g := c.GP64(), c.GP64()
+	// forBlocks emits body once, run for blk = s0, s0+R, …, s0+(G−1)·R.
+	forBlocks := func(name string, body func()) {
+		loop := s.label(name)
+		c.MOVQ(s0, blk)
+		c.MOVQ(imm(G), g)
+		c.Label(loop)
+		body()
+		c.ADDQ(imm(R), blk)
+		c.DECQ(g)
+		c.JNZ(operand.LabelRef(loop))
+	}
+	forBlocks("svs_softmax", func() {
+		for g0 := 0; g0 < R; g0 += s.group() {
+			s.softmaxRows(blk, g0, min(s.group(), R-g0))
+		}
+	})
+	// Y rows of the super-block = 0.
+	{
+		z := s.vec()
+		s.zero(z)
+		forBlocks("svs_zero", func() {
+			yp := s.rowPtr("y", blk, D)
+			for r := 0; r < R; r++ {
+				zs := make([]reg.VecVirtual, s.nv)
+				for k := range zs {
+					zs[k] = z
+				}
+				s.storeCols(zs, operand.Mem{Base: yp, Disp: 4 * D * r}, 0)
+			}
+		})
+	}
+	// products emits, for every column chunk of the head, Y rows blk … blk+R−1
+	// += Σ_j a_ij v_j over j from the register j while j < end (or j ≤ end
+	// with incl), then, with corner, the keys blk+1 … blk+R−1.
+	products := func(j0 reg.GPVirtual, end reg.GPVirtual, incl, corner bool) {
+		for _, ch := range s.chunks(cv) {
+			c0, cw := ch[0], ch[1]
+			yp := s.rowPtr("y", blk, D)
+			dm := s.chunkMask(c0, cw)
+			acc := make([][]reg.VecVirtual, R)
+			for r := range acc {
+				acc[r] = s.vecs(cw)
+				s.loadCols(operand.Mem{Base: yp, Disp: 4 * D * r}, c0, acc[r], dm)
+			}
+			ap := s.rowPtr("a", blk, N)
+			vp, j := c.GP64(), c.GP64()
+			c.MOVQ(j0, j)
+			c.IMUL3Q(imm(4*D), j, vp)
+			c.ADDQ(s.param("v"), vp)
+			vv := s.vecs(cw)
+			step := func(vmem operand.Mem, first, adisp int) {
+				s.loadCols(vmem, c0, vv, dm)
+				for r := first; r < R; r++ {
+					b := s.vec()
+					c.VBROADCASTSS(operand.Mem{Base: ap, Index: j, Scale: 4, Disp: 4*N*r + adisp}, b)
+					for k := range vv {
+						c.VFMADD231PS(vv[k], b, acc[r][k])
+					}
+				}
+			}
+			loop, out := s.label("svs_prod"), s.label("svs_prod_out")
+			c.Label(loop)
+			c.CMPQ(j, end)
+			if incl {
+				c.JG(operand.LabelRef(out))
+			} else {
+				c.JGE(operand.LabelRef(out))
+			}
+			step(operand.Mem{Base: vp}, 0, 0)
+			c.ADDQ(imm(4*D), vp)
+			c.INCQ(j)
+			c.JMP(operand.LabelRef(loop))
+			c.Label(out)
+			if corner {
+				// j = blk+1 here: key blk+jj takes rows jj … R−1.
+				for jj := 1; jj < R; jj++ {
+					step(operand.Mem{Base: vp, Disp: 4 * D * (jj - 1)}, jj, 4*(jj-1))
+				}
+			}
+			for r := 0; r < R; r++ {
+				s.storeCols(acc[r], operand.Mem{Base: yp, Disp: 4 * D * r}, c0)
+			}
+		}
+	}
+	// The shared keys j ≤ s0, chunk by chunk.
+	jc, end := c.GP64(), c.GP64()
+	c.XORQ(jc, jc)
+	chunks, tail := s.label("svs_chunks"), s.label("svs_tail")
+	c.Label(chunks)
+	c.CMPQ(jc, s0)
+	c.JG(operand.LabelRef(tail))
+	{
+		lim := c.GP64()
+		c.LEAQ(operand.Mem{Base: jc, Disp: svChunk}, end)
+		c.LEAQ(operand.Mem{Base: s0, Disp: 1}, lim)
+		c.CMPQ(end, lim)
+		c.CMOVQGT(lim, end) // end = min(jc + svChunk, s0 + 1)
+	}
+	forBlocks("svs_rect", func() { products(jc, end, false, false) })
+	c.ADDQ(imm(svChunk), jc)
+	c.JMP(operand.LabelRef(chunks))
+	c.Label(tail)
+	// Each block's own keys s0 < j ≤ blk, then its corner.
+	c.LEAQ(operand.Mem{Base: s0, Disp: 1}, jc)
+	forBlocks("svs_own", func() { products(jc, blk, true, true) })
+}
+
 // emitSoftmaxValueBack writes the body of the backward kernel
 // func(t int, a, v, dy, db, dv []float32).
 func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	s := newSIMD(f, isa)
 	c := s.c
 	N := f.Config.N
-	// The gradient rows buffer, ri rows of N floats; a frame over 512
+	// The gradient rows buffer, RB rows of N floats; a frame over 512
 	// bytes drops NOSPLIT (the assembler then adds the stack check).
 	ri, _ := s.pairBlock()
-	frame := (4*N*ri + 7) &^ 7
+	RB := ri * s.rowGroups()
+	frame := (4*N*RB + 7) &^ 7
 	gbuf := c.AllocLocal(frame)
 	if frame > 512 {
 		c.Attributes(0)
@@ -568,6 +730,20 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	j0 := c.GP64()
 	c.XORQ(j0, j0)
 	singles := s.label("svb_singles")
+	if G := s.superBlocks(); R > 1 && G > 1 {
+		// Long rows: super-blocks of G blocks while G whole blocks remain.
+		loop, rest := s.label("svb_supers"), s.label("svb_rest")
+		c.Label(loop)
+		t, e := c.GP64(), c.GP64()
+		c.Load(c.Param("t"), t)
+		c.LEAQ(operand.Mem{Base: j0, Disp: G * R}, e)
+		c.CMPQ(e, t)
+		c.JG(operand.LabelRef(rest))
+		s.dvSuper(G, R, j0)
+		c.ADDQ(imm(G*R), j0)
+		c.JMP(operand.LabelRef(loop))
+		c.Label(rest)
+	}
 	if R > 1 {
 		loop := s.label("svb_blocks")
 		c.Label(loop)
@@ -593,7 +769,7 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		c.Label(phase2)
 	}
 
-	// Phase 2: g rows to gbuf, then s and db row by row. Blocks of ri rows
+	// Phase 2: g rows to gbuf, then s and db row by row. Blocks of RB rows
 	// from the top while t ≥ 16, the rest one row at a time.
 	i0 := c.GP64()
 	c.XORQ(i0, i0)
@@ -608,17 +784,33 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	{
 		t, e := c.GP64(), c.GP64()
 		c.Load(c.Param("t"), t)
-		c.LEAQ(operand.Mem{Base: i0, Disp: ri}, e)
+		c.LEAQ(operand.Mem{Base: i0, Disp: RB}, e)
 		c.CMPQ(e, t)
 		c.JG(operand.LabelRef(single))
 	}
 	s.gRows(i0, gbuf)
-	for r := 0; r < ri; r++ {
-		row := c.GP64()
-		c.LEAQ(operand.Mem{Base: i0, Disp: r}, row)
-		s.finishRow(row, gbuf.Offset(4*N*r))
+	if RB == ri {
+		for r := 0; r < ri; r++ {
+			row := c.GP64()
+			c.LEAQ(operand.Mem{Base: i0, Disp: r}, row)
+			s.finishRow(row, gbuf.Offset(4*N*r))
+		}
+	} else {
+		// A loop over the block's rows: RB copies would bloat the code.
+		rr, loop := c.GP64(), s.label("svb_finish")
+		c.XORQ(rr, rr)
+		c.Label(loop)
+		row, gp, off := c.GP64(), c.GP64(), c.GP64()
+		c.LEAQ(operand.Mem{Base: i0, Index: rr, Scale: 1}, row)
+		c.LEAQ(gbuf, gp)
+		c.IMUL3Q(imm(4*N), rr, off)
+		c.ADDQ(off, gp)
+		s.finishRow(row, operand.Mem{Base: gp})
+		c.INCQ(rr)
+		c.CMPQ(rr, imm(RB))
+		c.JL(operand.LabelRef(loop))
 	}
-	c.ADDQ(imm(ri), i0)
+	c.ADDQ(imm(RB), i0)
 	c.JMP(operand.LabelRef(rows))
 	c.Label(single)
 	{
@@ -633,6 +825,109 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	c.Label(done)
 	c.VZEROUPPER()
 	c.RET()
+}
+
+// dvSuper emits dv rows J0 … J0+G·R−1 (G blocks of R rows) as G dvBlocks
+// would, with their shared rows i ≥ J0+G·R taken in chunks of svChunk,
+// the G blocks' products of a chunk one after another (its dy rows, and
+// a's lines, still in L2 for the later ones): per block first its own rows
+// J0+b·R ≤ i < J0+G·R (the corner, then a loop), kept in dv, then the
+// chunks added in increasing i — dvBlock's additions in its order.
+func (s *simd) dvSuper(G, R int, J0 reg.GPVirtual) {
+	c, N, D := s.c, s.f.Config.N, s.f.Config.D
+	_, cv := s.blocking()
+	blk, g := c.GP64(), c.GP64()
+	forBlocks := func(name string, body func()) {
+		loop := s.label(name)
+		c.MOVQ(J0, blk)
+		c.MOVQ(imm(G), g)
+		c.Label(loop)
+		body()
+		c.ADDQ(imm(R), blk)
+		c.DECQ(g)
+		c.JNZ(operand.LabelRef(loop))
+	}
+	top := c.GP64() // J0 + G·R, the first shared row
+	c.LEAQ(operand.Mem{Base: J0, Disp: G * R}, top)
+	// products emits, per column chunk, dv rows blk … blk+R−1 (+)= Σ_i a_i,blk+r dy_i:
+	// own: from zero over the corner and the rows up to top; else over rows
+	// i0 ≤ i < end, added to dv.
+	products := func(own bool, i0, end reg.GPVirtual) {
+		for _, ch := range s.chunks(cv) {
+			c0, cw := ch[0], ch[1]
+			dm := s.chunkMask(c0, cw)
+			dvp := s.rowPtr("dv", blk, D)
+			acc := make([][]reg.VecVirtual, R)
+			for r := range acc {
+				acc[r] = s.vecs(cw)
+				if own {
+					for _, x := range acc[r] {
+						s.zero(x)
+					}
+				} else {
+					s.loadCols(operand.Mem{Base: dvp, Disp: 4 * D * r}, c0, acc[r], dm)
+				}
+			}
+			// ap = &a[row][blk], dyp = &dy[row] for the first row taken.
+			first := blk
+			if !own {
+				first = i0
+			}
+			ap, dyp := s.rowPtr("a", first, N), s.rowPtr("dy", first, D)
+			c.LEAQ(operand.Mem{Base: ap, Index: blk, Scale: 4}, ap)
+			vv := s.vecs(cw)
+			step := func(ii, last int) {
+				s.loadCols(operand.Mem{Base: dyp, Disp: 4 * D * ii}, c0, vv, dm)
+				for r := 0; r <= last; r++ {
+					b := s.vec()
+					c.VBROADCASTSS(operand.Mem{Base: ap, Disp: 4*N*ii + 4*r}, b)
+					for k := range vv {
+						c.VFMADD231PS(vv[k], b, acc[r][k])
+					}
+				}
+			}
+			i := c.GP64()
+			if own {
+				for ii := 0; ii < R-1; ii++ { // row blk+ii feeds dv rows 0 … ii
+					step(ii, ii)
+				}
+				c.LEAQ(operand.Mem{Base: blk, Disp: R - 1}, i)
+				c.ADDQ(imm(4*N*(R-1)), ap)
+				c.ADDQ(imm(4*D*(R-1)), dyp)
+				end = top
+			} else {
+				c.MOVQ(i0, i)
+			}
+			loop, out := s.label("svs_dv"), s.label("svs_dv_out")
+			c.Label(loop)
+			c.CMPQ(i, end)
+			c.JGE(operand.LabelRef(out))
+			step(0, R-1)
+			c.ADDQ(imm(4*N), ap)
+			c.ADDQ(imm(4*D), dyp)
+			c.INCQ(i)
+			c.JMP(operand.LabelRef(loop))
+			c.Label(out)
+			for r := 0; r < R; r++ {
+				s.storeCols(acc[r], operand.Mem{Base: dvp, Disp: 4 * D * r}, c0)
+			}
+		}
+	}
+	forBlocks("svbs_own", func() { products(true, nil, nil) })
+	ic, end, t := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(top, ic)
+	chunks, done := s.label("svbs_chunks"), s.label("svbs_done")
+	c.Label(chunks)
+	c.Load(c.Param("t"), t)
+	c.CMPQ(ic, t)
+	c.JGE(operand.LabelRef(done))
+	c.LEAQ(operand.Mem{Base: ic, Disp: svChunk}, end)
+	c.CMPQ(end, t)
+	c.CMOVQGT(t, end) // end = min(ic + svChunk, t)
+	forBlocks("svbs_rect", func() { products(false, ic, end) })
+	c.ADDQ(imm(svChunk), ic)
+	c.JMP(operand.LabelRef(chunks))
+	c.Label(done)
 }
 
 // dvBlock emits dv rows j0 … j0+rb−1 = Σ_{i ≥ j} a_ij dy_i.
@@ -782,9 +1077,10 @@ func (s *simd) pairBlock() (ri, rj int) {
 func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	c, D := s.c, s.f.Config.D
 	ri, rj := s.pairBlock()
+	G := s.rowGroups()
 	dyp := s.rowPtr("dy", i0, D)
 	L := c.GP64()
-	c.LEAQ(operand.Mem{Base: i0, Disp: ri}, L)
+	c.LEAQ(operand.Mem{Base: i0, Disp: ri * G}, L)
 	jb, vp, gp := c.GP64(), s.param("v"), c.GP64()
 	c.XORQ(jb, jb)
 	c.LEAQ(gbuf, gp)
@@ -796,7 +1092,9 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 		c.CMPQ(e, L)
 		c.JG(operand.LabelRef(tail))
 	}
-	s.gPairs(dyp, vp, gp)
+	for g := 0; g < G; g++ {
+		s.gPairs(dyp, vp, gp, g)
+	}
 	c.ADDQ(imm(rj), jb)
 	c.ADDQ(imm(4*rj), gp)
 	c.ADDQ(imm(4*rj*D), vp)
@@ -813,15 +1111,18 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	vp2, gp2 := s.rowPtr("v", jb, D), c.GP64()
 	c.LEAQ(gbuf, gp2)
 	c.LEAQ(operand.Mem{Base: gp2, Index: jb, Scale: 4}, gp2)
-	s.gPairs(dyp, vp2, gp2)
+	for g := 0; g < G; g++ {
+		s.gPairs(dyp, vp2, gp2, g)
+	}
 	c.Label(done)
 }
 
 // gPairs emits one ri × rj block of g: the rows of dy at dyp, of v at vp,
 // to gbuf at gp (row stride N).
-func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual) {
+func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual, grp int) {
 	c, N, D := s.c, s.f.Config.N, s.f.Config.D
 	ri, rj := s.pairBlock()
+	r0 := ri * grp // the first row of the pointers' block this call takes
 	sig := s.sigma()
 	acc := s.vecs(s.W)
 	for _, x := range acc {
@@ -841,7 +1142,7 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual) {
 			}
 		}
 		for r := range d {
-			load(operand.Mem{Base: dyp, Disp: 4*D*r + 4*s.W*cv}, d[r])
+			load(operand.Mem{Base: dyp, Disp: 4*D*(r0+r) + 4*s.W*cv}, d[r])
 		}
 		for q := range w {
 			load(operand.Mem{Base: vp, Disp: 4*D*q + 4*s.W*cv}, w[q])
@@ -852,7 +1153,7 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual) {
 	}
 	g := s.reduceW(acc)
 	for r := 0; r < ri; r++ {
-		m := operand.Mem{Base: gp, Disp: 4 * N * r}
+		m := operand.Mem{Base: gp, Disp: 4 * N * (r0 + r)}
 		if s.isa == kernels.AVX512 {
 			c.VEXTRACTF32X4(operand.U8(r), g, m)
 		} else {

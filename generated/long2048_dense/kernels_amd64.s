@@ -5,12 +5,1209 @@
 #include "textflag.h"
 
 // func softmaxValueAVX512(t int, b []float32, a []float32, v []float32, y []float32)
-// Requires: AVX, AVX512DQ, AVX512F, BMI2
+// Requires: AVX, AVX512DQ, AVX512F, BMI2, CMOV
 TEXT ·softmaxValueAVX512(SB), NOSPLIT, $0-104
 	MOVQ t+0(FP), AX
+	SUBQ $0x00000090, AX
+
+sv_supers_3:
+	CMPQ AX, $0x00000000
+	JL   sv_rest_4
+	MOVQ AX, CX
+	MOVQ $0x00000018, DX
+
+svs_softmax_5:
+	MOVQ         b_base+8(FP), BX
+	IMUL3Q       $0x00002000, CX, SI
+	ADDQ         SI, BX
+	MOVQ         a_base+32(FP), SI
+	IMUL3Q       $0x00002000, CX, DI
+	ADDQ         DI, SI
+	LEAQ         1(CX), DI
+	MOVQ         DI, R8
+	ANDQ         $0xfffffff0, DI
+	SUBQ         DI, R8
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z1
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z2
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z3
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z4
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z5
+	XORQ         R9, R9
+
+sv_max_6:
+	CMPQ   R9, DI
+	JAE    sv_max_tail_7
+	VMAXPS (BX)(R9*4), Z0, Z0
+	VMAXPS 8192(BX)(R9*4), Z1, Z1
+	VMAXPS 16384(BX)(R9*4), Z2, Z2
+	VMAXPS 24576(BX)(R9*4), Z3, Z3
+	VMAXPS 32768(BX)(R9*4), Z4, Z4
+	VMAXPS 40960(BX)(R9*4), Z5, Z5
+	ADDQ   $0x00000010, R9
+	JMP    sv_max_6
+
+sv_max_tail_7:
+	LEAQ      (R8), R10
+	LEAQ      -16(R8), R11
+	MOVQ      R11, R12
+	SARQ      $0x3f, R12
+	NOTQ      R12
+	ANDQ      R12, R11
+	SUBQ      R11, R10
+	MOVL      $0x0000ffff, R12
+	BZHIL     R10, R12, R12
+	KMOVW     R12, K1
+	MOVL      $0x0000ffff, R10
+	BZHIL     R11, R10, R10
+	KMOVW     R10, K2
+	VMOVUPS.Z (BX)(R9*4), K1, Z6
+	VMAXPS    Z6, Z0, K1, Z0
+	LEAQ      1(R8), R10
+	LEAQ      -15(R8), R11
+	MOVQ      R11, R12
+	SARQ      $0x3f, R12
+	NOTQ      R12
+	ANDQ      R12, R11
+	SUBQ      R11, R10
+	MOVL      $0x0000ffff, R12
+	BZHIL     R10, R12, R12
+	KMOVW     R12, K1
+	MOVL      $0x0000ffff, R10
+	BZHIL     R11, R10, R10
+	KMOVW     R10, K2
+	VMOVUPS.Z 8192(BX)(R9*4), K1, Z6
+	VMAXPS    Z6, Z1, K1, Z1
+	CMPQ      R11, $0x00000000
+	JE        sv_max_one_8
+	VMOVUPS.Z 8256(BX)(R9*4), K2, Z6
+	VMAXPS    Z6, Z1, K2, Z1
+
+sv_max_one_8:
+	LEAQ      2(R8), R10
+	LEAQ      -14(R8), R11
+	MOVQ      R11, R12
+	SARQ      $0x3f, R12
+	NOTQ      R12
+	ANDQ      R12, R11
+	SUBQ      R11, R10
+	MOVL      $0x0000ffff, R12
+	BZHIL     R10, R12, R12
+	KMOVW     R12, K1
+	MOVL      $0x0000ffff, R10
+	BZHIL     R11, R10, R10
+	KMOVW     R10, K2
+	VMOVUPS.Z 16384(BX)(R9*4), K1, Z6
+	VMAXPS    Z6, Z2, K1, Z2
+	CMPQ      R11, $0x00000000
+	JE        sv_max_one_9
+	VMOVUPS.Z 16448(BX)(R9*4), K2, Z6
+	VMAXPS    Z6, Z2, K2, Z2
+
+sv_max_one_9:
+	LEAQ      3(R8), R10
+	LEAQ      -13(R8), R11
+	MOVQ      R11, R12
+	SARQ      $0x3f, R12
+	NOTQ      R12
+	ANDQ      R12, R11
+	SUBQ      R11, R10
+	MOVL      $0x0000ffff, R12
+	BZHIL     R10, R12, R12
+	KMOVW     R12, K1
+	MOVL      $0x0000ffff, R10
+	BZHIL     R11, R10, R10
+	KMOVW     R10, K2
+	VMOVUPS.Z 24576(BX)(R9*4), K1, Z6
+	VMAXPS    Z6, Z3, K1, Z3
+	CMPQ      R11, $0x00000000
+	JE        sv_max_one_10
+	VMOVUPS.Z 24640(BX)(R9*4), K2, Z6
+	VMAXPS    Z6, Z3, K2, Z3
+
+sv_max_one_10:
+	LEAQ      4(R8), R10
+	LEAQ      -12(R8), R11
+	MOVQ      R11, R12
+	SARQ      $0x3f, R12
+	NOTQ      R12
+	ANDQ      R12, R11
+	SUBQ      R11, R10
+	MOVL      $0x0000ffff, R12
+	BZHIL     R10, R12, R12
+	KMOVW     R12, K1
+	MOVL      $0x0000ffff, R10
+	BZHIL     R11, R10, R10
+	KMOVW     R10, K2
+	VMOVUPS.Z 32768(BX)(R9*4), K1, Z6
+	VMAXPS    Z6, Z4, K1, Z4
+	CMPQ      R11, $0x00000000
+	JE        sv_max_one_11
+	VMOVUPS.Z 32832(BX)(R9*4), K2, Z6
+	VMAXPS    Z6, Z4, K2, Z4
+
+sv_max_one_11:
+	LEAQ      5(R8), R10
+	LEAQ      -11(R8), R11
+	MOVQ      R11, R12
+	SARQ      $0x3f, R12
+	NOTQ      R12
+	ANDQ      R12, R11
+	SUBQ      R11, R10
+	MOVL      $0x0000ffff, R12
+	BZHIL     R10, R12, R12
+	KMOVW     R12, K1
+	MOVL      $0x0000ffff, R10
+	BZHIL     R11, R10, R10
+	KMOVW     R10, K2
+	VMOVUPS.Z 40960(BX)(R9*4), K1, Z6
+	VMAXPS    Z6, Z5, K1, Z5
+	CMPQ      R11, $0x00000000
+	JE        sv_max_one_12
+	VMOVUPS.Z 41024(BX)(R9*4), K2, Z6
+	VMAXPS    Z6, Z5, K2, Z5
+
+sv_max_one_12:
+	VSHUFF64X2   $0x4e, Z0, Z0, Z6
+	VMAXPS       Z6, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z6
+	VMAXPS       Z6, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z6
+	VMAXPS       Z6, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z6
+	VMAXPS       Z6, Z0, Z0
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
+	VMAXPS       Z0, Z6, Z0
+	VSHUFF64X2   $0x4e, Z1, Z1, Z6
+	VMAXPS       Z6, Z1, Z1
+	VSHUFF64X2   $0xb1, Z1, Z1, Z6
+	VMAXPS       Z6, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z6
+	VMAXPS       Z6, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z6
+	VMAXPS       Z6, Z1, Z1
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
+	VMAXPS       Z1, Z6, Z1
+	VSHUFF64X2   $0x4e, Z2, Z2, Z6
+	VMAXPS       Z6, Z2, Z2
+	VSHUFF64X2   $0xb1, Z2, Z2, Z6
+	VMAXPS       Z6, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z6
+	VMAXPS       Z6, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z6
+	VMAXPS       Z6, Z2, Z2
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
+	VMAXPS       Z2, Z6, Z2
+	VSHUFF64X2   $0x4e, Z3, Z3, Z6
+	VMAXPS       Z6, Z3, Z3
+	VSHUFF64X2   $0xb1, Z3, Z3, Z6
+	VMAXPS       Z6, Z3, Z3
+	VPERMILPS    $0x4e, Z3, Z6
+	VMAXPS       Z6, Z3, Z3
+	VPERMILPS    $0xb1, Z3, Z6
+	VMAXPS       Z6, Z3, Z3
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
+	VMAXPS       Z3, Z6, Z3
+	VSHUFF64X2   $0x4e, Z4, Z4, Z6
+	VMAXPS       Z6, Z4, Z4
+	VSHUFF64X2   $0xb1, Z4, Z4, Z6
+	VMAXPS       Z6, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z6
+	VMAXPS       Z6, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z6
+	VMAXPS       Z6, Z4, Z4
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
+	VMAXPS       Z4, Z6, Z4
+	VSHUFF64X2   $0x4e, Z5, Z5, Z6
+	VMAXPS       Z6, Z5, Z5
+	VSHUFF64X2   $0xb1, Z5, Z5, Z6
+	VMAXPS       Z6, Z5, Z5
+	VPERMILPS    $0x4e, Z5, Z6
+	VMAXPS       Z6, Z5, Z5
+	VPERMILPS    $0xb1, Z5, Z6
+	VMAXPS       Z6, Z5, Z5
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
+	VMAXPS       Z5, Z6, Z5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Z7, Z7, Z7
+	VXORPS       Z8, Z8, Z8
+	VXORPS       Z9, Z9, Z9
+	VXORPS       Z10, Z10, Z10
+	VXORPS       Z11, Z11, Z11
+	XORQ         R9, R9
+
+sv_exp_13:
+	CMPQ             R9, DI
+	JAE              sv_exp_tail_14
+	VMOVUPS          (BX)(R9*4), Z12
+	VSUBPS           Z0, Z12, Z12
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
+	VRNDSCALEPS      $0x00, Z14, Z14
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
+	VSCALEFPS.Z      Z14, Z13, K1, Z13
+	VADDPS           Z13, Z6, Z6
+	VMOVUPS          Z13, (SI)(R9*4)
+	VMOVUPS          8192(BX)(R9*4), Z12
+	VSUBPS           Z1, Z12, Z12
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
+	VRNDSCALEPS      $0x00, Z14, Z14
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
+	VSCALEFPS.Z      Z14, Z13, K1, Z13
+	VADDPS           Z13, Z7, Z7
+	VMOVUPS          Z13, 8192(SI)(R9*4)
+	VMOVUPS          16384(BX)(R9*4), Z12
+	VSUBPS           Z2, Z12, Z12
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
+	VRNDSCALEPS      $0x00, Z14, Z14
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
+	VSCALEFPS.Z      Z14, Z13, K1, Z13
+	VADDPS           Z13, Z8, Z8
+	VMOVUPS          Z13, 16384(SI)(R9*4)
+	VMOVUPS          24576(BX)(R9*4), Z12
+	VSUBPS           Z3, Z12, Z12
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
+	VRNDSCALEPS      $0x00, Z14, Z14
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
+	VSCALEFPS.Z      Z14, Z13, K1, Z13
+	VADDPS           Z13, Z9, Z9
+	VMOVUPS          Z13, 24576(SI)(R9*4)
+	VMOVUPS          32768(BX)(R9*4), Z12
+	VSUBPS           Z4, Z12, Z12
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
+	VRNDSCALEPS      $0x00, Z14, Z14
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
+	VSCALEFPS.Z      Z14, Z13, K1, Z13
+	VADDPS           Z13, Z10, Z10
+	VMOVUPS          Z13, 32768(SI)(R9*4)
+	VMOVUPS          40960(BX)(R9*4), Z12
+	VSUBPS           Z5, Z12, Z12
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
+	VRNDSCALEPS      $0x00, Z14, Z14
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
+	VSCALEFPS.Z      Z14, Z13, K1, Z13
+	VADDPS           Z13, Z11, Z11
+	VMOVUPS          Z13, 40960(SI)(R9*4)
+	ADDQ             $0x00000010, R9
+	JMP              sv_exp_13
+
+sv_exp_tail_14:
+	LEAQ             (R8), R10
+	LEAQ             -16(R8), R11
+	MOVQ             R11, R12
+	SARQ             $0x3f, R12
+	NOTQ             R12
+	ANDQ             R12, R11
+	SUBQ             R11, R10
+	MOVL             $0x0000ffff, R12
+	BZHIL            R10, R12, R12
+	KMOVW            R12, K1
+	MOVL             $0x0000ffff, R10
+	BZHIL            R11, R10, R10
+	KMOVW            R10, K2
+	VMOVUPS.Z        (BX)(R9*4), K1, Z12
+	VSUBPS           Z0, Z12, Z12
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z13
+	VRNDSCALEPS      $0x00, Z13, Z13
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z13, Z12
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z13, Z12
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z0
+	VSCALEFPS.Z      Z13, Z0, K2, Z0
+	VADDPS           Z0, Z6, K1, Z6
+	VMOVUPS          Z0, K1, (SI)(R9*4)
+	LEAQ             1(R8), R10
+	LEAQ             -15(R8), R11
+	MOVQ             R11, R12
+	SARQ             $0x3f, R12
+	NOTQ             R12
+	ANDQ             R12, R11
+	SUBQ             R11, R10
+	MOVL             $0x0000ffff, R12
+	BZHIL            R10, R12, R12
+	KMOVW            R12, K1
+	MOVL             $0x0000ffff, R10
+	BZHIL            R11, R10, R10
+	KMOVW            R10, K2
+	VMOVUPS.Z        8192(BX)(R9*4), K1, Z0
+	VSUBPS           Z1, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z13
+	VRNDSCALEPS      $0x00, Z13, Z13
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z13, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z13, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z12
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z12
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z12
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z12
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z12
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z12
+	VSCALEFPS.Z      Z13, Z12, K3, Z12
+	VADDPS           Z12, Z7, K1, Z7
+	VMOVUPS          Z12, K1, 8192(SI)(R9*4)
+	CMPQ             R11, $0x00000000
+	JE               sv_exp_one_15
+	VMOVUPS.Z        8256(BX)(R9*4), K2, Z0
+	VSUBPS           Z1, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z12
+	VRNDSCALEPS      $0x00, Z12, Z12
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z12, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z12, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z12, Z1, K1, Z1
+	VADDPS           Z1, Z7, K2, Z7
+	VMOVUPS          Z1, K2, 8256(SI)(R9*4)
+
+sv_exp_one_15:
+	LEAQ             2(R8), R10
+	LEAQ             -14(R8), R11
+	MOVQ             R11, R12
+	SARQ             $0x3f, R12
+	NOTQ             R12
+	ANDQ             R12, R11
+	SUBQ             R11, R10
+	MOVL             $0x0000ffff, R12
+	BZHIL            R10, R12, R12
+	KMOVW            R12, K1
+	MOVL             $0x0000ffff, R10
+	BZHIL            R11, R10, R10
+	KMOVW            R10, K2
+	VMOVUPS.Z        16384(BX)(R9*4), K1, Z0
+	VSUBPS           Z2, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z12
+	VRNDSCALEPS      $0x00, Z12, Z12
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z12, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z12, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z12, Z1, K3, Z1
+	VADDPS           Z1, Z8, K1, Z8
+	VMOVUPS          Z1, K1, 16384(SI)(R9*4)
+	CMPQ             R11, $0x00000000
+	JE               sv_exp_one_16
+	VMOVUPS.Z        16448(BX)(R9*4), K2, Z0
+	VSUBPS           Z2, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z8, K2, Z8
+	VMOVUPS          Z1, K2, 16448(SI)(R9*4)
+
+sv_exp_one_16:
+	LEAQ             3(R8), R10
+	LEAQ             -13(R8), R11
+	MOVQ             R11, R12
+	SARQ             $0x3f, R12
+	NOTQ             R12
+	ANDQ             R12, R11
+	SUBQ             R11, R10
+	MOVL             $0x0000ffff, R12
+	BZHIL            R10, R12, R12
+	KMOVW            R12, K1
+	MOVL             $0x0000ffff, R10
+	BZHIL            R11, R10, R10
+	KMOVW            R10, K2
+	VMOVUPS.Z        24576(BX)(R9*4), K1, Z0
+	VSUBPS           Z3, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z9, K1, Z9
+	VMOVUPS          Z1, K1, 24576(SI)(R9*4)
+	CMPQ             R11, $0x00000000
+	JE               sv_exp_one_17
+	VMOVUPS.Z        24640(BX)(R9*4), K2, Z0
+	VSUBPS           Z3, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z9, K2, Z9
+	VMOVUPS          Z1, K2, 24640(SI)(R9*4)
+
+sv_exp_one_17:
+	LEAQ             4(R8), R10
+	LEAQ             -12(R8), R11
+	MOVQ             R11, R12
+	SARQ             $0x3f, R12
+	NOTQ             R12
+	ANDQ             R12, R11
+	SUBQ             R11, R10
+	MOVL             $0x0000ffff, R12
+	BZHIL            R10, R12, R12
+	KMOVW            R12, K1
+	MOVL             $0x0000ffff, R10
+	BZHIL            R11, R10, R10
+	KMOVW            R10, K2
+	VMOVUPS.Z        32768(BX)(R9*4), K1, Z0
+	VSUBPS           Z4, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z10, K1, Z10
+	VMOVUPS          Z1, K1, 32768(SI)(R9*4)
+	CMPQ             R11, $0x00000000
+	JE               sv_exp_one_18
+	VMOVUPS.Z        32832(BX)(R9*4), K2, Z0
+	VSUBPS           Z4, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z10, K2, Z10
+	VMOVUPS          Z1, K2, 32832(SI)(R9*4)
+
+sv_exp_one_18:
+	LEAQ             5(R8), R10
+	LEAQ             -11(R8), R11
+	MOVQ             R11, R12
+	SARQ             $0x3f, R12
+	NOTQ             R12
+	ANDQ             R12, R11
+	SUBQ             R11, R10
+	MOVL             $0x0000ffff, R12
+	BZHIL            R10, R12, R12
+	KMOVW            R12, K1
+	MOVL             $0x0000ffff, R10
+	BZHIL            R11, R10, R10
+	KMOVW            R10, K2
+	VMOVUPS.Z        40960(BX)(R9*4), K1, Z0
+	VSUBPS           Z5, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z11, K1, Z11
+	VMOVUPS          Z1, K1, 40960(SI)(R9*4)
+	CMPQ             R11, $0x00000000
+	JE               sv_exp_one_19
+	VMOVUPS.Z        41024(BX)(R9*4), K2, Z0
+	VSUBPS           Z5, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z11, K2, Z11
+	VMOVUPS          Z1, K2, 41024(SI)(R9*4)
+
+sv_exp_one_19:
+	VSHUFF64X2   $0x4e, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VSHUFF64X2   $0xb1, Z6, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z0
+	VADDPS       Z0, Z6, Z6
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z0
+	VMAXPS       Z6, Z0, Z6
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z0
+	VDIVPS       Z6, Z0, Z0
+	VSHUFF64X2   $0x4e, Z7, Z7, Z1
+	VADDPS       Z1, Z7, Z7
+	VSHUFF64X2   $0xb1, Z7, Z7, Z1
+	VADDPS       Z1, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z1
+	VADDPS       Z1, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z1
+	VADDPS       Z1, Z7, Z7
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z1
+	VMAXPS       Z7, Z1, Z7
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z1
+	VDIVPS       Z7, Z1, Z1
+	VSHUFF64X2   $0x4e, Z8, Z8, Z2
+	VADDPS       Z2, Z8, Z8
+	VSHUFF64X2   $0xb1, Z8, Z8, Z2
+	VADDPS       Z2, Z8, Z8
+	VPERMILPS    $0x4e, Z8, Z2
+	VADDPS       Z2, Z8, Z8
+	VPERMILPS    $0xb1, Z8, Z2
+	VADDPS       Z2, Z8, Z8
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z2
+	VMAXPS       Z8, Z2, Z8
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z2
+	VDIVPS       Z8, Z2, Z2
+	VSHUFF64X2   $0x4e, Z9, Z9, Z3
+	VADDPS       Z3, Z9, Z9
+	VSHUFF64X2   $0xb1, Z9, Z9, Z3
+	VADDPS       Z3, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z3
+	VADDPS       Z3, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z3
+	VADDPS       Z3, Z9, Z9
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z3
+	VMAXPS       Z9, Z3, Z9
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z3
+	VDIVPS       Z9, Z3, Z3
+	VSHUFF64X2   $0x4e, Z10, Z10, Z4
+	VADDPS       Z4, Z10, Z10
+	VSHUFF64X2   $0xb1, Z10, Z10, Z4
+	VADDPS       Z4, Z10, Z10
+	VPERMILPS    $0x4e, Z10, Z4
+	VADDPS       Z4, Z10, Z10
+	VPERMILPS    $0xb1, Z10, Z4
+	VADDPS       Z4, Z10, Z10
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z4
+	VMAXPS       Z10, Z4, Z10
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z4
+	VDIVPS       Z10, Z4, Z4
+	VSHUFF64X2   $0x4e, Z11, Z11, Z5
+	VADDPS       Z5, Z11, Z11
+	VSHUFF64X2   $0xb1, Z11, Z11, Z5
+	VADDPS       Z5, Z11, Z11
+	VPERMILPS    $0x4e, Z11, Z5
+	VADDPS       Z5, Z11, Z11
+	VPERMILPS    $0xb1, Z11, Z5
+	VADDPS       Z5, Z11, Z11
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z5
+	VMAXPS       Z11, Z5, Z11
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z5
+	VDIVPS       Z11, Z5, Z5
+	XORQ         BX, BX
+
+sv_scale_20:
+	CMPQ    BX, DI
+	JAE     sv_scale_tail_21
+	VMULPS  (SI)(BX*4), Z0, Z6
+	VMOVUPS Z6, (SI)(BX*4)
+	VMULPS  8192(SI)(BX*4), Z1, Z6
+	VMOVUPS Z6, 8192(SI)(BX*4)
+	VMULPS  16384(SI)(BX*4), Z2, Z6
+	VMOVUPS Z6, 16384(SI)(BX*4)
+	VMULPS  24576(SI)(BX*4), Z3, Z6
+	VMOVUPS Z6, 24576(SI)(BX*4)
+	VMULPS  32768(SI)(BX*4), Z4, Z6
+	VMOVUPS Z6, 32768(SI)(BX*4)
+	VMULPS  40960(SI)(BX*4), Z5, Z6
+	VMOVUPS Z6, 40960(SI)(BX*4)
+	ADDQ    $0x00000010, BX
+	JMP     sv_scale_20
+
+sv_scale_tail_21:
+	LEAQ      (R8), DI
+	LEAQ      -16(R8), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, DI
+	MOVL      $0x0000ffff, R10
+	BZHIL     DI, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, DI
+	BZHIL     R9, DI, DI
+	KMOVW     DI, K2
+	VMOVUPS.Z (SI)(BX*4), K1, Z6
+	VMULPS    Z6, Z0, Z6
+	VMOVUPS   Z6, K1, (SI)(BX*4)
+	LEAQ      1(R8), DI
+	LEAQ      -15(R8), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, DI
+	MOVL      $0x0000ffff, R10
+	BZHIL     DI, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, DI
+	BZHIL     R9, DI, DI
+	KMOVW     DI, K2
+	VMOVUPS.Z 8192(SI)(BX*4), K1, Z0
+	VMULPS    Z0, Z1, Z0
+	VMOVUPS   Z0, K1, 8192(SI)(BX*4)
+	CMPQ      R9, $0x00000000
+	JE        sv_scale_one_22
+	VMOVUPS.Z 8256(SI)(BX*4), K2, Z0
+	VMULPS    Z0, Z1, Z0
+	VMOVUPS   Z0, K2, 8256(SI)(BX*4)
+
+sv_scale_one_22:
+	LEAQ      2(R8), DI
+	LEAQ      -14(R8), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, DI
+	MOVL      $0x0000ffff, R10
+	BZHIL     DI, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, DI
+	BZHIL     R9, DI, DI
+	KMOVW     DI, K2
+	VMOVUPS.Z 16384(SI)(BX*4), K1, Z0
+	VMULPS    Z0, Z2, Z0
+	VMOVUPS   Z0, K1, 16384(SI)(BX*4)
+	CMPQ      R9, $0x00000000
+	JE        sv_scale_one_23
+	VMOVUPS.Z 16448(SI)(BX*4), K2, Z0
+	VMULPS    Z0, Z2, Z0
+	VMOVUPS   Z0, K2, 16448(SI)(BX*4)
+
+sv_scale_one_23:
+	LEAQ      3(R8), DI
+	LEAQ      -13(R8), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, DI
+	MOVL      $0x0000ffff, R10
+	BZHIL     DI, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, DI
+	BZHIL     R9, DI, DI
+	KMOVW     DI, K2
+	VMOVUPS.Z 24576(SI)(BX*4), K1, Z0
+	VMULPS    Z0, Z3, Z0
+	VMOVUPS   Z0, K1, 24576(SI)(BX*4)
+	CMPQ      R9, $0x00000000
+	JE        sv_scale_one_24
+	VMOVUPS.Z 24640(SI)(BX*4), K2, Z0
+	VMULPS    Z0, Z3, Z0
+	VMOVUPS   Z0, K2, 24640(SI)(BX*4)
+
+sv_scale_one_24:
+	LEAQ      4(R8), DI
+	LEAQ      -12(R8), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, DI
+	MOVL      $0x0000ffff, R10
+	BZHIL     DI, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, DI
+	BZHIL     R9, DI, DI
+	KMOVW     DI, K2
+	VMOVUPS.Z 32768(SI)(BX*4), K1, Z0
+	VMULPS    Z0, Z4, Z0
+	VMOVUPS   Z0, K1, 32768(SI)(BX*4)
+	CMPQ      R9, $0x00000000
+	JE        sv_scale_one_25
+	VMOVUPS.Z 32832(SI)(BX*4), K2, Z0
+	VMULPS    Z0, Z4, Z0
+	VMOVUPS   Z0, K2, 32832(SI)(BX*4)
+
+sv_scale_one_25:
+	LEAQ      5(R8), DI
+	LEAQ      -11(R8), R8
+	MOVQ      R8, R9
+	SARQ      $0x3f, R9
+	NOTQ      R9
+	ANDQ      R9, R8
+	SUBQ      R8, DI
+	MOVL      $0x0000ffff, R9
+	BZHIL     DI, R9, R9
+	KMOVW     R9, K1
+	MOVL      $0x0000ffff, DI
+	BZHIL     R8, DI, DI
+	KMOVW     DI, K2
+	VMOVUPS.Z 40960(SI)(BX*4), K1, Z0
+	VMULPS    Z0, Z5, Z0
+	VMOVUPS   Z0, K1, 40960(SI)(BX*4)
+	CMPQ      R8, $0x00000000
+	JE        sv_scale_one_26
+	VMOVUPS.Z 41024(SI)(BX*4), K2, Z0
+	VMULPS    Z0, Z5, Z0
+	VMOVUPS   Z0, K2, 41024(SI)(BX*4)
+
+sv_scale_one_26:
+	ADDQ   $0x00000006, CX
+	DECQ   DX
+	JNZ    svs_softmax_5
+	VXORPS Z0, Z0, Z0
+	MOVQ   AX, CX
+	MOVQ   $0x00000018, DX
+
+svs_zero_27:
+	MOVQ    y_base+80(FP), BX
+	IMUL3Q  $0x00000400, CX, SI
+	ADDQ    SI, BX
+	VMOVUPS Z0, (BX)
+	VMOVUPS Z0, 64(BX)
+	VMOVUPS Z0, 128(BX)
+	VMOVUPS Z0, 192(BX)
+	VMOVUPS Z0, 1024(BX)
+	VMOVUPS Z0, 1088(BX)
+	VMOVUPS Z0, 1152(BX)
+	VMOVUPS Z0, 1216(BX)
+	VMOVUPS Z0, 2048(BX)
+	VMOVUPS Z0, 2112(BX)
+	VMOVUPS Z0, 2176(BX)
+	VMOVUPS Z0, 2240(BX)
+	VMOVUPS Z0, 3072(BX)
+	VMOVUPS Z0, 3136(BX)
+	VMOVUPS Z0, 3200(BX)
+	VMOVUPS Z0, 3264(BX)
+	VMOVUPS Z0, 4096(BX)
+	VMOVUPS Z0, 4160(BX)
+	VMOVUPS Z0, 4224(BX)
+	VMOVUPS Z0, 4288(BX)
+	VMOVUPS Z0, 5120(BX)
+	VMOVUPS Z0, 5184(BX)
+	VMOVUPS Z0, 5248(BX)
+	VMOVUPS Z0, 5312(BX)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svs_zero_27
+	XORQ    BX, BX
+
+svs_chunks_28:
+	CMPQ    BX, AX
+	JG      svs_tail_29
+	LEAQ    256(BX), SI
+	LEAQ    1(AX), CX
+	CMPQ    SI, CX
+	CMOVQGT CX, SI
+	MOVQ    AX, CX
+	MOVQ    $0x00000018, DX
+
+svs_rect_30:
+	MOVQ    y_base+80(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 1024(DI), Z4
+	VMOVUPS 1088(DI), Z5
+	VMOVUPS 1152(DI), Z6
+	VMOVUPS 1216(DI), Z7
+	VMOVUPS 2048(DI), Z8
+	VMOVUPS 2112(DI), Z9
+	VMOVUPS 2176(DI), Z10
+	VMOVUPS 2240(DI), Z11
+	VMOVUPS 3072(DI), Z12
+	VMOVUPS 3136(DI), Z13
+	VMOVUPS 3200(DI), Z14
+	VMOVUPS 3264(DI), Z15
+	VMOVUPS 4096(DI), Z16
+	VMOVUPS 4160(DI), Z17
+	VMOVUPS 4224(DI), Z18
+	VMOVUPS 4288(DI), Z19
+	VMOVUPS 5120(DI), Z20
+	VMOVUPS 5184(DI), Z21
+	VMOVUPS 5248(DI), Z22
+	VMOVUPS 5312(DI), Z23
+	MOVQ    a_base+32(FP), R8
+	IMUL3Q  $0x00002000, CX, R9
+	ADDQ    R9, R8
+	MOVQ    BX, R10
+	IMUL3Q  $0x00000400, R10, R9
+	MOVQ    v_base+56(FP), R11
+	ADDQ    R11, R9
+
+svs_prod_31:
+	CMPQ         R10, SI
+	JGE          svs_prod_out_32
+	VMOVUPS      (R9), Z24
+	VMOVUPS      64(R9), Z25
+	VMOVUPS      128(R9), Z26
+	VMOVUPS      192(R9), Z27
+	VBROADCASTSS (R8)(R10*4), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 8192(R8)(R10*4), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 16384(R8)(R10*4), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 24576(R8)(R10*4), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 32768(R8)(R10*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 40960(R8)(R10*4), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_prod_31
+
+svs_prod_out_32:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 1024(DI)
+	VMOVUPS Z5, 1088(DI)
+	VMOVUPS Z6, 1152(DI)
+	VMOVUPS Z7, 1216(DI)
+	VMOVUPS Z8, 2048(DI)
+	VMOVUPS Z9, 2112(DI)
+	VMOVUPS Z10, 2176(DI)
+	VMOVUPS Z11, 2240(DI)
+	VMOVUPS Z12, 3072(DI)
+	VMOVUPS Z13, 3136(DI)
+	VMOVUPS Z14, 3200(DI)
+	VMOVUPS Z15, 3264(DI)
+	VMOVUPS Z16, 4096(DI)
+	VMOVUPS Z17, 4160(DI)
+	VMOVUPS Z18, 4224(DI)
+	VMOVUPS Z19, 4288(DI)
+	VMOVUPS Z20, 5120(DI)
+	VMOVUPS Z21, 5184(DI)
+	VMOVUPS Z22, 5248(DI)
+	VMOVUPS Z23, 5312(DI)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svs_rect_30
+	ADDQ    $0x00000100, BX
+	JMP     svs_chunks_28
+
+svs_tail_29:
+	LEAQ 1(AX), BX
+	MOVQ AX, CX
+	MOVQ $0x00000018, DX
+
+svs_own_33:
+	MOVQ    y_base+80(FP), SI
+	IMUL3Q  $0x00000400, CX, DI
+	ADDQ    DI, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 1024(SI), Z4
+	VMOVUPS 1088(SI), Z5
+	VMOVUPS 1152(SI), Z6
+	VMOVUPS 1216(SI), Z7
+	VMOVUPS 2048(SI), Z8
+	VMOVUPS 2112(SI), Z9
+	VMOVUPS 2176(SI), Z10
+	VMOVUPS 2240(SI), Z11
+	VMOVUPS 3072(SI), Z12
+	VMOVUPS 3136(SI), Z13
+	VMOVUPS 3200(SI), Z14
+	VMOVUPS 3264(SI), Z15
+	VMOVUPS 4096(SI), Z16
+	VMOVUPS 4160(SI), Z17
+	VMOVUPS 4224(SI), Z18
+	VMOVUPS 4288(SI), Z19
+	VMOVUPS 5120(SI), Z20
+	VMOVUPS 5184(SI), Z21
+	VMOVUPS 5248(SI), Z22
+	VMOVUPS 5312(SI), Z23
+	MOVQ    a_base+32(FP), DI
+	IMUL3Q  $0x00002000, CX, R8
+	ADDQ    R8, DI
+	MOVQ    BX, R9
+	IMUL3Q  $0x00000400, R9, R8
+	MOVQ    v_base+56(FP), R10
+	ADDQ    R10, R8
+
+svs_prod_34:
+	CMPQ         R9, CX
+	JG           svs_prod_out_35
+	VMOVUPS      (R8), Z24
+	VMOVUPS      64(R8), Z25
+	VMOVUPS      128(R8), Z26
+	VMOVUPS      192(R8), Z27
+	VBROADCASTSS (DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 8192(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 16384(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 24576(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 32768(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 40960(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_prod_34
+
+svs_prod_out_35:
+	VMOVUPS      (R8), Z24
+	VMOVUPS      64(R8), Z25
+	VMOVUPS      128(R8), Z26
+	VMOVUPS      192(R8), Z27
+	VBROADCASTSS 8192(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 16384(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 24576(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 32768(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 40960(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	VMOVUPS      1024(R8), Z24
+	VMOVUPS      1088(R8), Z25
+	VMOVUPS      1152(R8), Z26
+	VMOVUPS      1216(R8), Z27
+	VBROADCASTSS 16388(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 24580(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 32772(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 40964(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	VMOVUPS      2048(R8), Z24
+	VMOVUPS      2112(R8), Z25
+	VMOVUPS      2176(R8), Z26
+	VMOVUPS      2240(R8), Z27
+	VBROADCASTSS 24584(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 32776(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 40968(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	VMOVUPS      3072(R8), Z24
+	VMOVUPS      3136(R8), Z25
+	VMOVUPS      3200(R8), Z26
+	VMOVUPS      3264(R8), Z27
+	VBROADCASTSS 32780(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 40972(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	VMOVUPS      4096(R8), Z24
+	VMOVUPS      4160(R8), Z25
+	VMOVUPS      4224(R8), Z26
+	VMOVUPS      4288(R8), Z27
+	VBROADCASTSS 40976(DI)(R9*4), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	VMOVUPS      Z4, 1024(SI)
+	VMOVUPS      Z5, 1088(SI)
+	VMOVUPS      Z6, 1152(SI)
+	VMOVUPS      Z7, 1216(SI)
+	VMOVUPS      Z8, 2048(SI)
+	VMOVUPS      Z9, 2112(SI)
+	VMOVUPS      Z10, 2176(SI)
+	VMOVUPS      Z11, 2240(SI)
+	VMOVUPS      Z12, 3072(SI)
+	VMOVUPS      Z13, 3136(SI)
+	VMOVUPS      Z14, 3200(SI)
+	VMOVUPS      Z15, 3264(SI)
+	VMOVUPS      Z16, 4096(SI)
+	VMOVUPS      Z17, 4160(SI)
+	VMOVUPS      Z18, 4224(SI)
+	VMOVUPS      Z19, 4288(SI)
+	VMOVUPS      Z20, 5120(SI)
+	VMOVUPS      Z21, 5184(SI)
+	VMOVUPS      Z22, 5248(SI)
+	VMOVUPS      Z23, 5312(SI)
+	ADDQ         $0x00000006, CX
+	DECQ         DX
+	JNZ          svs_own_33
+	SUBQ         $0x00000090, AX
+	JMP          sv_supers_3
+
+sv_rest_4:
+	ADDQ $0x00000090, AX
 	SUBQ $0x00000006, AX
 
-sv_blocks_3:
+sv_blocks_36:
 	CMPQ         AX, $0x00000000
 	JL           sv_singles_2
 	MOVQ         b_base+8(FP), CX
@@ -31,9 +1228,9 @@ sv_blocks_3:
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z5
 	XORQ         DI, DI
 
-sv_max_4:
+sv_max_37:
 	CMPQ   DI, BX
-	JAE    sv_max_tail_5
+	JAE    sv_max_tail_38
 	VMAXPS (CX)(DI*4), Z0, Z0
 	VMAXPS 8192(CX)(DI*4), Z1, Z1
 	VMAXPS 16384(CX)(DI*4), Z2, Z2
@@ -41,9 +1238,9 @@ sv_max_4:
 	VMAXPS 32768(CX)(DI*4), Z4, Z4
 	VMAXPS 40960(CX)(DI*4), Z5, Z5
 	ADDQ   $0x00000010, DI
-	JMP    sv_max_4
+	JMP    sv_max_37
 
-sv_max_tail_5:
+sv_max_tail_38:
 	LEAQ      (SI), R8
 	LEAQ      -16(SI), R9
 	MOVQ      R9, R10
@@ -75,11 +1272,11 @@ sv_max_tail_5:
 	VMOVUPS.Z 8192(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z1, K1, Z1
 	CMPQ      R9, $0x00000000
-	JE        sv_max_one_6
+	JE        sv_max_one_39
 	VMOVUPS.Z 8256(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z1, K2, Z1
 
-sv_max_one_6:
+sv_max_one_39:
 	LEAQ      2(SI), R8
 	LEAQ      -14(SI), R9
 	MOVQ      R9, R10
@@ -96,11 +1293,11 @@ sv_max_one_6:
 	VMOVUPS.Z 16384(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z2, K1, Z2
 	CMPQ      R9, $0x00000000
-	JE        sv_max_one_7
+	JE        sv_max_one_40
 	VMOVUPS.Z 16448(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z2, K2, Z2
 
-sv_max_one_7:
+sv_max_one_40:
 	LEAQ      3(SI), R8
 	LEAQ      -13(SI), R9
 	MOVQ      R9, R10
@@ -117,11 +1314,11 @@ sv_max_one_7:
 	VMOVUPS.Z 24576(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z3, K1, Z3
 	CMPQ      R9, $0x00000000
-	JE        sv_max_one_8
+	JE        sv_max_one_41
 	VMOVUPS.Z 24640(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z3, K2, Z3
 
-sv_max_one_8:
+sv_max_one_41:
 	LEAQ      4(SI), R8
 	LEAQ      -12(SI), R9
 	MOVQ      R9, R10
@@ -138,11 +1335,11 @@ sv_max_one_8:
 	VMOVUPS.Z 32768(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z4, K1, Z4
 	CMPQ      R9, $0x00000000
-	JE        sv_max_one_9
+	JE        sv_max_one_42
 	VMOVUPS.Z 32832(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z4, K2, Z4
 
-sv_max_one_9:
+sv_max_one_42:
 	LEAQ      5(SI), R8
 	LEAQ      -11(SI), R9
 	MOVQ      R9, R10
@@ -159,11 +1356,11 @@ sv_max_one_9:
 	VMOVUPS.Z 40960(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z5, K1, Z5
 	CMPQ      R9, $0x00000000
-	JE        sv_max_one_10
+	JE        sv_max_one_43
 	VMOVUPS.Z 41024(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z5, K2, Z5
 
-sv_max_one_10:
+sv_max_one_43:
 	VSHUFF64X2   $0x4e, Z0, Z0, Z6
 	VMAXPS       Z6, Z0, Z0
 	VSHUFF64X2   $0xb1, Z0, Z0, Z6
@@ -232,9 +1429,9 @@ sv_max_one_10:
 	VXORPS       Z11, Z11, Z11
 	XORQ         DI, DI
 
-sv_exp_11:
+sv_exp_44:
 	CMPQ             DI, BX
-	JAE              sv_exp_tail_12
+	JAE              sv_exp_tail_45
 	VMOVUPS          (CX)(DI*4), Z12
 	VSUBPS           Z0, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
@@ -332,9 +1529,9 @@ sv_exp_11:
 	VADDPS           Z13, Z11, Z11
 	VMOVUPS          Z13, 40960(DX)(DI*4)
 	ADDQ             $0x00000010, DI
-	JMP              sv_exp_11
+	JMP              sv_exp_44
 
-sv_exp_tail_12:
+sv_exp_tail_45:
 	LEAQ             (SI), R8
 	LEAQ             -16(SI), R9
 	MOVQ             R9, R10
@@ -394,7 +1591,7 @@ sv_exp_tail_12:
 	VADDPS           Z12, Z7, K1, Z7
 	VMOVUPS          Z12, K1, 8192(DX)(DI*4)
 	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_13
+	JE               sv_exp_one_46
 	VMOVUPS.Z        8256(CX)(DI*4), K2, Z0
 	VSUBPS           Z1, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
@@ -412,7 +1609,7 @@ sv_exp_tail_12:
 	VADDPS           Z1, Z7, K2, Z7
 	VMOVUPS          Z1, K2, 8256(DX)(DI*4)
 
-sv_exp_one_13:
+sv_exp_one_46:
 	LEAQ             2(SI), R8
 	LEAQ             -14(SI), R9
 	MOVQ             R9, R10
@@ -443,7 +1640,7 @@ sv_exp_one_13:
 	VADDPS           Z1, Z8, K1, Z8
 	VMOVUPS          Z1, K1, 16384(DX)(DI*4)
 	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_14
+	JE               sv_exp_one_47
 	VMOVUPS.Z        16448(CX)(DI*4), K2, Z0
 	VSUBPS           Z2, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
@@ -461,7 +1658,7 @@ sv_exp_one_13:
 	VADDPS           Z1, Z8, K2, Z8
 	VMOVUPS          Z1, K2, 16448(DX)(DI*4)
 
-sv_exp_one_14:
+sv_exp_one_47:
 	LEAQ             3(SI), R8
 	LEAQ             -13(SI), R9
 	MOVQ             R9, R10
@@ -492,7 +1689,7 @@ sv_exp_one_14:
 	VADDPS           Z1, Z9, K1, Z9
 	VMOVUPS          Z1, K1, 24576(DX)(DI*4)
 	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_15
+	JE               sv_exp_one_48
 	VMOVUPS.Z        24640(CX)(DI*4), K2, Z0
 	VSUBPS           Z3, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
@@ -510,7 +1707,7 @@ sv_exp_one_14:
 	VADDPS           Z1, Z9, K2, Z9
 	VMOVUPS          Z1, K2, 24640(DX)(DI*4)
 
-sv_exp_one_15:
+sv_exp_one_48:
 	LEAQ             4(SI), R8
 	LEAQ             -12(SI), R9
 	MOVQ             R9, R10
@@ -541,7 +1738,7 @@ sv_exp_one_15:
 	VADDPS           Z1, Z10, K1, Z10
 	VMOVUPS          Z1, K1, 32768(DX)(DI*4)
 	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_16
+	JE               sv_exp_one_49
 	VMOVUPS.Z        32832(CX)(DI*4), K2, Z0
 	VSUBPS           Z4, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
@@ -559,7 +1756,7 @@ sv_exp_one_15:
 	VADDPS           Z1, Z10, K2, Z10
 	VMOVUPS          Z1, K2, 32832(DX)(DI*4)
 
-sv_exp_one_16:
+sv_exp_one_49:
 	LEAQ             5(SI), R8
 	LEAQ             -11(SI), R9
 	MOVQ             R9, R10
@@ -590,7 +1787,7 @@ sv_exp_one_16:
 	VADDPS           Z1, Z11, K1, Z11
 	VMOVUPS          Z1, K1, 40960(DX)(DI*4)
 	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_17
+	JE               sv_exp_one_50
 	VMOVUPS.Z        41024(CX)(DI*4), K2, Z0
 	VSUBPS           Z5, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
@@ -608,7 +1805,7 @@ sv_exp_one_16:
 	VADDPS           Z1, Z11, K2, Z11
 	VMOVUPS          Z1, K2, 41024(DX)(DI*4)
 
-sv_exp_one_17:
+sv_exp_one_50:
 	VSHUFF64X2   $0x4e, Z6, Z6, Z0
 	VADDPS       Z0, Z6, Z6
 	VSHUFF64X2   $0xb1, Z6, Z6, Z0
@@ -683,9 +1880,9 @@ sv_exp_one_17:
 	VDIVPS       Z11, Z5, Z5
 	XORQ         CX, CX
 
-sv_scale_18:
+sv_scale_51:
 	CMPQ    CX, BX
-	JAE     sv_scale_tail_19
+	JAE     sv_scale_tail_52
 	VMULPS  (DX)(CX*4), Z0, Z6
 	VMOVUPS Z6, (DX)(CX*4)
 	VMULPS  8192(DX)(CX*4), Z1, Z6
@@ -699,9 +1896,9 @@ sv_scale_18:
 	VMULPS  40960(DX)(CX*4), Z5, Z6
 	VMOVUPS Z6, 40960(DX)(CX*4)
 	ADDQ    $0x00000010, CX
-	JMP     sv_scale_18
+	JMP     sv_scale_51
 
-sv_scale_tail_19:
+sv_scale_tail_52:
 	LEAQ      (SI), BX
 	LEAQ      -16(SI), DI
 	MOVQ      DI, R8
@@ -735,12 +1932,12 @@ sv_scale_tail_19:
 	VMULPS    Z0, Z1, Z0
 	VMOVUPS   Z0, K1, 8192(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_20
+	JE        sv_scale_one_53
 	VMOVUPS.Z 8256(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z1, Z0
 	VMOVUPS   Z0, K2, 8256(DX)(CX*4)
 
-sv_scale_one_20:
+sv_scale_one_53:
 	LEAQ      2(SI), BX
 	LEAQ      -14(SI), DI
 	MOVQ      DI, R8
@@ -758,12 +1955,12 @@ sv_scale_one_20:
 	VMULPS    Z0, Z2, Z0
 	VMOVUPS   Z0, K1, 16384(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_21
+	JE        sv_scale_one_54
 	VMOVUPS.Z 16448(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z2, Z0
 	VMOVUPS   Z0, K2, 16448(DX)(CX*4)
 
-sv_scale_one_21:
+sv_scale_one_54:
 	LEAQ      3(SI), BX
 	LEAQ      -13(SI), DI
 	MOVQ      DI, R8
@@ -781,12 +1978,12 @@ sv_scale_one_21:
 	VMULPS    Z0, Z3, Z0
 	VMOVUPS   Z0, K1, 24576(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_22
+	JE        sv_scale_one_55
 	VMOVUPS.Z 24640(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z3, Z0
 	VMOVUPS   Z0, K2, 24640(DX)(CX*4)
 
-sv_scale_one_22:
+sv_scale_one_55:
 	LEAQ      4(SI), BX
 	LEAQ      -12(SI), DI
 	MOVQ      DI, R8
@@ -804,12 +2001,12 @@ sv_scale_one_22:
 	VMULPS    Z0, Z4, Z0
 	VMOVUPS   Z0, K1, 32768(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_23
+	JE        sv_scale_one_56
 	VMOVUPS.Z 32832(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z4, Z0
 	VMOVUPS   Z0, K2, 32832(DX)(CX*4)
 
-sv_scale_one_23:
+sv_scale_one_56:
 	LEAQ      5(SI), BX
 	LEAQ      -11(SI), SI
 	MOVQ      SI, DI
@@ -827,12 +2024,12 @@ sv_scale_one_23:
 	VMULPS    Z0, Z5, Z0
 	VMOVUPS   Z0, K1, 40960(DX)(CX*4)
 	CMPQ      SI, $0x00000000
-	JE        sv_scale_one_24
+	JE        sv_scale_one_57
 	VMOVUPS.Z 41024(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z5, Z0
 	VMOVUPS   Z0, K2, 41024(DX)(CX*4)
 
-sv_scale_one_24:
+sv_scale_one_57:
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -863,7 +2060,7 @@ sv_scale_one_24:
 	MOVQ   v_base+56(FP), DX
 	XORQ   BX, BX
 
-sv_prod_25:
+sv_prod_58:
 	VMOVUPS      (DX), Z24
 	VMOVUPS      64(DX), Z25
 	VMOVUPS      128(DX), Z26
@@ -901,7 +2098,7 @@ sv_prod_25:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_25
+	JLE          sv_prod_58
 	VMOVUPS      (DX), Z24
 	VMOVUPS      64(DX), Z25
 	VMOVUPS      128(DX), Z26
@@ -1025,13 +2222,13 @@ sv_prod_25:
 	VMOVUPS      Z22, 5248(CX)
 	VMOVUPS      Z23, 5312(CX)
 	SUBQ         $0x00000006, AX
-	JMP          sv_blocks_3
+	JMP          sv_blocks_36
 
 sv_singles_2:
 	ADDQ $0x00000006, AX
 	XORQ CX, CX
 
-sv_single_26:
+sv_single_59:
 	CMPQ         CX, AX
 	JGE          sv_done_1
 	MOVQ         b_base+8(FP), DX
@@ -1047,14 +2244,14 @@ sv_single_26:
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
 	XORQ         R8, R8
 
-sv_max_27:
+sv_max_60:
 	CMPQ   R8, SI
-	JAE    sv_max_tail_28
+	JAE    sv_max_tail_61
 	VMAXPS (DX)(R8*4), Z0, Z0
 	ADDQ   $0x00000010, R8
-	JMP    sv_max_27
+	JMP    sv_max_60
 
-sv_max_tail_28:
+sv_max_tail_61:
 	LEAQ         (DI), R9
 	LEAQ         -16(DI), R10
 	MOVQ         R10, R11
@@ -1083,9 +2280,9 @@ sv_max_tail_28:
 	VXORPS       Z1, Z1, Z1
 	XORQ         R8, R8
 
-sv_exp_29:
+sv_exp_62:
 	CMPQ             R8, SI
-	JAE              sv_exp_tail_30
+	JAE              sv_exp_tail_63
 	VMOVUPS          (DX)(R8*4), Z2
 	VSUBPS           Z0, Z2, Z2
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
@@ -1103,9 +2300,9 @@ sv_exp_29:
 	VADDPS           Z3, Z1, Z1
 	VMOVUPS          Z3, (BX)(R8*4)
 	ADDQ             $0x00000010, R8
-	JMP              sv_exp_29
+	JMP              sv_exp_62
 
-sv_exp_tail_30:
+sv_exp_tail_63:
 	LEAQ             (DI), R9
 	LEAQ             -16(DI), R10
 	MOVQ             R10, R11
@@ -1149,15 +2346,15 @@ sv_exp_tail_30:
 	VDIVPS           Z1, Z0, Z0
 	XORQ             DX, DX
 
-sv_scale_31:
+sv_scale_64:
 	CMPQ    DX, SI
-	JAE     sv_scale_tail_32
+	JAE     sv_scale_tail_65
 	VMULPS  (BX)(DX*4), Z0, Z1
 	VMOVUPS Z1, (BX)(DX*4)
 	ADDQ    $0x00000010, DX
-	JMP     sv_scale_31
+	JMP     sv_scale_64
 
-sv_scale_tail_32:
+sv_scale_tail_65:
 	LEAQ      (DI), SI
 	LEAQ      -16(DI), DI
 	MOVQ      DI, R8
@@ -1184,7 +2381,7 @@ sv_scale_tail_32:
 	MOVQ      v_base+56(FP), BX
 	XORQ      SI, SI
 
-sv_prod_33:
+sv_prod_66:
 	VMOVUPS      (BX), Z4
 	VMOVUPS      64(BX), Z5
 	VMOVUPS      128(BX), Z6
@@ -1197,7 +2394,7 @@ sv_prod_33:
 	ADDQ         $0x00000400, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_33
+	JLE          sv_prod_66
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -1206,7 +2403,7 @@ sv_prod_33:
 	VMOVUPS      Z2, 128(DX)
 	VMOVUPS      Z3, 192(DX)
 	INCQ         CX
-	JMP          sv_single_26
+	JMP          sv_single_59
 
 sv_done_1:
 	VZEROUPPER
@@ -1255,11 +2452,350 @@ DATA sv_one_3f800000<>+0(SB)/4, $0x3f800000
 GLOBL sv_one_3f800000<>(SB), RODATA|NOPTR, $4
 
 // func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
-// Requires: AVX, AVX512DQ, AVX512F, BMI2
-TEXT ·softmaxValueBackAVX512(SB), $32768-128
+// Requires: AVX, AVX512DQ, AVX512F, BMI2, CMOV
+TEXT ·softmaxValueBackAVX512(SB), $131072-128
 	XORQ AX, AX
 
-svb_blocks_2:
+svb_supers_2:
+	MOVQ t+0(FP), CX
+	LEAQ 144(AX), DX
+	CMPQ DX, CX
+	JG   svb_rest_3
+	LEAQ 144(AX), BX
+	MOVQ AX, CX
+	MOVQ $0x00000018, DX
+
+svbs_own_4:
+	MOVQ         dv_base+104(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VXORPS       Z0, Z0, Z0
+	VXORPS       Z1, Z1, Z1
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Z3, Z3, Z3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Z5, Z5, Z5
+	VXORPS       Z6, Z6, Z6
+	VXORPS       Z7, Z7, Z7
+	VXORPS       Z8, Z8, Z8
+	VXORPS       Z9, Z9, Z9
+	VXORPS       Z10, Z10, Z10
+	VXORPS       Z11, Z11, Z11
+	VXORPS       Z12, Z12, Z12
+	VXORPS       Z13, Z13, Z13
+	VXORPS       Z14, Z14, Z14
+	VXORPS       Z15, Z15, Z15
+	VXORPS       Z16, Z16, Z16
+	VXORPS       Z17, Z17, Z17
+	VXORPS       Z18, Z18, Z18
+	VXORPS       Z19, Z19, Z19
+	VXORPS       Z20, Z20, Z20
+	VXORPS       Z21, Z21, Z21
+	VXORPS       Z22, Z22, Z22
+	VXORPS       Z23, Z23, Z23
+	MOVQ         a_base+8(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         dy_base+56(FP), R8
+	IMUL3Q       $0x00000400, CX, R9
+	ADDQ         R9, R8
+	LEAQ         (DI)(CX*4), DI
+	VMOVUPS      (R8), Z24
+	VMOVUPS      64(R8), Z25
+	VMOVUPS      128(R8), Z26
+	VMOVUPS      192(R8), Z27
+	VBROADCASTSS (DI), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VMOVUPS      1024(R8), Z24
+	VMOVUPS      1088(R8), Z25
+	VMOVUPS      1152(R8), Z26
+	VMOVUPS      1216(R8), Z27
+	VBROADCASTSS 8192(DI), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 8196(DI), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VMOVUPS      2048(R8), Z24
+	VMOVUPS      2112(R8), Z25
+	VMOVUPS      2176(R8), Z26
+	VMOVUPS      2240(R8), Z27
+	VBROADCASTSS 16384(DI), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 16388(DI), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 16392(DI), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VMOVUPS      3072(R8), Z24
+	VMOVUPS      3136(R8), Z25
+	VMOVUPS      3200(R8), Z26
+	VMOVUPS      3264(R8), Z27
+	VBROADCASTSS 24576(DI), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 24580(DI), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 24584(DI), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 24588(DI), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VMOVUPS      4096(R8), Z24
+	VMOVUPS      4160(R8), Z25
+	VMOVUPS      4224(R8), Z26
+	VMOVUPS      4288(R8), Z27
+	VBROADCASTSS 32768(DI), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 32772(DI), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 32776(DI), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 32780(DI), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 32784(DI), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	LEAQ         5(CX), R9
+	ADDQ         $0x0000a000, DI
+	ADDQ         $0x00001400, R8
+
+svs_dv_5:
+	CMPQ         R9, BX
+	JGE          svs_dv_out_6
+	VMOVUPS      (R8), Z24
+	VMOVUPS      64(R8), Z25
+	VMOVUPS      128(R8), Z26
+	VMOVUPS      192(R8), Z27
+	VBROADCASTSS (DI), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 4(DI), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 8(DI), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 12(DI), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 16(DI), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 20(DI), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         $0x00002000, DI
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_dv_5
+
+svs_dv_out_6:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 1024(SI)
+	VMOVUPS Z5, 1088(SI)
+	VMOVUPS Z6, 1152(SI)
+	VMOVUPS Z7, 1216(SI)
+	VMOVUPS Z8, 2048(SI)
+	VMOVUPS Z9, 2112(SI)
+	VMOVUPS Z10, 2176(SI)
+	VMOVUPS Z11, 2240(SI)
+	VMOVUPS Z12, 3072(SI)
+	VMOVUPS Z13, 3136(SI)
+	VMOVUPS Z14, 3200(SI)
+	VMOVUPS Z15, 3264(SI)
+	VMOVUPS Z16, 4096(SI)
+	VMOVUPS Z17, 4160(SI)
+	VMOVUPS Z18, 4224(SI)
+	VMOVUPS Z19, 4288(SI)
+	VMOVUPS Z20, 5120(SI)
+	VMOVUPS Z21, 5184(SI)
+	VMOVUPS Z22, 5248(SI)
+	VMOVUPS Z23, 5312(SI)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svbs_own_4
+
+svbs_chunks_7:
+	MOVQ    t+0(FP), CX
+	CMPQ    BX, CX
+	JGE     svbs_done_8
+	LEAQ    256(BX), SI
+	CMPQ    SI, CX
+	CMOVQGT CX, SI
+	MOVQ    AX, CX
+	MOVQ    $0x00000018, DX
+
+svbs_rect_9:
+	MOVQ    dv_base+104(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 1024(DI), Z4
+	VMOVUPS 1088(DI), Z5
+	VMOVUPS 1152(DI), Z6
+	VMOVUPS 1216(DI), Z7
+	VMOVUPS 2048(DI), Z8
+	VMOVUPS 2112(DI), Z9
+	VMOVUPS 2176(DI), Z10
+	VMOVUPS 2240(DI), Z11
+	VMOVUPS 3072(DI), Z12
+	VMOVUPS 3136(DI), Z13
+	VMOVUPS 3200(DI), Z14
+	VMOVUPS 3264(DI), Z15
+	VMOVUPS 4096(DI), Z16
+	VMOVUPS 4160(DI), Z17
+	VMOVUPS 4224(DI), Z18
+	VMOVUPS 4288(DI), Z19
+	VMOVUPS 5120(DI), Z20
+	VMOVUPS 5184(DI), Z21
+	VMOVUPS 5248(DI), Z22
+	VMOVUPS 5312(DI), Z23
+	MOVQ    a_base+8(FP), R8
+	IMUL3Q  $0x00002000, BX, R9
+	ADDQ    R9, R8
+	MOVQ    dy_base+56(FP), R9
+	IMUL3Q  $0x00000400, BX, R10
+	ADDQ    R10, R9
+	LEAQ    (R8)(CX*4), R8
+	MOVQ    BX, R10
+
+svs_dv_10:
+	CMPQ         R10, SI
+	JGE          svs_dv_out_11
+	VMOVUPS      (R9), Z24
+	VMOVUPS      64(R9), Z25
+	VMOVUPS      128(R9), Z26
+	VMOVUPS      192(R9), Z27
+	VBROADCASTSS (R8), Z28
+	VFMADD231PS  Z24, Z28, Z0
+	VFMADD231PS  Z25, Z28, Z1
+	VFMADD231PS  Z26, Z28, Z2
+	VFMADD231PS  Z27, Z28, Z3
+	VBROADCASTSS 4(R8), Z28
+	VFMADD231PS  Z24, Z28, Z4
+	VFMADD231PS  Z25, Z28, Z5
+	VFMADD231PS  Z26, Z28, Z6
+	VFMADD231PS  Z27, Z28, Z7
+	VBROADCASTSS 8(R8), Z28
+	VFMADD231PS  Z24, Z28, Z8
+	VFMADD231PS  Z25, Z28, Z9
+	VFMADD231PS  Z26, Z28, Z10
+	VFMADD231PS  Z27, Z28, Z11
+	VBROADCASTSS 12(R8), Z28
+	VFMADD231PS  Z24, Z28, Z12
+	VFMADD231PS  Z25, Z28, Z13
+	VFMADD231PS  Z26, Z28, Z14
+	VFMADD231PS  Z27, Z28, Z15
+	VBROADCASTSS 16(R8), Z28
+	VFMADD231PS  Z24, Z28, Z16
+	VFMADD231PS  Z25, Z28, Z17
+	VFMADD231PS  Z26, Z28, Z18
+	VFMADD231PS  Z27, Z28, Z19
+	VBROADCASTSS 20(R8), Z28
+	VFMADD231PS  Z24, Z28, Z20
+	VFMADD231PS  Z25, Z28, Z21
+	VFMADD231PS  Z26, Z28, Z22
+	VFMADD231PS  Z27, Z28, Z23
+	ADDQ         $0x00002000, R8
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_dv_10
+
+svs_dv_out_11:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 1024(DI)
+	VMOVUPS Z5, 1088(DI)
+	VMOVUPS Z6, 1152(DI)
+	VMOVUPS Z7, 1216(DI)
+	VMOVUPS Z8, 2048(DI)
+	VMOVUPS Z9, 2112(DI)
+	VMOVUPS Z10, 2176(DI)
+	VMOVUPS Z11, 2240(DI)
+	VMOVUPS Z12, 3072(DI)
+	VMOVUPS Z13, 3136(DI)
+	VMOVUPS Z14, 3200(DI)
+	VMOVUPS Z15, 3264(DI)
+	VMOVUPS Z16, 4096(DI)
+	VMOVUPS Z17, 4160(DI)
+	VMOVUPS Z18, 4224(DI)
+	VMOVUPS Z19, 4288(DI)
+	VMOVUPS Z20, 5120(DI)
+	VMOVUPS Z21, 5184(DI)
+	VMOVUPS Z22, 5248(DI)
+	VMOVUPS Z23, 5312(DI)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svbs_rect_9
+	ADDQ    $0x00000100, BX
+	JMP     svbs_chunks_7
+
+svbs_done_8:
+	ADDQ $0x00000090, AX
+	JMP  svb_supers_2
+
+svb_rest_3:
+svb_blocks_12:
 	MOVQ         t+0(FP), CX
 	LEAQ         6(AX), DX
 	CMPQ         DX, CX
@@ -1394,7 +2930,7 @@ svb_blocks_2:
 	ADDQ         $0x00001400, DX
 	MOVQ         t+0(FP), SI
 
-svb_dv_3:
+svb_dv_13:
 	VMOVUPS      (DX), Z24
 	VMOVUPS      64(DX), Z25
 	VMOVUPS      128(DX), Z26
@@ -1433,7 +2969,7 @@ svb_dv_3:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_3
+	JL           svb_dv_13
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -1462,12 +2998,12 @@ svb_dv_3:
 	VMOVUPS      Z22, 5248(CX)
 	VMOVUPS      Z23, 5312(CX)
 	ADDQ         $0x00000006, AX
-	JMP          svb_blocks_2
+	JMP          svb_blocks_12
 
 svb_singles_1:
 	MOVQ   t+0(FP), CX
 	CMPQ   AX, CX
-	JGE    svb_phase2_4
+	JGE    svb_phase2_14
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -1481,7 +3017,7 @@ svb_singles_1:
 	LEAQ   (AX), BX
 	MOVQ   t+0(FP), SI
 
-svb_dv_5:
+svb_dv_15:
 	VMOVUPS      (DX), Z4
 	VMOVUPS      64(DX), Z5
 	VMOVUPS      128(DX), Z6
@@ -1495,7 +3031,7 @@ svb_dv_5:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_5
+	JL           svb_dv_15
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -1506,29 +3042,29 @@ svb_dv_5:
 	INCQ         AX
 	JMP          svb_singles_1
 
-svb_phase2_4:
+svb_phase2_14:
 	XORQ AX, AX
 	MOVQ t+0(FP), CX
 	CMPQ CX, $0x00000010
-	JL   svb_row_7
+	JL   svb_row_17
 
-svb_rows_6:
+svb_rows_16:
 	MOVQ   t+0(FP), CX
-	LEAQ   4(AX), DX
+	LEAQ   16(AX), DX
 	CMPQ   DX, CX
-	JG     svb_row_7
+	JG     svb_row_17
 	MOVQ   dy_base+56(FP), CX
 	IMUL3Q $0x00000400, AX, DX
 	ADDQ   DX, CX
-	LEAQ   4(AX), DX
+	LEAQ   16(AX), DX
 	MOVQ   v_base+32(FP), SI
 	XORQ   BX, BX
 	LEAQ   (SP), DI
 
-svb_pblocks_9:
+svb_pblocks_19:
 	LEAQ          4(BX), R8
 	CMPQ          R8, DX
-	JG            svb_ptail_10
+	JG            svb_ptail_20
 	VXORPS        Z0, Z0, Z0
 	VXORPS        Z1, Z1, Z1
 	VXORPS        Z2, Z2, Z2
@@ -1690,20 +3226,503 @@ svb_pblocks_9:
 	VEXTRACTF32X4 $0x01, Z1, 8192(DI)
 	VEXTRACTF32X4 $0x02, Z1, 16384(DI)
 	VEXTRACTF32X4 $0x03, Z1, 24576(DI)
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS       4096(CX), Z16
+	VMOVUPS       5120(CX), Z17
+	VMOVUPS       6144(CX), Z18
+	VMOVUPS       7168(CX), Z19
+	VMOVUPS       (SI), Z20
+	VMOVUPS       1024(SI), Z21
+	VMOVUPS       2048(SI), Z22
+	VMOVUPS       3072(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       4160(CX), Z16
+	VMOVUPS       5184(CX), Z17
+	VMOVUPS       6208(CX), Z18
+	VMOVUPS       7232(CX), Z19
+	VMOVUPS       64(SI), Z20
+	VMOVUPS       1088(SI), Z21
+	VMOVUPS       2112(SI), Z22
+	VMOVUPS       3136(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       4224(CX), Z16
+	VMOVUPS       5248(CX), Z17
+	VMOVUPS       6272(CX), Z18
+	VMOVUPS       7296(CX), Z19
+	VMOVUPS       128(SI), Z20
+	VMOVUPS       1152(SI), Z21
+	VMOVUPS       2176(SI), Z22
+	VMOVUPS       3200(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       4288(CX), Z16
+	VMOVUPS       5312(CX), Z17
+	VMOVUPS       6336(CX), Z18
+	VMOVUPS       7360(CX), Z19
+	VMOVUPS       192(SI), Z20
+	VMOVUPS       1216(SI), Z21
+	VMOVUPS       2240(SI), Z22
+	VMOVUPS       3264(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, 32768(DI)
+	VEXTRACTF32X4 $0x01, Z1, 40960(DI)
+	VEXTRACTF32X4 $0x02, Z1, 49152(DI)
+	VEXTRACTF32X4 $0x03, Z1, 57344(DI)
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS       8192(CX), Z16
+	VMOVUPS       9216(CX), Z17
+	VMOVUPS       10240(CX), Z18
+	VMOVUPS       11264(CX), Z19
+	VMOVUPS       (SI), Z20
+	VMOVUPS       1024(SI), Z21
+	VMOVUPS       2048(SI), Z22
+	VMOVUPS       3072(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       8256(CX), Z16
+	VMOVUPS       9280(CX), Z17
+	VMOVUPS       10304(CX), Z18
+	VMOVUPS       11328(CX), Z19
+	VMOVUPS       64(SI), Z20
+	VMOVUPS       1088(SI), Z21
+	VMOVUPS       2112(SI), Z22
+	VMOVUPS       3136(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       8320(CX), Z16
+	VMOVUPS       9344(CX), Z17
+	VMOVUPS       10368(CX), Z18
+	VMOVUPS       11392(CX), Z19
+	VMOVUPS       128(SI), Z20
+	VMOVUPS       1152(SI), Z21
+	VMOVUPS       2176(SI), Z22
+	VMOVUPS       3200(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       8384(CX), Z16
+	VMOVUPS       9408(CX), Z17
+	VMOVUPS       10432(CX), Z18
+	VMOVUPS       11456(CX), Z19
+	VMOVUPS       192(SI), Z20
+	VMOVUPS       1216(SI), Z21
+	VMOVUPS       2240(SI), Z22
+	VMOVUPS       3264(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, 65536(DI)
+	VEXTRACTF32X4 $0x01, Z1, 73728(DI)
+	VEXTRACTF32X4 $0x02, Z1, 81920(DI)
+	VEXTRACTF32X4 $0x03, Z1, 90112(DI)
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS       12288(CX), Z16
+	VMOVUPS       13312(CX), Z17
+	VMOVUPS       14336(CX), Z18
+	VMOVUPS       15360(CX), Z19
+	VMOVUPS       (SI), Z20
+	VMOVUPS       1024(SI), Z21
+	VMOVUPS       2048(SI), Z22
+	VMOVUPS       3072(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       12352(CX), Z16
+	VMOVUPS       13376(CX), Z17
+	VMOVUPS       14400(CX), Z18
+	VMOVUPS       15424(CX), Z19
+	VMOVUPS       64(SI), Z20
+	VMOVUPS       1088(SI), Z21
+	VMOVUPS       2112(SI), Z22
+	VMOVUPS       3136(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       12416(CX), Z16
+	VMOVUPS       13440(CX), Z17
+	VMOVUPS       14464(CX), Z18
+	VMOVUPS       15488(CX), Z19
+	VMOVUPS       128(SI), Z20
+	VMOVUPS       1152(SI), Z21
+	VMOVUPS       2176(SI), Z22
+	VMOVUPS       3200(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       12480(CX), Z16
+	VMOVUPS       13504(CX), Z17
+	VMOVUPS       14528(CX), Z18
+	VMOVUPS       15552(CX), Z19
+	VMOVUPS       192(SI), Z20
+	VMOVUPS       1216(SI), Z21
+	VMOVUPS       2240(SI), Z22
+	VMOVUPS       3264(SI), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, 98304(DI)
+	VEXTRACTF32X4 $0x01, Z1, 106496(DI)
+	VEXTRACTF32X4 $0x02, Z1, 114688(DI)
+	VEXTRACTF32X4 $0x03, Z1, 122880(DI)
 	ADDQ          $0x00000004, BX
 	ADDQ          $0x00000010, DI
 	ADDQ          $0x00001000, SI
-	JMP           svb_pblocks_9
+	JMP           svb_pblocks_19
 
-svb_ptail_10:
+svb_ptail_20:
 	CMPQ BX, DX
-	JE   svb_pdone_11
+	JE   svb_pdone_21
 	MOVQ DX, BX
 	SUBQ $0x00000004, BX
-	JGE  svb_ppos_12
+	JGE  svb_ppos_22
 	XORQ BX, BX
 
-svb_ppos_12:
+svb_ppos_22:
 	MOVQ          v_base+32(FP), DX
 	IMUL3Q        $0x00000400, BX, SI
 	ADDQ          SI, DX
@@ -1870,34 +3889,523 @@ svb_ppos_12:
 	VEXTRACTF32X4 $0x01, Z1, 8192(SI)
 	VEXTRACTF32X4 $0x02, Z1, 16384(SI)
 	VEXTRACTF32X4 $0x03, Z1, 24576(SI)
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS       4096(CX), Z16
+	VMOVUPS       5120(CX), Z17
+	VMOVUPS       6144(CX), Z18
+	VMOVUPS       7168(CX), Z19
+	VMOVUPS       (DX), Z20
+	VMOVUPS       1024(DX), Z21
+	VMOVUPS       2048(DX), Z22
+	VMOVUPS       3072(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       4160(CX), Z16
+	VMOVUPS       5184(CX), Z17
+	VMOVUPS       6208(CX), Z18
+	VMOVUPS       7232(CX), Z19
+	VMOVUPS       64(DX), Z20
+	VMOVUPS       1088(DX), Z21
+	VMOVUPS       2112(DX), Z22
+	VMOVUPS       3136(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       4224(CX), Z16
+	VMOVUPS       5248(CX), Z17
+	VMOVUPS       6272(CX), Z18
+	VMOVUPS       7296(CX), Z19
+	VMOVUPS       128(DX), Z20
+	VMOVUPS       1152(DX), Z21
+	VMOVUPS       2176(DX), Z22
+	VMOVUPS       3200(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       4288(CX), Z16
+	VMOVUPS       5312(CX), Z17
+	VMOVUPS       6336(CX), Z18
+	VMOVUPS       7360(CX), Z19
+	VMOVUPS       192(DX), Z20
+	VMOVUPS       1216(DX), Z21
+	VMOVUPS       2240(DX), Z22
+	VMOVUPS       3264(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, 32768(SI)
+	VEXTRACTF32X4 $0x01, Z1, 40960(SI)
+	VEXTRACTF32X4 $0x02, Z1, 49152(SI)
+	VEXTRACTF32X4 $0x03, Z1, 57344(SI)
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS       8192(CX), Z16
+	VMOVUPS       9216(CX), Z17
+	VMOVUPS       10240(CX), Z18
+	VMOVUPS       11264(CX), Z19
+	VMOVUPS       (DX), Z20
+	VMOVUPS       1024(DX), Z21
+	VMOVUPS       2048(DX), Z22
+	VMOVUPS       3072(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       8256(CX), Z16
+	VMOVUPS       9280(CX), Z17
+	VMOVUPS       10304(CX), Z18
+	VMOVUPS       11328(CX), Z19
+	VMOVUPS       64(DX), Z20
+	VMOVUPS       1088(DX), Z21
+	VMOVUPS       2112(DX), Z22
+	VMOVUPS       3136(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       8320(CX), Z16
+	VMOVUPS       9344(CX), Z17
+	VMOVUPS       10368(CX), Z18
+	VMOVUPS       11392(CX), Z19
+	VMOVUPS       128(DX), Z20
+	VMOVUPS       1152(DX), Z21
+	VMOVUPS       2176(DX), Z22
+	VMOVUPS       3200(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       8384(CX), Z16
+	VMOVUPS       9408(CX), Z17
+	VMOVUPS       10432(CX), Z18
+	VMOVUPS       11456(CX), Z19
+	VMOVUPS       192(DX), Z20
+	VMOVUPS       1216(DX), Z21
+	VMOVUPS       2240(DX), Z22
+	VMOVUPS       3264(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, 65536(SI)
+	VEXTRACTF32X4 $0x01, Z1, 73728(SI)
+	VEXTRACTF32X4 $0x02, Z1, 81920(SI)
+	VEXTRACTF32X4 $0x03, Z1, 90112(SI)
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS       12288(CX), Z16
+	VMOVUPS       13312(CX), Z17
+	VMOVUPS       14336(CX), Z18
+	VMOVUPS       15360(CX), Z19
+	VMOVUPS       (DX), Z20
+	VMOVUPS       1024(DX), Z21
+	VMOVUPS       2048(DX), Z22
+	VMOVUPS       3072(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       12352(CX), Z16
+	VMOVUPS       13376(CX), Z17
+	VMOVUPS       14400(CX), Z18
+	VMOVUPS       15424(CX), Z19
+	VMOVUPS       64(DX), Z20
+	VMOVUPS       1088(DX), Z21
+	VMOVUPS       2112(DX), Z22
+	VMOVUPS       3136(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       12416(CX), Z16
+	VMOVUPS       13440(CX), Z17
+	VMOVUPS       14464(CX), Z18
+	VMOVUPS       15488(CX), Z19
+	VMOVUPS       128(DX), Z20
+	VMOVUPS       1152(DX), Z21
+	VMOVUPS       2176(DX), Z22
+	VMOVUPS       3200(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VMOVUPS       12480(CX), Z16
+	VMOVUPS       13504(CX), Z17
+	VMOVUPS       14528(CX), Z18
+	VMOVUPS       15552(CX), Z19
+	VMOVUPS       192(DX), Z20
+	VMOVUPS       1216(DX), Z21
+	VMOVUPS       2240(DX), Z22
+	VMOVUPS       3264(DX), Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, 98304(SI)
+	VEXTRACTF32X4 $0x01, Z1, 106496(SI)
+	VEXTRACTF32X4 $0x02, Z1, 114688(SI)
+	VEXTRACTF32X4 $0x03, Z1, 122880(SI)
 
-svb_pdone_11:
-	LEAQ   (AX), CX
-	LEAQ   1(CX), DX
+svb_pdone_21:
+	XORQ CX, CX
+
+svb_finish_23:
+	LEAQ   (AX)(CX*1), DX
 	LEAQ   (SP), BX
-	MOVQ   a_base+8(FP), SI
-	IMUL3Q $0x00002000, CX, DI
-	ADDQ   DI, SI
-	MOVQ   DX, DI
-	ANDQ   $0x0000000f, DX
-	SUBQ   DX, DI
-	MOVL   $0x0000ffff, R8
-	BZHIL  DX, R8, R8
-	KMOVW  R8, K1
+	IMUL3Q $0x00002000, CX, SI
+	ADDQ   SI, BX
+	LEAQ   1(DX), SI
+	LEAQ   (BX), BX
+	MOVQ   a_base+8(FP), DI
+	IMUL3Q $0x00002000, DX, R8
+	ADDQ   R8, DI
+	MOVQ   SI, R8
+	ANDQ   $0x0000000f, SI
+	SUBQ   SI, R8
+	MOVL   $0x0000ffff, R9
+	BZHIL  SI, R9, R9
+	KMOVW  R9, K1
 	VXORPS Z0, Z0, Z0
-	XORQ   DX, DX
+	XORQ   SI, SI
 
-svb_dot_13:
-	CMPQ        DX, DI
-	JAE         svb_dot_tail_14
-	VMOVUPS     (BX)(DX*4), Z1
-	VFMADD231PS (SI)(DX*4), Z1, Z0
-	ADDQ        $0x00000010, DX
-	JMP         svb_dot_13
+svb_dot_24:
+	CMPQ        SI, R8
+	JAE         svb_dot_tail_25
+	VMOVUPS     (BX)(SI*4), Z1
+	VFMADD231PS (DI)(SI*4), Z1, Z0
+	ADDQ        $0x00000010, SI
+	JMP         svb_dot_24
 
-svb_dot_tail_14:
-	VMOVUPS.Z   (BX)(DX*4), K1, Z1
-	VMOVUPS.Z   (SI)(DX*4), K1, Z2
+svb_dot_tail_25:
+	VMOVUPS.Z   (BX)(SI*4), K1, Z1
+	VMOVUPS.Z   (DI)(SI*4), K1, Z2
 	VFMADD231PS Z2, Z1, Z0
 	VSHUFF64X2  $0x4e, Z0, Z0, Z1
 	VADDPS      Z1, Z0, Z0
@@ -1907,202 +4415,37 @@ svb_dot_tail_14:
 	VADDPS      Z1, Z0, Z0
 	VPERMILPS   $0xb1, Z0, Z1
 	VADDPS      Z1, Z0, Z0
-	MOVQ        db_base+80(FP), DX
-	IMUL3Q      $0x00002000, CX, CX
-	ADDQ        CX, DX
-	XORQ        CX, CX
+	MOVQ        db_base+80(FP), SI
+	IMUL3Q      $0x00002000, DX, DX
+	ADDQ        DX, SI
+	XORQ        DX, DX
 
-svb_db_15:
-	CMPQ    CX, DI
-	JAE     svb_db_tail_16
-	VMOVUPS (BX)(CX*4), Z1
+svb_db_26:
+	CMPQ    DX, R8
+	JAE     svb_db_tail_27
+	VMOVUPS (BX)(DX*4), Z1
 	VSUBPS  Z0, Z1, Z1
-	VMULPS  (SI)(CX*4), Z1, Z1
-	VMOVUPS Z1, (DX)(CX*4)
-	ADDQ    $0x00000010, CX
-	JMP     svb_db_15
+	VMULPS  (DI)(DX*4), Z1, Z1
+	VMOVUPS Z1, (SI)(DX*4)
+	ADDQ    $0x00000010, DX
+	JMP     svb_db_26
 
-svb_db_tail_16:
-	VMOVUPS.Z (BX)(CX*4), K1, Z1
+svb_db_tail_27:
+	VMOVUPS.Z (BX)(DX*4), K1, Z1
 	VSUBPS    Z0, Z1, Z1
-	VMOVUPS.Z (SI)(CX*4), K1, Z0
+	VMOVUPS.Z (DI)(DX*4), K1, Z0
 	VMULPS    Z0, Z1, Z1
-	VMOVUPS   Z1, K1, (DX)(CX*4)
-	LEAQ      1(AX), CX
-	LEAQ      1(CX), DX
-	LEAQ      8192(SP), BX
-	MOVQ      a_base+8(FP), SI
-	IMUL3Q    $0x00002000, CX, DI
-	ADDQ      DI, SI
-	MOVQ      DX, DI
-	ANDQ      $0x0000000f, DX
-	SUBQ      DX, DI
-	MOVL      $0x0000ffff, R8
-	BZHIL     DX, R8, R8
-	KMOVW     R8, K1
-	VXORPS    Z0, Z0, Z0
-	XORQ      DX, DX
+	VMOVUPS   Z1, K1, (SI)(DX*4)
+	INCQ      CX
+	CMPQ      CX, $0x00000010
+	JL        svb_finish_23
+	ADDQ      $0x00000010, AX
+	JMP       svb_rows_16
 
-svb_dot_17:
-	CMPQ        DX, DI
-	JAE         svb_dot_tail_18
-	VMOVUPS     (BX)(DX*4), Z1
-	VFMADD231PS (SI)(DX*4), Z1, Z0
-	ADDQ        $0x00000010, DX
-	JMP         svb_dot_17
-
-svb_dot_tail_18:
-	VMOVUPS.Z   (BX)(DX*4), K1, Z1
-	VMOVUPS.Z   (SI)(DX*4), K1, Z2
-	VFMADD231PS Z2, Z1, Z0
-	VSHUFF64X2  $0x4e, Z0, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VSHUFF64X2  $0xb1, Z0, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VPERMILPS   $0x4e, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VPERMILPS   $0xb1, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	MOVQ        db_base+80(FP), DX
-	IMUL3Q      $0x00002000, CX, CX
-	ADDQ        CX, DX
-	XORQ        CX, CX
-
-svb_db_19:
-	CMPQ    CX, DI
-	JAE     svb_db_tail_20
-	VMOVUPS (BX)(CX*4), Z1
-	VSUBPS  Z0, Z1, Z1
-	VMULPS  (SI)(CX*4), Z1, Z1
-	VMOVUPS Z1, (DX)(CX*4)
-	ADDQ    $0x00000010, CX
-	JMP     svb_db_19
-
-svb_db_tail_20:
-	VMOVUPS.Z (BX)(CX*4), K1, Z1
-	VSUBPS    Z0, Z1, Z1
-	VMOVUPS.Z (SI)(CX*4), K1, Z0
-	VMULPS    Z0, Z1, Z1
-	VMOVUPS   Z1, K1, (DX)(CX*4)
-	LEAQ      2(AX), CX
-	LEAQ      1(CX), DX
-	LEAQ      16384(SP), BX
-	MOVQ      a_base+8(FP), SI
-	IMUL3Q    $0x00002000, CX, DI
-	ADDQ      DI, SI
-	MOVQ      DX, DI
-	ANDQ      $0x0000000f, DX
-	SUBQ      DX, DI
-	MOVL      $0x0000ffff, R8
-	BZHIL     DX, R8, R8
-	KMOVW     R8, K1
-	VXORPS    Z0, Z0, Z0
-	XORQ      DX, DX
-
-svb_dot_21:
-	CMPQ        DX, DI
-	JAE         svb_dot_tail_22
-	VMOVUPS     (BX)(DX*4), Z1
-	VFMADD231PS (SI)(DX*4), Z1, Z0
-	ADDQ        $0x00000010, DX
-	JMP         svb_dot_21
-
-svb_dot_tail_22:
-	VMOVUPS.Z   (BX)(DX*4), K1, Z1
-	VMOVUPS.Z   (SI)(DX*4), K1, Z2
-	VFMADD231PS Z2, Z1, Z0
-	VSHUFF64X2  $0x4e, Z0, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VSHUFF64X2  $0xb1, Z0, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VPERMILPS   $0x4e, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VPERMILPS   $0xb1, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	MOVQ        db_base+80(FP), DX
-	IMUL3Q      $0x00002000, CX, CX
-	ADDQ        CX, DX
-	XORQ        CX, CX
-
-svb_db_23:
-	CMPQ    CX, DI
-	JAE     svb_db_tail_24
-	VMOVUPS (BX)(CX*4), Z1
-	VSUBPS  Z0, Z1, Z1
-	VMULPS  (SI)(CX*4), Z1, Z1
-	VMOVUPS Z1, (DX)(CX*4)
-	ADDQ    $0x00000010, CX
-	JMP     svb_db_23
-
-svb_db_tail_24:
-	VMOVUPS.Z (BX)(CX*4), K1, Z1
-	VSUBPS    Z0, Z1, Z1
-	VMOVUPS.Z (SI)(CX*4), K1, Z0
-	VMULPS    Z0, Z1, Z1
-	VMOVUPS   Z1, K1, (DX)(CX*4)
-	LEAQ      3(AX), CX
-	LEAQ      1(CX), DX
-	LEAQ      24576(SP), BX
-	MOVQ      a_base+8(FP), SI
-	IMUL3Q    $0x00002000, CX, DI
-	ADDQ      DI, SI
-	MOVQ      DX, DI
-	ANDQ      $0x0000000f, DX
-	SUBQ      DX, DI
-	MOVL      $0x0000ffff, R8
-	BZHIL     DX, R8, R8
-	KMOVW     R8, K1
-	VXORPS    Z0, Z0, Z0
-	XORQ      DX, DX
-
-svb_dot_25:
-	CMPQ        DX, DI
-	JAE         svb_dot_tail_26
-	VMOVUPS     (BX)(DX*4), Z1
-	VFMADD231PS (SI)(DX*4), Z1, Z0
-	ADDQ        $0x00000010, DX
-	JMP         svb_dot_25
-
-svb_dot_tail_26:
-	VMOVUPS.Z   (BX)(DX*4), K1, Z1
-	VMOVUPS.Z   (SI)(DX*4), K1, Z2
-	VFMADD231PS Z2, Z1, Z0
-	VSHUFF64X2  $0x4e, Z0, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VSHUFF64X2  $0xb1, Z0, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VPERMILPS   $0x4e, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	VPERMILPS   $0xb1, Z0, Z1
-	VADDPS      Z1, Z0, Z0
-	MOVQ        db_base+80(FP), DX
-	IMUL3Q      $0x00002000, CX, CX
-	ADDQ        CX, DX
-	XORQ        CX, CX
-
-svb_db_27:
-	CMPQ    CX, DI
-	JAE     svb_db_tail_28
-	VMOVUPS (BX)(CX*4), Z1
-	VSUBPS  Z0, Z1, Z1
-	VMULPS  (SI)(CX*4), Z1, Z1
-	VMOVUPS Z1, (DX)(CX*4)
-	ADDQ    $0x00000010, CX
-	JMP     svb_db_27
-
-svb_db_tail_28:
-	VMOVUPS.Z (BX)(CX*4), K1, Z1
-	VSUBPS    Z0, Z1, Z1
-	VMOVUPS.Z (SI)(CX*4), K1, Z0
-	VMULPS    Z0, Z1, Z1
-	VMOVUPS   Z1, K1, (DX)(CX*4)
-	ADDQ      $0x00000004, AX
-	JMP       svb_rows_6
-
-svb_row_7:
+svb_row_17:
 	MOVQ   t+0(FP), CX
 	CMPQ   AX, CX
-	JGE    svb_done_8
+	JGE    svb_done_18
 	LEAQ   1(AX), CX
 	MOVQ   dy_base+56(FP), DX
 	IMUL3Q $0x00000400, AX, BX
@@ -2110,15 +4453,15 @@ svb_row_7:
 	LEAQ   (SP), BX
 	MOVQ   t+0(FP), SI
 	CMPQ   SI, $0x00000010
-	JL     svb_gsingle_30
+	JL     svb_gsingle_29
 	MOVQ   v_base+32(FP), DI
 	XORQ   SI, SI
 	MOVQ   BX, R8
 
-svb_gblocks_31:
+svb_gblocks_30:
 	LEAQ        16(SI), R9
 	CMPQ        R9, CX
-	JG          svb_gtail_32
+	JG          svb_gtail_31
 	VXORPS      Z0, Z0, Z0
 	VXORPS      Z1, Z1, Z1
 	VXORPS      Z2, Z2, Z2
@@ -2252,17 +4595,17 @@ svb_gblocks_31:
 	ADDQ        $0x00000010, SI
 	ADDQ        $0x00000040, R8
 	ADDQ        $0x00004000, DI
-	JMP         svb_gblocks_31
+	JMP         svb_gblocks_30
 
-svb_gtail_32:
+svb_gtail_31:
 	CMPQ SI, CX
-	JE   svb_gdone_29
+	JE   svb_gdone_28
 	MOVQ CX, SI
 	SUBQ $0x00000010, SI
-	JGE  svb_gpos_33
+	JGE  svb_gpos_32
 	XORQ SI, SI
 
-svb_gpos_33:
+svb_gpos_32:
 	MOVQ        v_base+32(FP), CX
 	IMUL3Q      $0x00000400, SI, DI
 	ADDQ        DI, CX
@@ -2397,13 +4740,13 @@ svb_gpos_33:
 	VSHUFPS     $0xdd, Z0, Z2, Z0
 	VADDPS      Z0, Z1, Z1
 	VMOVUPS     Z1, (BX)
-	JMP         svb_gdone_29
+	JMP         svb_gdone_28
 
-svb_gsingle_30:
+svb_gsingle_29:
 	MOVQ v_base+32(FP), DI
 	XORQ SI, SI
 
-svb_gdot_34:
+svb_gdot_33:
 	VXORPS      Z0, Z0, Z0
 	VMOVUPS     (DX), Z1
 	VMOVUPS     (DI), Z2
@@ -2431,9 +4774,9 @@ svb_gdot_34:
 	ADDQ        $0x00000400, DI
 	INCQ        SI
 	CMPQ        SI, CX
-	JL          svb_gdot_34
+	JL          svb_gdot_33
 
-svb_gdone_29:
+svb_gdone_28:
 	LEAQ   1(AX), CX
 	LEAQ   (SP), DX
 	MOVQ   a_base+8(FP), BX
@@ -2448,15 +4791,15 @@ svb_gdone_29:
 	VXORPS Z0, Z0, Z0
 	XORQ   CX, CX
 
-svb_dot_35:
+svb_dot_34:
 	CMPQ        CX, SI
-	JAE         svb_dot_tail_36
+	JAE         svb_dot_tail_35
 	VMOVUPS     (DX)(CX*4), Z1
 	VFMADD231PS (BX)(CX*4), Z1, Z0
 	ADDQ        $0x00000010, CX
-	JMP         svb_dot_35
+	JMP         svb_dot_34
 
-svb_dot_tail_36:
+svb_dot_tail_35:
 	VMOVUPS.Z   (DX)(CX*4), K1, Z1
 	VMOVUPS.Z   (BX)(CX*4), K1, Z2
 	VFMADD231PS Z2, Z1, Z0
@@ -2473,26 +4816,26 @@ svb_dot_tail_36:
 	ADDQ        DI, CX
 	XORQ        DI, DI
 
-svb_db_37:
+svb_db_36:
 	CMPQ    DI, SI
-	JAE     svb_db_tail_38
+	JAE     svb_db_tail_37
 	VMOVUPS (DX)(DI*4), Z1
 	VSUBPS  Z0, Z1, Z1
 	VMULPS  (BX)(DI*4), Z1, Z1
 	VMOVUPS Z1, (CX)(DI*4)
 	ADDQ    $0x00000010, DI
-	JMP     svb_db_37
+	JMP     svb_db_36
 
-svb_db_tail_38:
+svb_db_tail_37:
 	VMOVUPS.Z (DX)(DI*4), K1, Z1
 	VSUBPS    Z0, Z1, Z1
 	VMOVUPS.Z (BX)(DI*4), K1, Z0
 	VMULPS    Z0, Z1, Z1
 	VMOVUPS   Z1, K1, (CX)(DI*4)
 	INCQ      AX
-	JMP       svb_row_7
+	JMP       svb_row_17
 
-svb_done_8:
+svb_done_18:
 	VZEROUPPER
 	RET
 
@@ -8957,12 +11300,1730 @@ done_4:
 	RET
 
 // func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, CMOV, FMA3
 TEXT ·softmaxValueAVX2(SB), NOSPLIT, $0-104
 	MOVQ t+0(FP), AX
+	SUBQ $0x00000090, AX
+
+sv_supers_3:
+	CMPQ AX, $0x00000000
+	JL   sv_rest_4
+	MOVQ AX, CX
+	MOVQ $0x00000018, DX
+
+svs_softmax_5:
+	MOVQ    b_base+8(FP), BX
+	IMUL3Q  $0x00002000, CX, SI
+	ADDQ    SI, BX
+	MOVQ    a_base+32(FP), SI
+	IMUL3Q  $0x00002000, CX, DI
+	ADDQ    DI, SI
+	LEAQ    1(CX), DI
+	MOVQ    DI, R8
+	ANDQ    $0xfffffff8, DI
+	SUBQ    DI, R8
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y2
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y3
+	XORQ    R9, R9
+
+sv_max_6:
+	CMPQ   R9, DI
+	JAE    sv_max_tail_7
+	VMAXPS (BX)(R9*4), Y0, Y0
+	VMAXPS 8192(BX)(R9*4), Y1, Y1
+	VMAXPS 16384(BX)(R9*4), Y2, Y2
+	VMAXPS 24576(BX)(R9*4), Y3, Y3
+	ADDQ   $0x00000008, R9
+	JMP    sv_max_6
+
+sv_max_tail_7:
+	LEAQ       (R8), R10
+	LEAQ       -8(R8), R11
+	MOVQ       R11, R12
+	SARQ       $0x3f, R12
+	NOTQ       R12
+	ANDQ       R12, R11
+	SUBQ       R11, R10
+	LEAQ       sv_tailmask8<>+0(SB), R12
+	NEGQ       R10
+	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	NEGQ       R11
+	VMOVUPS    32(R10)(R11*4), Y5
+	VMASKMOVPS (BX)(R9*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y0, Y0
+	LEAQ       1(R8), R10
+	LEAQ       -7(R8), R11
+	MOVQ       R11, R12
+	SARQ       $0x3f, R12
+	NOTQ       R12
+	ANDQ       R12, R11
+	SUBQ       R11, R10
+	LEAQ       sv_tailmask8<>+0(SB), R12
+	NEGQ       R10
+	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	MOVQ       R11, R12
+	NEGQ       R12
+	VMOVUPS    32(R10)(R12*4), Y5
+	VMASKMOVPS 8192(BX)(R9*4), Y4, Y6
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
+	VBLENDVPS  Y4, Y6, Y7, Y6
+	VMAXPS     Y6, Y1, Y1
+	CMPQ       R11, $0x00000000
+	JE         sv_max_one_8
+	VMASKMOVPS 8224(BX)(R9*4), Y5, Y4
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y5, Y4, Y6, Y4
+	VMAXPS     Y4, Y1, Y1
+
+sv_max_one_8:
+	LEAQ       2(R8), R10
+	LEAQ       -6(R8), R11
+	MOVQ       R11, R12
+	SARQ       $0x3f, R12
+	NOTQ       R12
+	ANDQ       R12, R11
+	SUBQ       R11, R10
+	LEAQ       sv_tailmask8<>+0(SB), R12
+	NEGQ       R10
+	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	MOVQ       R11, R12
+	NEGQ       R12
+	VMOVUPS    32(R10)(R12*4), Y5
+	VMASKMOVPS 16384(BX)(R9*4), Y4, Y6
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
+	VBLENDVPS  Y4, Y6, Y7, Y6
+	VMAXPS     Y6, Y2, Y2
+	CMPQ       R11, $0x00000000
+	JE         sv_max_one_9
+	VMASKMOVPS 16416(BX)(R9*4), Y5, Y4
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y5, Y4, Y6, Y4
+	VMAXPS     Y4, Y2, Y2
+
+sv_max_one_9:
+	LEAQ       3(R8), R10
+	LEAQ       -5(R8), R11
+	MOVQ       R11, R12
+	SARQ       $0x3f, R12
+	NOTQ       R12
+	ANDQ       R12, R11
+	SUBQ       R11, R10
+	LEAQ       sv_tailmask8<>+0(SB), R12
+	NEGQ       R10
+	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	MOVQ       R11, R12
+	NEGQ       R12
+	VMOVUPS    32(R10)(R12*4), Y5
+	VMASKMOVPS 24576(BX)(R9*4), Y4, Y6
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
+	VBLENDVPS  Y4, Y6, Y7, Y6
+	VMAXPS     Y6, Y3, Y3
+	CMPQ       R11, $0x00000000
+	JE         sv_max_one_10
+	VMASKMOVPS 24608(BX)(R9*4), Y5, Y4
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y5, Y4, Y6, Y4
+	VMAXPS     Y4, Y3, Y3
+
+sv_max_one_10:
+	VPERM2F128 $0x01, Y0, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y0, Y4, Y0
+	VPERM2F128 $0x01, Y1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0x4e, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0xb1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y1, Y4, Y1
+	VPERM2F128 $0x01, Y2, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0x4e, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0xb1, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y2, Y4, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0x4e, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0xb1, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y3, Y4, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	XORQ       R9, R9
+
+sv_exp_11:
+	CMPQ        R9, DI
+	JAE         sv_exp_tail_12
+	VMOVUPS     (BX)(R9*4), Y8
+	VSUBPS      Y0, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y4, Y4
+	VMOVUPS     Y9, (SI)(R9*4)
+	VMOVUPS     8192(BX)(R9*4), Y8
+	VSUBPS      Y1, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y5, Y5
+	VMOVUPS     Y9, 8192(SI)(R9*4)
+	VMOVUPS     16384(BX)(R9*4), Y8
+	VSUBPS      Y2, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y6, Y6
+	VMOVUPS     Y9, 16384(SI)(R9*4)
+	VMOVUPS     24576(BX)(R9*4), Y8
+	VSUBPS      Y3, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y7, Y7
+	VMOVUPS     Y9, 24576(SI)(R9*4)
+	ADDQ        $0x00000008, R9
+	JMP         sv_exp_11
+
+sv_exp_tail_12:
+	LEAQ        (R8), R10
+	LEAQ        -8(R8), R11
+	MOVQ        R11, R12
+	SARQ        $0x3f, R12
+	NOTQ        R12
+	ANDQ        R12, R11
+	SUBQ        R11, R10
+	LEAQ        sv_tailmask8<>+0(SB), R12
+	NEGQ        R10
+	VMOVUPS     32(R12)(R10*4), Y8
+	LEAQ        sv_tailmask8<>+0(SB), R10
+	NEGQ        R11
+	VMOVUPS     32(R10)(R11*4), Y9
+	VMASKMOVPS  (BX)(R9*4), Y8, Y9
+	VSUBPS      Y0, Y9, Y9
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y10
+	VPSLLD      $0x17, Y10, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y9
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y9
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y10
+	VMULPS      Y0, Y9, Y9
+	VFMADD231PS Y10, Y9, Y0
+	VANDNPS     Y0, Y11, Y0
+	VANDPS      Y8, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VMASKMOVPS  Y0, Y8, (SI)(R9*4)
+	LEAQ        1(R8), R10
+	LEAQ        -7(R8), R11
+	MOVQ        R11, R12
+	SARQ        $0x3f, R12
+	NOTQ        R12
+	ANDQ        R12, R11
+	SUBQ        R11, R10
+	LEAQ        sv_tailmask8<>+0(SB), R12
+	NEGQ        R10
+	VMOVUPS     32(R12)(R10*4), Y0
+	LEAQ        sv_tailmask8<>+0(SB), R10
+	MOVQ        R11, R12
+	NEGQ        R12
+	VMOVUPS     32(R10)(R12*4), Y8
+	VMASKMOVPS  8192(BX)(R9*4), Y0, Y9
+	VSUBPS      Y1, Y9, Y9
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y12
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y11
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y11
+	VPSLLD      $0x17, Y11, Y10
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y11, Y11
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y11, Y9
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y11, Y9
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y11
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y11
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y11
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y11
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y11
+	VMULPS      Y10, Y9, Y9
+	VFMADD231PS Y11, Y9, Y10
+	VANDNPS     Y10, Y12, Y10
+	VANDPS      Y0, Y10, Y10
+	VADDPS      Y10, Y5, Y5
+	VMASKMOVPS  Y10, Y0, 8192(SI)(R9*4)
+	CMPQ        R11, $0x00000000
+	JE          sv_exp_one_13
+	VMASKMOVPS  8224(BX)(R9*4), Y8, Y0
+	VSUBPS      Y1, Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y10
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y9
+	VPSLLD      $0x17, Y9, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y9
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y9
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y9
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y9
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y9, Y0, Y1
+	VANDNPS     Y1, Y10, Y1
+	VANDPS      Y8, Y1, Y1
+	VADDPS      Y1, Y5, Y5
+	VMASKMOVPS  Y1, Y8, 8224(SI)(R9*4)
+
+sv_exp_one_13:
+	LEAQ        2(R8), R10
+	LEAQ        -6(R8), R11
+	MOVQ        R11, R12
+	SARQ        $0x3f, R12
+	NOTQ        R12
+	ANDQ        R12, R11
+	SUBQ        R11, R10
+	LEAQ        sv_tailmask8<>+0(SB), R12
+	NEGQ        R10
+	VMOVUPS     32(R12)(R10*4), Y0
+	LEAQ        sv_tailmask8<>+0(SB), R10
+	MOVQ        R11, R12
+	NEGQ        R12
+	VMOVUPS     32(R10)(R12*4), Y1
+	VMASKMOVPS  16384(BX)(R9*4), Y0, Y8
+	VSUBPS      Y2, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VANDPS      Y0, Y9, Y9
+	VADDPS      Y9, Y6, Y6
+	VMASKMOVPS  Y9, Y0, 16384(SI)(R9*4)
+	CMPQ        R11, $0x00000000
+	JE          sv_exp_one_14
+	VMASKMOVPS  16416(BX)(R9*4), Y1, Y0
+	VSUBPS      Y2, Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y9
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y8
+	VPSLLD      $0x17, Y8, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y8
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y8
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y8
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y8
+	VMULPS      Y2, Y0, Y0
+	VFMADD231PS Y8, Y0, Y2
+	VANDNPS     Y2, Y9, Y2
+	VANDPS      Y1, Y2, Y2
+	VADDPS      Y2, Y6, Y6
+	VMASKMOVPS  Y2, Y1, 16416(SI)(R9*4)
+
+sv_exp_one_14:
+	LEAQ        3(R8), R10
+	LEAQ        -5(R8), R11
+	MOVQ        R11, R12
+	SARQ        $0x3f, R12
+	NOTQ        R12
+	ANDQ        R12, R11
+	SUBQ        R11, R10
+	LEAQ        sv_tailmask8<>+0(SB), R12
+	NEGQ        R10
+	VMOVUPS     32(R12)(R10*4), Y0
+	LEAQ        sv_tailmask8<>+0(SB), R10
+	MOVQ        R11, R12
+	NEGQ        R12
+	VMOVUPS     32(R10)(R12*4), Y1
+	VMASKMOVPS  24576(BX)(R9*4), Y0, Y2
+	VSUBPS      Y3, Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y10
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y9
+	VPSLLD      $0x17, Y9, Y8
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y9
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y9
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y9
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y9
+	VMULPS      Y8, Y2, Y2
+	VFMADD231PS Y9, Y2, Y8
+	VANDNPS     Y8, Y10, Y8
+	VANDPS      Y0, Y8, Y8
+	VADDPS      Y8, Y7, Y7
+	VMASKMOVPS  Y8, Y0, 24576(SI)(R9*4)
+	CMPQ        R11, $0x00000000
+	JE          sv_exp_one_15
+	VMASKMOVPS  24608(BX)(R9*4), Y1, Y0
+	VSUBPS      Y3, Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y8
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y3
+	VMULPS      Y2, Y0, Y0
+	VFMADD231PS Y3, Y0, Y2
+	VANDNPS     Y2, Y8, Y2
+	VANDPS      Y1, Y2, Y2
+	VADDPS      Y2, Y7, Y7
+	VMASKMOVPS  Y2, Y1, 24608(SI)(R9*4)
+
+sv_exp_one_15:
+	VPERM2F128 $0x01, Y4, Y4, Y0
+	VADDPS     Y0, Y4, Y4
+	VPERMILPS  $0x4e, Y4, Y0
+	VADDPS     Y0, Y4, Y4
+	VPERMILPS  $0xb1, Y4, Y0
+	VADDPS     Y0, Y4, Y4
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS     Y4, Y0, Y4
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS     Y4, Y0, Y0
+	VPERM2F128 $0x01, Y5, Y5, Y1
+	VADDPS     Y1, Y5, Y5
+	VPERMILPS  $0x4e, Y5, Y1
+	VADDPS     Y1, Y5, Y5
+	VPERMILPS  $0xb1, Y5, Y1
+	VADDPS     Y1, Y5, Y5
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y1
+	VMAXPS     Y5, Y1, Y5
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y1
+	VDIVPS     Y5, Y1, Y1
+	VPERM2F128 $0x01, Y6, Y6, Y2
+	VADDPS     Y2, Y6, Y6
+	VPERMILPS  $0x4e, Y6, Y2
+	VADDPS     Y2, Y6, Y6
+	VPERMILPS  $0xb1, Y6, Y2
+	VADDPS     Y2, Y6, Y6
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y2
+	VMAXPS     Y6, Y2, Y6
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y2
+	VDIVPS     Y6, Y2, Y2
+	VPERM2F128 $0x01, Y7, Y7, Y3
+	VADDPS     Y3, Y7, Y7
+	VPERMILPS  $0x4e, Y7, Y3
+	VADDPS     Y3, Y7, Y7
+	VPERMILPS  $0xb1, Y7, Y3
+	VADDPS     Y3, Y7, Y7
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y3
+	VMAXPS     Y7, Y3, Y7
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y3
+	VDIVPS     Y7, Y3, Y3
+	XORQ       BX, BX
+
+sv_scale_16:
+	CMPQ    BX, DI
+	JAE     sv_scale_tail_17
+	VMULPS  (SI)(BX*4), Y0, Y4
+	VMOVUPS Y4, (SI)(BX*4)
+	VMULPS  8192(SI)(BX*4), Y1, Y4
+	VMOVUPS Y4, 8192(SI)(BX*4)
+	VMULPS  16384(SI)(BX*4), Y2, Y4
+	VMOVUPS Y4, 16384(SI)(BX*4)
+	VMULPS  24576(SI)(BX*4), Y3, Y4
+	VMOVUPS Y4, 24576(SI)(BX*4)
+	ADDQ    $0x00000008, BX
+	JMP     sv_scale_16
+
+sv_scale_tail_17:
+	LEAQ       (R8), DI
+	LEAQ       -8(R8), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, DI
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	NEGQ       DI
+	VMOVUPS    32(R10)(DI*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), DI
+	NEGQ       R9
+	VMOVUPS    32(DI)(R9*4), Y5
+	VMASKMOVPS (SI)(BX*4), Y4, Y5
+	VMULPS     Y5, Y0, Y5
+	VMASKMOVPS Y5, Y4, (SI)(BX*4)
+	LEAQ       1(R8), DI
+	LEAQ       -7(R8), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, DI
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	NEGQ       DI
+	VMOVUPS    32(R10)(DI*4), Y0
+	LEAQ       sv_tailmask8<>+0(SB), DI
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(DI)(R10*4), Y4
+	VMASKMOVPS 8192(SI)(BX*4), Y0, Y5
+	VMULPS     Y5, Y1, Y5
+	VMASKMOVPS Y5, Y0, 8192(SI)(BX*4)
+	CMPQ       R9, $0x00000000
+	JE         sv_scale_one_18
+	VMASKMOVPS 8224(SI)(BX*4), Y4, Y0
+	VMULPS     Y0, Y1, Y0
+	VMASKMOVPS Y0, Y4, 8224(SI)(BX*4)
+
+sv_scale_one_18:
+	LEAQ       2(R8), DI
+	LEAQ       -6(R8), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, DI
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	NEGQ       DI
+	VMOVUPS    32(R10)(DI*4), Y0
+	LEAQ       sv_tailmask8<>+0(SB), DI
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(DI)(R10*4), Y1
+	VMASKMOVPS 16384(SI)(BX*4), Y0, Y4
+	VMULPS     Y4, Y2, Y4
+	VMASKMOVPS Y4, Y0, 16384(SI)(BX*4)
+	CMPQ       R9, $0x00000000
+	JE         sv_scale_one_19
+	VMASKMOVPS 16416(SI)(BX*4), Y1, Y0
+	VMULPS     Y0, Y2, Y0
+	VMASKMOVPS Y0, Y1, 16416(SI)(BX*4)
+
+sv_scale_one_19:
+	LEAQ       3(R8), DI
+	LEAQ       -5(R8), R8
+	MOVQ       R8, R9
+	SARQ       $0x3f, R9
+	NOTQ       R9
+	ANDQ       R9, R8
+	SUBQ       R8, DI
+	LEAQ       sv_tailmask8<>+0(SB), R9
+	NEGQ       DI
+	VMOVUPS    32(R9)(DI*4), Y0
+	LEAQ       sv_tailmask8<>+0(SB), DI
+	MOVQ       R8, R9
+	NEGQ       R9
+	VMOVUPS    32(DI)(R9*4), Y1
+	VMASKMOVPS 24576(SI)(BX*4), Y0, Y2
+	VMULPS     Y2, Y3, Y2
+	VMASKMOVPS Y2, Y0, 24576(SI)(BX*4)
+	CMPQ       R8, $0x00000000
+	JE         sv_scale_one_20
+	VMASKMOVPS 24608(SI)(BX*4), Y1, Y0
+	VMULPS     Y0, Y3, Y0
+	VMASKMOVPS Y0, Y1, 24608(SI)(BX*4)
+
+sv_scale_one_20:
+	MOVQ    b_base+8(FP), BX
+	IMUL3Q  $0x00002000, CX, SI
+	ADDQ    SI, BX
+	MOVQ    a_base+32(FP), SI
+	IMUL3Q  $0x00002000, CX, DI
+	ADDQ    DI, SI
+	LEAQ    5(CX), DI
+	MOVQ    DI, R8
+	ANDQ    $0xfffffff8, DI
+	SUBQ    DI, R8
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
+	XORQ    R9, R9
+
+sv_max_21:
+	CMPQ   R9, DI
+	JAE    sv_max_tail_22
+	VMAXPS 32768(BX)(R9*4), Y0, Y0
+	VMAXPS 40960(BX)(R9*4), Y1, Y1
+	ADDQ   $0x00000008, R9
+	JMP    sv_max_21
+
+sv_max_tail_22:
+	LEAQ       (R8), R10
+	LEAQ       -8(R8), R11
+	MOVQ       R11, R12
+	SARQ       $0x3f, R12
+	NOTQ       R12
+	ANDQ       R12, R11
+	SUBQ       R11, R10
+	LEAQ       sv_tailmask8<>+0(SB), R12
+	NEGQ       R10
+	VMOVUPS    32(R12)(R10*4), Y2
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	NEGQ       R11
+	VMOVUPS    32(R10)(R11*4), Y3
+	VMASKMOVPS 32768(BX)(R9*4), Y2, Y3
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
+	VBLENDVPS  Y2, Y3, Y4, Y3
+	VMAXPS     Y3, Y0, Y0
+	LEAQ       1(R8), R10
+	LEAQ       -7(R8), R11
+	MOVQ       R11, R12
+	SARQ       $0x3f, R12
+	NOTQ       R12
+	ANDQ       R12, R11
+	SUBQ       R11, R10
+	LEAQ       sv_tailmask8<>+0(SB), R12
+	NEGQ       R10
+	VMOVUPS    32(R12)(R10*4), Y2
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	MOVQ       R11, R12
+	NEGQ       R12
+	VMOVUPS    32(R10)(R12*4), Y3
+	VMASKMOVPS 40960(BX)(R9*4), Y2, Y4
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y5
+	VBLENDVPS  Y2, Y4, Y5, Y4
+	VMAXPS     Y4, Y1, Y1
+	CMPQ       R11, $0x00000000
+	JE         sv_max_one_23
+	VMASKMOVPS 40992(BX)(R9*4), Y3, Y2
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
+	VBLENDVPS  Y3, Y2, Y4, Y2
+	VMAXPS     Y2, Y1, Y1
+
+sv_max_one_23:
+	VPERM2F128 $0x01, Y0, Y0, Y2
+	VMAXPS     Y2, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y2
+	VMAXPS     Y2, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y2
+	VMAXPS     Y2, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y2
+	VMAXPS     Y0, Y2, Y0
+	VPERM2F128 $0x01, Y1, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VPERMILPS  $0x4e, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VPERMILPS  $0xb1, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y2
+	VMAXPS     Y1, Y2, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	XORQ       R9, R9
+
+sv_exp_24:
+	CMPQ        R9, DI
+	JAE         sv_exp_tail_25
+	VMOVUPS     32768(BX)(R9*4), Y4
+	VSUBPS      Y0, Y4, Y4
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
+	VPSLLD      $0x17, Y6, Y5
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
+	VMULPS      Y5, Y4, Y4
+	VFMADD231PS Y6, Y4, Y5
+	VANDNPS     Y5, Y7, Y5
+	VADDPS      Y5, Y2, Y2
+	VMOVUPS     Y5, 32768(SI)(R9*4)
+	VMOVUPS     40960(BX)(R9*4), Y4
+	VSUBPS      Y1, Y4, Y4
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
+	VPSLLD      $0x17, Y6, Y5
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
+	VMULPS      Y5, Y4, Y4
+	VFMADD231PS Y6, Y4, Y5
+	VANDNPS     Y5, Y7, Y5
+	VADDPS      Y5, Y3, Y3
+	VMOVUPS     Y5, 40960(SI)(R9*4)
+	ADDQ        $0x00000008, R9
+	JMP         sv_exp_24
+
+sv_exp_tail_25:
+	LEAQ        (R8), R10
+	LEAQ        -8(R8), R11
+	MOVQ        R11, R12
+	SARQ        $0x3f, R12
+	NOTQ        R12
+	ANDQ        R12, R11
+	SUBQ        R11, R10
+	LEAQ        sv_tailmask8<>+0(SB), R12
+	NEGQ        R10
+	VMOVUPS     32(R12)(R10*4), Y4
+	LEAQ        sv_tailmask8<>+0(SB), R10
+	NEGQ        R11
+	VMOVUPS     32(R10)(R11*4), Y5
+	VMASKMOVPS  32768(BX)(R9*4), Y4, Y5
+	VSUBPS      Y0, Y5, Y5
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y5, Y7
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y5, Y6
+	VPSLLD      $0x17, Y6, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y5
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y5
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y5, Y6
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y5, Y6
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y5, Y6
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y5, Y6
+	VMULPS      Y0, Y5, Y5
+	VFMADD231PS Y6, Y5, Y0
+	VANDNPS     Y0, Y7, Y0
+	VANDPS      Y4, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMASKMOVPS  Y0, Y4, 32768(SI)(R9*4)
+	LEAQ        1(R8), R10
+	LEAQ        -7(R8), R11
+	MOVQ        R11, R12
+	SARQ        $0x3f, R12
+	NOTQ        R12
+	ANDQ        R12, R11
+	SUBQ        R11, R10
+	LEAQ        sv_tailmask8<>+0(SB), R12
+	NEGQ        R10
+	VMOVUPS     32(R12)(R10*4), Y0
+	LEAQ        sv_tailmask8<>+0(SB), R10
+	MOVQ        R11, R12
+	NEGQ        R12
+	VMOVUPS     32(R10)(R12*4), Y4
+	VMASKMOVPS  40960(BX)(R9*4), Y0, Y5
+	VSUBPS      Y1, Y5, Y5
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y5, Y8
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y7
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y5, Y7
+	VPSLLD      $0x17, Y7, Y6
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y7, Y7
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y7, Y5
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y7, Y5
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y7
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y5, Y7
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y5, Y7
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y5, Y7
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y5, Y7
+	VMULPS      Y6, Y5, Y5
+	VFMADD231PS Y7, Y5, Y6
+	VANDNPS     Y6, Y8, Y6
+	VANDPS      Y0, Y6, Y6
+	VADDPS      Y6, Y3, Y3
+	VMASKMOVPS  Y6, Y0, 40960(SI)(R9*4)
+	CMPQ        R11, $0x00000000
+	JE          sv_exp_one_26
+	VMASKMOVPS  40992(BX)(R9*4), Y4, Y0
+	VSUBPS      Y1, Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y5
+	VPSLLD      $0x17, Y5, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y5
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y5, Y0, Y1
+	VANDNPS     Y1, Y6, Y1
+	VANDPS      Y4, Y1, Y1
+	VADDPS      Y1, Y3, Y3
+	VMASKMOVPS  Y1, Y4, 40992(SI)(R9*4)
+
+sv_exp_one_26:
+	VPERM2F128 $0x01, Y2, Y2, Y0
+	VADDPS     Y0, Y2, Y2
+	VPERMILPS  $0x4e, Y2, Y0
+	VADDPS     Y0, Y2, Y2
+	VPERMILPS  $0xb1, Y2, Y0
+	VADDPS     Y0, Y2, Y2
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS     Y2, Y0, Y2
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS     Y2, Y0, Y0
+	VPERM2F128 $0x01, Y3, Y3, Y1
+	VADDPS     Y1, Y3, Y3
+	VPERMILPS  $0x4e, Y3, Y1
+	VADDPS     Y1, Y3, Y3
+	VPERMILPS  $0xb1, Y3, Y1
+	VADDPS     Y1, Y3, Y3
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y1
+	VMAXPS     Y3, Y1, Y3
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y1
+	VDIVPS     Y3, Y1, Y1
+	XORQ       BX, BX
+
+sv_scale_27:
+	CMPQ    BX, DI
+	JAE     sv_scale_tail_28
+	VMULPS  32768(SI)(BX*4), Y0, Y2
+	VMOVUPS Y2, 32768(SI)(BX*4)
+	VMULPS  40960(SI)(BX*4), Y1, Y2
+	VMOVUPS Y2, 40960(SI)(BX*4)
+	ADDQ    $0x00000008, BX
+	JMP     sv_scale_27
+
+sv_scale_tail_28:
+	LEAQ       (R8), DI
+	LEAQ       -8(R8), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, DI
+	LEAQ       sv_tailmask8<>+0(SB), R10
+	NEGQ       DI
+	VMOVUPS    32(R10)(DI*4), Y2
+	LEAQ       sv_tailmask8<>+0(SB), DI
+	NEGQ       R9
+	VMOVUPS    32(DI)(R9*4), Y3
+	VMASKMOVPS 32768(SI)(BX*4), Y2, Y3
+	VMULPS     Y3, Y0, Y3
+	VMASKMOVPS Y3, Y2, 32768(SI)(BX*4)
+	LEAQ       1(R8), DI
+	LEAQ       -7(R8), R8
+	MOVQ       R8, R9
+	SARQ       $0x3f, R9
+	NOTQ       R9
+	ANDQ       R9, R8
+	SUBQ       R8, DI
+	LEAQ       sv_tailmask8<>+0(SB), R9
+	NEGQ       DI
+	VMOVUPS    32(R9)(DI*4), Y0
+	LEAQ       sv_tailmask8<>+0(SB), DI
+	MOVQ       R8, R9
+	NEGQ       R9
+	VMOVUPS    32(DI)(R9*4), Y2
+	VMASKMOVPS 40960(SI)(BX*4), Y0, Y3
+	VMULPS     Y3, Y1, Y3
+	VMASKMOVPS Y3, Y0, 40960(SI)(BX*4)
+	CMPQ       R8, $0x00000000
+	JE         sv_scale_one_29
+	VMASKMOVPS 40992(SI)(BX*4), Y2, Y0
+	VMULPS     Y0, Y1, Y0
+	VMASKMOVPS Y0, Y2, 40992(SI)(BX*4)
+
+sv_scale_one_29:
+	ADDQ   $0x00000006, CX
+	DECQ   DX
+	JNZ    svs_softmax_5
+	VXORPS Y0, Y0, Y0
+	MOVQ   AX, CX
+	MOVQ   $0x00000018, DX
+
+svs_zero_30:
+	MOVQ    y_base+80(FP), BX
+	IMUL3Q  $0x00000400, CX, SI
+	ADDQ    SI, BX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y0, 32(BX)
+	VMOVUPS Y0, 64(BX)
+	VMOVUPS Y0, 96(BX)
+	VMOVUPS Y0, 128(BX)
+	VMOVUPS Y0, 160(BX)
+	VMOVUPS Y0, 192(BX)
+	VMOVUPS Y0, 224(BX)
+	VMOVUPS Y0, 1024(BX)
+	VMOVUPS Y0, 1056(BX)
+	VMOVUPS Y0, 1088(BX)
+	VMOVUPS Y0, 1120(BX)
+	VMOVUPS Y0, 1152(BX)
+	VMOVUPS Y0, 1184(BX)
+	VMOVUPS Y0, 1216(BX)
+	VMOVUPS Y0, 1248(BX)
+	VMOVUPS Y0, 2048(BX)
+	VMOVUPS Y0, 2080(BX)
+	VMOVUPS Y0, 2112(BX)
+	VMOVUPS Y0, 2144(BX)
+	VMOVUPS Y0, 2176(BX)
+	VMOVUPS Y0, 2208(BX)
+	VMOVUPS Y0, 2240(BX)
+	VMOVUPS Y0, 2272(BX)
+	VMOVUPS Y0, 3072(BX)
+	VMOVUPS Y0, 3104(BX)
+	VMOVUPS Y0, 3136(BX)
+	VMOVUPS Y0, 3168(BX)
+	VMOVUPS Y0, 3200(BX)
+	VMOVUPS Y0, 3232(BX)
+	VMOVUPS Y0, 3264(BX)
+	VMOVUPS Y0, 3296(BX)
+	VMOVUPS Y0, 4096(BX)
+	VMOVUPS Y0, 4128(BX)
+	VMOVUPS Y0, 4160(BX)
+	VMOVUPS Y0, 4192(BX)
+	VMOVUPS Y0, 4224(BX)
+	VMOVUPS Y0, 4256(BX)
+	VMOVUPS Y0, 4288(BX)
+	VMOVUPS Y0, 4320(BX)
+	VMOVUPS Y0, 5120(BX)
+	VMOVUPS Y0, 5152(BX)
+	VMOVUPS Y0, 5184(BX)
+	VMOVUPS Y0, 5216(BX)
+	VMOVUPS Y0, 5248(BX)
+	VMOVUPS Y0, 5280(BX)
+	VMOVUPS Y0, 5312(BX)
+	VMOVUPS Y0, 5344(BX)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svs_zero_30
+	XORQ    BX, BX
+
+svs_chunks_31:
+	CMPQ    BX, AX
+	JG      svs_tail_32
+	LEAQ    256(BX), SI
+	LEAQ    1(AX), CX
+	CMPQ    SI, CX
+	CMOVQGT CX, SI
+	MOVQ    AX, CX
+	MOVQ    $0x00000018, DX
+
+svs_rect_33:
+	MOVQ    y_base+80(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 1024(DI), Y2
+	VMOVUPS 1056(DI), Y3
+	VMOVUPS 2048(DI), Y4
+	VMOVUPS 2080(DI), Y5
+	VMOVUPS 3072(DI), Y6
+	VMOVUPS 3104(DI), Y7
+	VMOVUPS 4096(DI), Y8
+	VMOVUPS 4128(DI), Y9
+	VMOVUPS 5120(DI), Y10
+	VMOVUPS 5152(DI), Y11
+	MOVQ    a_base+32(FP), R8
+	IMUL3Q  $0x00002000, CX, R9
+	ADDQ    R9, R8
+	MOVQ    BX, R10
+	IMUL3Q  $0x00000400, R10, R9
+	MOVQ    v_base+56(FP), R11
+	ADDQ    R11, R9
+
+svs_prod_34:
+	CMPQ         R10, SI
+	JGE          svs_prod_out_35
+	VMOVUPS      (R9), Y12
+	VMOVUPS      32(R9), Y13
+	VBROADCASTSS (R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_prod_34
+
+svs_prod_out_35:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 1024(DI)
+	VMOVUPS Y3, 1056(DI)
+	VMOVUPS Y4, 2048(DI)
+	VMOVUPS Y5, 2080(DI)
+	VMOVUPS Y6, 3072(DI)
+	VMOVUPS Y7, 3104(DI)
+	VMOVUPS Y8, 4096(DI)
+	VMOVUPS Y9, 4128(DI)
+	VMOVUPS Y10, 5120(DI)
+	VMOVUPS Y11, 5152(DI)
+	MOVQ    y_base+80(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS 64(DI), Y0
+	VMOVUPS 96(DI), Y1
+	VMOVUPS 1088(DI), Y2
+	VMOVUPS 1120(DI), Y3
+	VMOVUPS 2112(DI), Y4
+	VMOVUPS 2144(DI), Y5
+	VMOVUPS 3136(DI), Y6
+	VMOVUPS 3168(DI), Y7
+	VMOVUPS 4160(DI), Y8
+	VMOVUPS 4192(DI), Y9
+	VMOVUPS 5184(DI), Y10
+	VMOVUPS 5216(DI), Y11
+	MOVQ    a_base+32(FP), R8
+	IMUL3Q  $0x00002000, CX, R9
+	ADDQ    R9, R8
+	MOVQ    BX, R10
+	IMUL3Q  $0x00000400, R10, R9
+	MOVQ    v_base+56(FP), R11
+	ADDQ    R11, R9
+
+svs_prod_36:
+	CMPQ         R10, SI
+	JGE          svs_prod_out_37
+	VMOVUPS      64(R9), Y12
+	VMOVUPS      96(R9), Y13
+	VBROADCASTSS (R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_prod_36
+
+svs_prod_out_37:
+	VMOVUPS Y0, 64(DI)
+	VMOVUPS Y1, 96(DI)
+	VMOVUPS Y2, 1088(DI)
+	VMOVUPS Y3, 1120(DI)
+	VMOVUPS Y4, 2112(DI)
+	VMOVUPS Y5, 2144(DI)
+	VMOVUPS Y6, 3136(DI)
+	VMOVUPS Y7, 3168(DI)
+	VMOVUPS Y8, 4160(DI)
+	VMOVUPS Y9, 4192(DI)
+	VMOVUPS Y10, 5184(DI)
+	VMOVUPS Y11, 5216(DI)
+	MOVQ    y_base+80(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS 128(DI), Y0
+	VMOVUPS 160(DI), Y1
+	VMOVUPS 1152(DI), Y2
+	VMOVUPS 1184(DI), Y3
+	VMOVUPS 2176(DI), Y4
+	VMOVUPS 2208(DI), Y5
+	VMOVUPS 3200(DI), Y6
+	VMOVUPS 3232(DI), Y7
+	VMOVUPS 4224(DI), Y8
+	VMOVUPS 4256(DI), Y9
+	VMOVUPS 5248(DI), Y10
+	VMOVUPS 5280(DI), Y11
+	MOVQ    a_base+32(FP), R8
+	IMUL3Q  $0x00002000, CX, R9
+	ADDQ    R9, R8
+	MOVQ    BX, R10
+	IMUL3Q  $0x00000400, R10, R9
+	MOVQ    v_base+56(FP), R11
+	ADDQ    R11, R9
+
+svs_prod_38:
+	CMPQ         R10, SI
+	JGE          svs_prod_out_39
+	VMOVUPS      128(R9), Y12
+	VMOVUPS      160(R9), Y13
+	VBROADCASTSS (R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_prod_38
+
+svs_prod_out_39:
+	VMOVUPS Y0, 128(DI)
+	VMOVUPS Y1, 160(DI)
+	VMOVUPS Y2, 1152(DI)
+	VMOVUPS Y3, 1184(DI)
+	VMOVUPS Y4, 2176(DI)
+	VMOVUPS Y5, 2208(DI)
+	VMOVUPS Y6, 3200(DI)
+	VMOVUPS Y7, 3232(DI)
+	VMOVUPS Y8, 4224(DI)
+	VMOVUPS Y9, 4256(DI)
+	VMOVUPS Y10, 5248(DI)
+	VMOVUPS Y11, 5280(DI)
+	MOVQ    y_base+80(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS 192(DI), Y0
+	VMOVUPS 224(DI), Y1
+	VMOVUPS 1216(DI), Y2
+	VMOVUPS 1248(DI), Y3
+	VMOVUPS 2240(DI), Y4
+	VMOVUPS 2272(DI), Y5
+	VMOVUPS 3264(DI), Y6
+	VMOVUPS 3296(DI), Y7
+	VMOVUPS 4288(DI), Y8
+	VMOVUPS 4320(DI), Y9
+	VMOVUPS 5312(DI), Y10
+	VMOVUPS 5344(DI), Y11
+	MOVQ    a_base+32(FP), R8
+	IMUL3Q  $0x00002000, CX, R9
+	ADDQ    R9, R8
+	MOVQ    BX, R10
+	IMUL3Q  $0x00000400, R10, R9
+	MOVQ    v_base+56(FP), R11
+	ADDQ    R11, R9
+
+svs_prod_40:
+	CMPQ         R10, SI
+	JGE          svs_prod_out_41
+	VMOVUPS      192(R9), Y12
+	VMOVUPS      224(R9), Y13
+	VBROADCASTSS (R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(R8)(R10*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_prod_40
+
+svs_prod_out_41:
+	VMOVUPS Y0, 192(DI)
+	VMOVUPS Y1, 224(DI)
+	VMOVUPS Y2, 1216(DI)
+	VMOVUPS Y3, 1248(DI)
+	VMOVUPS Y4, 2240(DI)
+	VMOVUPS Y5, 2272(DI)
+	VMOVUPS Y6, 3264(DI)
+	VMOVUPS Y7, 3296(DI)
+	VMOVUPS Y8, 4288(DI)
+	VMOVUPS Y9, 4320(DI)
+	VMOVUPS Y10, 5312(DI)
+	VMOVUPS Y11, 5344(DI)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svs_rect_33
+	ADDQ    $0x00000100, BX
+	JMP     svs_chunks_31
+
+svs_tail_32:
+	LEAQ 1(AX), BX
+	MOVQ AX, CX
+	MOVQ $0x00000018, DX
+
+svs_own_42:
+	MOVQ    y_base+80(FP), SI
+	IMUL3Q  $0x00000400, CX, DI
+	ADDQ    DI, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 1024(SI), Y2
+	VMOVUPS 1056(SI), Y3
+	VMOVUPS 2048(SI), Y4
+	VMOVUPS 2080(SI), Y5
+	VMOVUPS 3072(SI), Y6
+	VMOVUPS 3104(SI), Y7
+	VMOVUPS 4096(SI), Y8
+	VMOVUPS 4128(SI), Y9
+	VMOVUPS 5120(SI), Y10
+	VMOVUPS 5152(SI), Y11
+	MOVQ    a_base+32(FP), DI
+	IMUL3Q  $0x00002000, CX, R8
+	ADDQ    R8, DI
+	MOVQ    BX, R9
+	IMUL3Q  $0x00000400, R9, R8
+	MOVQ    v_base+56(FP), R10
+	ADDQ    R10, R8
+
+svs_prod_43:
+	CMPQ         R9, CX
+	JG           svs_prod_out_44
+	VMOVUPS      (R8), Y12
+	VMOVUPS      32(R8), Y13
+	VBROADCASTSS (DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_prod_43
+
+svs_prod_out_44:
+	VMOVUPS      (R8), Y12
+	VMOVUPS      32(R8), Y13
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      1024(R8), Y12
+	VMOVUPS      1056(R8), Y13
+	VBROADCASTSS 16388(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24580(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32772(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40964(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      2048(R8), Y12
+	VMOVUPS      2080(R8), Y13
+	VBROADCASTSS 24584(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32776(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40968(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      3072(R8), Y12
+	VMOVUPS      3104(R8), Y13
+	VBROADCASTSS 32780(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40972(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      4096(R8), Y12
+	VMOVUPS      4128(R8), Y13
+	VBROADCASTSS 40976(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 1024(SI)
+	VMOVUPS      Y3, 1056(SI)
+	VMOVUPS      Y4, 2048(SI)
+	VMOVUPS      Y5, 2080(SI)
+	VMOVUPS      Y6, 3072(SI)
+	VMOVUPS      Y7, 3104(SI)
+	VMOVUPS      Y8, 4096(SI)
+	VMOVUPS      Y9, 4128(SI)
+	VMOVUPS      Y10, 5120(SI)
+	VMOVUPS      Y11, 5152(SI)
+	MOVQ         y_base+80(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VMOVUPS      64(SI), Y0
+	VMOVUPS      96(SI), Y1
+	VMOVUPS      1088(SI), Y2
+	VMOVUPS      1120(SI), Y3
+	VMOVUPS      2112(SI), Y4
+	VMOVUPS      2144(SI), Y5
+	VMOVUPS      3136(SI), Y6
+	VMOVUPS      3168(SI), Y7
+	VMOVUPS      4160(SI), Y8
+	VMOVUPS      4192(SI), Y9
+	VMOVUPS      5184(SI), Y10
+	VMOVUPS      5216(SI), Y11
+	MOVQ         a_base+32(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         BX, R9
+	IMUL3Q       $0x00000400, R9, R8
+	MOVQ         v_base+56(FP), R10
+	ADDQ         R10, R8
+
+svs_prod_45:
+	CMPQ         R9, CX
+	JG           svs_prod_out_46
+	VMOVUPS      64(R8), Y12
+	VMOVUPS      96(R8), Y13
+	VBROADCASTSS (DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_prod_45
+
+svs_prod_out_46:
+	VMOVUPS      64(R8), Y12
+	VMOVUPS      96(R8), Y13
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      1088(R8), Y12
+	VMOVUPS      1120(R8), Y13
+	VBROADCASTSS 16388(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24580(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32772(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40964(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      2112(R8), Y12
+	VMOVUPS      2144(R8), Y13
+	VBROADCASTSS 24584(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32776(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40968(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      3136(R8), Y12
+	VMOVUPS      3168(R8), Y13
+	VBROADCASTSS 32780(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40972(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      4160(R8), Y12
+	VMOVUPS      4192(R8), Y13
+	VBROADCASTSS 40976(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      Y0, 64(SI)
+	VMOVUPS      Y1, 96(SI)
+	VMOVUPS      Y2, 1088(SI)
+	VMOVUPS      Y3, 1120(SI)
+	VMOVUPS      Y4, 2112(SI)
+	VMOVUPS      Y5, 2144(SI)
+	VMOVUPS      Y6, 3136(SI)
+	VMOVUPS      Y7, 3168(SI)
+	VMOVUPS      Y8, 4160(SI)
+	VMOVUPS      Y9, 4192(SI)
+	VMOVUPS      Y10, 5184(SI)
+	VMOVUPS      Y11, 5216(SI)
+	MOVQ         y_base+80(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VMOVUPS      128(SI), Y0
+	VMOVUPS      160(SI), Y1
+	VMOVUPS      1152(SI), Y2
+	VMOVUPS      1184(SI), Y3
+	VMOVUPS      2176(SI), Y4
+	VMOVUPS      2208(SI), Y5
+	VMOVUPS      3200(SI), Y6
+	VMOVUPS      3232(SI), Y7
+	VMOVUPS      4224(SI), Y8
+	VMOVUPS      4256(SI), Y9
+	VMOVUPS      5248(SI), Y10
+	VMOVUPS      5280(SI), Y11
+	MOVQ         a_base+32(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         BX, R9
+	IMUL3Q       $0x00000400, R9, R8
+	MOVQ         v_base+56(FP), R10
+	ADDQ         R10, R8
+
+svs_prod_47:
+	CMPQ         R9, CX
+	JG           svs_prod_out_48
+	VMOVUPS      128(R8), Y12
+	VMOVUPS      160(R8), Y13
+	VBROADCASTSS (DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_prod_47
+
+svs_prod_out_48:
+	VMOVUPS      128(R8), Y12
+	VMOVUPS      160(R8), Y13
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      1152(R8), Y12
+	VMOVUPS      1184(R8), Y13
+	VBROADCASTSS 16388(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24580(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32772(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40964(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      2176(R8), Y12
+	VMOVUPS      2208(R8), Y13
+	VBROADCASTSS 24584(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32776(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40968(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      3200(R8), Y12
+	VMOVUPS      3232(R8), Y13
+	VBROADCASTSS 32780(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40972(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      4224(R8), Y12
+	VMOVUPS      4256(R8), Y13
+	VBROADCASTSS 40976(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      Y0, 128(SI)
+	VMOVUPS      Y1, 160(SI)
+	VMOVUPS      Y2, 1152(SI)
+	VMOVUPS      Y3, 1184(SI)
+	VMOVUPS      Y4, 2176(SI)
+	VMOVUPS      Y5, 2208(SI)
+	VMOVUPS      Y6, 3200(SI)
+	VMOVUPS      Y7, 3232(SI)
+	VMOVUPS      Y8, 4224(SI)
+	VMOVUPS      Y9, 4256(SI)
+	VMOVUPS      Y10, 5248(SI)
+	VMOVUPS      Y11, 5280(SI)
+	MOVQ         y_base+80(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VMOVUPS      192(SI), Y0
+	VMOVUPS      224(SI), Y1
+	VMOVUPS      1216(SI), Y2
+	VMOVUPS      1248(SI), Y3
+	VMOVUPS      2240(SI), Y4
+	VMOVUPS      2272(SI), Y5
+	VMOVUPS      3264(SI), Y6
+	VMOVUPS      3296(SI), Y7
+	VMOVUPS      4288(SI), Y8
+	VMOVUPS      4320(SI), Y9
+	VMOVUPS      5312(SI), Y10
+	VMOVUPS      5344(SI), Y11
+	MOVQ         a_base+32(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         BX, R9
+	IMUL3Q       $0x00000400, R9, R8
+	MOVQ         v_base+56(FP), R10
+	ADDQ         R10, R8
+
+svs_prod_49:
+	CMPQ         R9, CX
+	JG           svs_prod_out_50
+	VMOVUPS      192(R8), Y12
+	VMOVUPS      224(R8), Y13
+	VBROADCASTSS (DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_prod_49
+
+svs_prod_out_50:
+	VMOVUPS      192(R8), Y12
+	VMOVUPS      224(R8), Y13
+	VBROADCASTSS 8192(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16384(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24576(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32768(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40960(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      1216(R8), Y12
+	VMOVUPS      1248(R8), Y13
+	VBROADCASTSS 16388(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24580(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32772(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40964(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      2240(R8), Y12
+	VMOVUPS      2272(R8), Y13
+	VBROADCASTSS 24584(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32776(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40968(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      3264(R8), Y12
+	VMOVUPS      3296(R8), Y13
+	VBROADCASTSS 32780(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 40972(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      4288(R8), Y12
+	VMOVUPS      4320(R8), Y13
+	VBROADCASTSS 40976(DI)(R9*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	VMOVUPS      Y0, 192(SI)
+	VMOVUPS      Y1, 224(SI)
+	VMOVUPS      Y2, 1216(SI)
+	VMOVUPS      Y3, 1248(SI)
+	VMOVUPS      Y4, 2240(SI)
+	VMOVUPS      Y5, 2272(SI)
+	VMOVUPS      Y6, 3264(SI)
+	VMOVUPS      Y7, 3296(SI)
+	VMOVUPS      Y8, 4288(SI)
+	VMOVUPS      Y9, 4320(SI)
+	VMOVUPS      Y10, 5312(SI)
+	VMOVUPS      Y11, 5344(SI)
+	ADDQ         $0x00000006, CX
+	DECQ         DX
+	JNZ          svs_own_42
+	SUBQ         $0x00000090, AX
+	JMP          sv_supers_3
+
+sv_rest_4:
+	ADDQ $0x00000090, AX
 	SUBQ $0x00000006, AX
 
-sv_blocks_3:
+sv_blocks_51:
 	CMPQ    AX, $0x00000000
 	JL      sv_singles_2
 	MOVQ    b_base+8(FP), CX
@@ -8981,17 +13042,17 @@ sv_blocks_3:
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y3
 	XORQ    DI, DI
 
-sv_max_4:
+sv_max_52:
 	CMPQ   DI, BX
-	JAE    sv_max_tail_5
+	JAE    sv_max_tail_53
 	VMAXPS (CX)(DI*4), Y0, Y0
 	VMAXPS 8192(CX)(DI*4), Y1, Y1
 	VMAXPS 16384(CX)(DI*4), Y2, Y2
 	VMAXPS 24576(CX)(DI*4), Y3, Y3
 	ADDQ   $0x00000008, DI
-	JMP    sv_max_4
+	JMP    sv_max_52
 
-sv_max_tail_5:
+sv_max_tail_53:
 	LEAQ       (SI), R8
 	LEAQ       -8(SI), R9
 	MOVQ       R9, R10
@@ -9028,13 +13089,13 @@ sv_max_tail_5:
 	VBLENDVPS  Y4, Y6, Y7, Y6
 	VMAXPS     Y6, Y1, Y1
 	CMPQ       R9, $0x00000000
-	JE         sv_max_one_6
+	JE         sv_max_one_54
 	VMASKMOVPS 8224(CX)(DI*4), Y5, Y4
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
 	VBLENDVPS  Y5, Y4, Y6, Y4
 	VMAXPS     Y4, Y1, Y1
 
-sv_max_one_6:
+sv_max_one_54:
 	LEAQ       2(SI), R8
 	LEAQ       -6(SI), R9
 	MOVQ       R9, R10
@@ -9054,13 +13115,13 @@ sv_max_one_6:
 	VBLENDVPS  Y4, Y6, Y7, Y6
 	VMAXPS     Y6, Y2, Y2
 	CMPQ       R9, $0x00000000
-	JE         sv_max_one_7
+	JE         sv_max_one_55
 	VMASKMOVPS 16416(CX)(DI*4), Y5, Y4
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
 	VBLENDVPS  Y5, Y4, Y6, Y4
 	VMAXPS     Y4, Y2, Y2
 
-sv_max_one_7:
+sv_max_one_55:
 	LEAQ       3(SI), R8
 	LEAQ       -5(SI), R9
 	MOVQ       R9, R10
@@ -9080,13 +13141,13 @@ sv_max_one_7:
 	VBLENDVPS  Y4, Y6, Y7, Y6
 	VMAXPS     Y6, Y3, Y3
 	CMPQ       R9, $0x00000000
-	JE         sv_max_one_8
+	JE         sv_max_one_56
 	VMASKMOVPS 24608(CX)(DI*4), Y5, Y4
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
 	VBLENDVPS  Y5, Y4, Y6, Y4
 	VMAXPS     Y4, Y3, Y3
 
-sv_max_one_8:
+sv_max_one_56:
 	VPERM2F128 $0x01, Y0, Y0, Y4
 	VMAXPS     Y4, Y0, Y0
 	VPERMILPS  $0x4e, Y0, Y4
@@ -9125,9 +13186,9 @@ sv_max_one_8:
 	VXORPS     Y7, Y7, Y7
 	XORQ       DI, DI
 
-sv_exp_9:
+sv_exp_57:
 	CMPQ        DI, BX
-	JAE         sv_exp_tail_10
+	JAE         sv_exp_tail_58
 	VMOVUPS     (CX)(DI*4), Y8
 	VSUBPS      Y0, Y8, Y8
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
@@ -9205,9 +13266,9 @@ sv_exp_9:
 	VADDPS      Y9, Y7, Y7
 	VMOVUPS     Y9, 24576(DX)(DI*4)
 	ADDQ        $0x00000008, DI
-	JMP         sv_exp_9
+	JMP         sv_exp_57
 
-sv_exp_tail_10:
+sv_exp_tail_58:
 	LEAQ        (SI), R8
 	LEAQ        -8(SI), R9
 	MOVQ        R9, R10
@@ -9276,7 +13337,7 @@ sv_exp_tail_10:
 	VADDPS      Y10, Y5, Y5
 	VMASKMOVPS  Y10, Y0, 8192(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_11
+	JE          sv_exp_one_59
 	VMASKMOVPS  8224(CX)(DI*4), Y8, Y0
 	VSUBPS      Y1, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y10
@@ -9298,7 +13359,7 @@ sv_exp_tail_10:
 	VADDPS      Y1, Y5, Y5
 	VMASKMOVPS  Y1, Y8, 8224(DX)(DI*4)
 
-sv_exp_one_11:
+sv_exp_one_59:
 	LEAQ        2(SI), R8
 	LEAQ        -6(SI), R9
 	MOVQ        R9, R10
@@ -9334,7 +13395,7 @@ sv_exp_one_11:
 	VADDPS      Y9, Y6, Y6
 	VMASKMOVPS  Y9, Y0, 16384(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_12
+	JE          sv_exp_one_60
 	VMASKMOVPS  16416(CX)(DI*4), Y1, Y0
 	VSUBPS      Y2, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y9
@@ -9356,7 +13417,7 @@ sv_exp_one_11:
 	VADDPS      Y2, Y6, Y6
 	VMASKMOVPS  Y2, Y1, 16416(DX)(DI*4)
 
-sv_exp_one_12:
+sv_exp_one_60:
 	LEAQ        3(SI), R8
 	LEAQ        -5(SI), R9
 	MOVQ        R9, R10
@@ -9392,7 +13453,7 @@ sv_exp_one_12:
 	VADDPS      Y8, Y7, Y7
 	VMASKMOVPS  Y8, Y0, 24576(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_13
+	JE          sv_exp_one_61
 	VMASKMOVPS  24608(CX)(DI*4), Y1, Y0
 	VSUBPS      Y3, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y8
@@ -9414,7 +13475,7 @@ sv_exp_one_12:
 	VADDPS      Y2, Y7, Y7
 	VMASKMOVPS  Y2, Y1, 24608(DX)(DI*4)
 
-sv_exp_one_13:
+sv_exp_one_61:
 	VPERM2F128 $0x01, Y4, Y4, Y0
 	VADDPS     Y0, Y4, Y4
 	VPERMILPS  $0x4e, Y4, Y0
@@ -9457,9 +13518,9 @@ sv_exp_one_13:
 	VDIVPS     Y7, Y3, Y3
 	XORQ       CX, CX
 
-sv_scale_14:
+sv_scale_62:
 	CMPQ    CX, BX
-	JAE     sv_scale_tail_15
+	JAE     sv_scale_tail_63
 	VMULPS  (DX)(CX*4), Y0, Y4
 	VMOVUPS Y4, (DX)(CX*4)
 	VMULPS  8192(DX)(CX*4), Y1, Y4
@@ -9469,9 +13530,9 @@ sv_scale_14:
 	VMULPS  24576(DX)(CX*4), Y3, Y4
 	VMOVUPS Y4, 24576(DX)(CX*4)
 	ADDQ    $0x00000008, CX
-	JMP     sv_scale_14
+	JMP     sv_scale_62
 
-sv_scale_tail_15:
+sv_scale_tail_63:
 	LEAQ       (SI), BX
 	LEAQ       -8(SI), DI
 	MOVQ       DI, R8
@@ -9506,12 +13567,12 @@ sv_scale_tail_15:
 	VMULPS     Y5, Y1, Y5
 	VMASKMOVPS Y5, Y0, 8192(DX)(CX*4)
 	CMPQ       DI, $0x00000000
-	JE         sv_scale_one_16
+	JE         sv_scale_one_64
 	VMASKMOVPS 8224(DX)(CX*4), Y4, Y0
 	VMULPS     Y0, Y1, Y0
 	VMASKMOVPS Y0, Y4, 8224(DX)(CX*4)
 
-sv_scale_one_16:
+sv_scale_one_64:
 	LEAQ       2(SI), BX
 	LEAQ       -6(SI), DI
 	MOVQ       DI, R8
@@ -9530,12 +13591,12 @@ sv_scale_one_16:
 	VMULPS     Y4, Y2, Y4
 	VMASKMOVPS Y4, Y0, 16384(DX)(CX*4)
 	CMPQ       DI, $0x00000000
-	JE         sv_scale_one_17
+	JE         sv_scale_one_65
 	VMASKMOVPS 16416(DX)(CX*4), Y1, Y0
 	VMULPS     Y0, Y2, Y0
 	VMASKMOVPS Y0, Y1, 16416(DX)(CX*4)
 
-sv_scale_one_17:
+sv_scale_one_65:
 	LEAQ       3(SI), BX
 	LEAQ       -5(SI), SI
 	MOVQ       SI, DI
@@ -9554,12 +13615,12 @@ sv_scale_one_17:
 	VMULPS     Y2, Y3, Y2
 	VMASKMOVPS Y2, Y0, 24576(DX)(CX*4)
 	CMPQ       SI, $0x00000000
-	JE         sv_scale_one_18
+	JE         sv_scale_one_66
 	VMASKMOVPS 24608(DX)(CX*4), Y1, Y0
 	VMULPS     Y0, Y3, Y0
 	VMASKMOVPS Y0, Y1, 24608(DX)(CX*4)
 
-sv_scale_one_18:
+sv_scale_one_66:
 	MOVQ    b_base+8(FP), CX
 	IMUL3Q  $0x00002000, AX, DX
 	ADDQ    DX, CX
@@ -9574,15 +13635,15 @@ sv_scale_one_18:
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
 	XORQ    DI, DI
 
-sv_max_19:
+sv_max_67:
 	CMPQ   DI, BX
-	JAE    sv_max_tail_20
+	JAE    sv_max_tail_68
 	VMAXPS 32768(CX)(DI*4), Y0, Y0
 	VMAXPS 40960(CX)(DI*4), Y1, Y1
 	ADDQ   $0x00000008, DI
-	JMP    sv_max_19
+	JMP    sv_max_67
 
-sv_max_tail_20:
+sv_max_tail_68:
 	LEAQ       (SI), R8
 	LEAQ       -8(SI), R9
 	MOVQ       R9, R10
@@ -9619,13 +13680,13 @@ sv_max_tail_20:
 	VBLENDVPS  Y2, Y4, Y5, Y4
 	VMAXPS     Y4, Y1, Y1
 	CMPQ       R9, $0x00000000
-	JE         sv_max_one_21
+	JE         sv_max_one_69
 	VMASKMOVPS 40992(CX)(DI*4), Y3, Y2
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
 	VBLENDVPS  Y3, Y2, Y4, Y2
 	VMAXPS     Y2, Y1, Y1
 
-sv_max_one_21:
+sv_max_one_69:
 	VPERM2F128 $0x01, Y0, Y0, Y2
 	VMAXPS     Y2, Y0, Y0
 	VPERMILPS  $0x4e, Y0, Y2
@@ -9646,9 +13707,9 @@ sv_max_one_21:
 	VXORPS     Y3, Y3, Y3
 	XORQ       DI, DI
 
-sv_exp_22:
+sv_exp_70:
 	CMPQ        DI, BX
-	JAE         sv_exp_tail_23
+	JAE         sv_exp_tail_71
 	VMOVUPS     32768(CX)(DI*4), Y4
 	VSUBPS      Y0, Y4, Y4
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
@@ -9688,9 +13749,9 @@ sv_exp_22:
 	VADDPS      Y5, Y3, Y3
 	VMOVUPS     Y5, 40960(DX)(DI*4)
 	ADDQ        $0x00000008, DI
-	JMP         sv_exp_22
+	JMP         sv_exp_70
 
-sv_exp_tail_23:
+sv_exp_tail_71:
 	LEAQ        (SI), R8
 	LEAQ        -8(SI), R9
 	MOVQ        R9, R10
@@ -9759,7 +13820,7 @@ sv_exp_tail_23:
 	VADDPS      Y6, Y3, Y3
 	VMASKMOVPS  Y6, Y0, 40960(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_24
+	JE          sv_exp_one_72
 	VMASKMOVPS  40992(CX)(DI*4), Y4, Y0
 	VSUBPS      Y1, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y6
@@ -9781,7 +13842,7 @@ sv_exp_tail_23:
 	VADDPS      Y1, Y3, Y3
 	VMASKMOVPS  Y1, Y4, 40992(DX)(DI*4)
 
-sv_exp_one_24:
+sv_exp_one_72:
 	VPERM2F128 $0x01, Y2, Y2, Y0
 	VADDPS     Y0, Y2, Y2
 	VPERMILPS  $0x4e, Y2, Y0
@@ -9804,17 +13865,17 @@ sv_exp_one_24:
 	VDIVPS     Y3, Y1, Y1
 	XORQ       CX, CX
 
-sv_scale_25:
+sv_scale_73:
 	CMPQ    CX, BX
-	JAE     sv_scale_tail_26
+	JAE     sv_scale_tail_74
 	VMULPS  32768(DX)(CX*4), Y0, Y2
 	VMOVUPS Y2, 32768(DX)(CX*4)
 	VMULPS  40960(DX)(CX*4), Y1, Y2
 	VMOVUPS Y2, 40960(DX)(CX*4)
 	ADDQ    $0x00000008, CX
-	JMP     sv_scale_25
+	JMP     sv_scale_73
 
-sv_scale_tail_26:
+sv_scale_tail_74:
 	LEAQ       (SI), BX
 	LEAQ       -8(SI), DI
 	MOVQ       DI, R8
@@ -9849,12 +13910,12 @@ sv_scale_tail_26:
 	VMULPS     Y3, Y1, Y3
 	VMASKMOVPS Y3, Y0, 40960(DX)(CX*4)
 	CMPQ       SI, $0x00000000
-	JE         sv_scale_one_27
+	JE         sv_scale_one_75
 	VMASKMOVPS 40992(DX)(CX*4), Y2, Y0
 	VMULPS     Y0, Y1, Y0
 	VMASKMOVPS Y0, Y2, 40992(DX)(CX*4)
 
-sv_scale_one_27:
+sv_scale_one_75:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -9873,7 +13934,7 @@ sv_scale_one_27:
 	MOVQ   v_base+56(FP), DX
 	XORQ   BX, BX
 
-sv_prod_28:
+sv_prod_76:
 	VMOVUPS      (DX), Y12
 	VMOVUPS      32(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -9897,7 +13958,7 @@ sv_prod_28:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_28
+	JLE          sv_prod_76
 	VMOVUPS      (DX), Y12
 	VMOVUPS      32(DX), Y13
 	VBROADCASTSS 8192(CX)(BX*4), Y14
@@ -9986,7 +14047,7 @@ sv_prod_28:
 	MOVQ         v_base+56(FP), DX
 	XORQ         BX, BX
 
-sv_prod_29:
+sv_prod_77:
 	VMOVUPS      64(DX), Y12
 	VMOVUPS      96(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -10010,7 +14071,7 @@ sv_prod_29:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_29
+	JLE          sv_prod_77
 	VMOVUPS      64(DX), Y12
 	VMOVUPS      96(DX), Y13
 	VBROADCASTSS 8192(CX)(BX*4), Y14
@@ -10099,7 +14160,7 @@ sv_prod_29:
 	MOVQ         v_base+56(FP), DX
 	XORQ         BX, BX
 
-sv_prod_30:
+sv_prod_78:
 	VMOVUPS      128(DX), Y12
 	VMOVUPS      160(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -10123,7 +14184,7 @@ sv_prod_30:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_30
+	JLE          sv_prod_78
 	VMOVUPS      128(DX), Y12
 	VMOVUPS      160(DX), Y13
 	VBROADCASTSS 8192(CX)(BX*4), Y14
@@ -10212,7 +14273,7 @@ sv_prod_30:
 	MOVQ         v_base+56(FP), DX
 	XORQ         BX, BX
 
-sv_prod_31:
+sv_prod_79:
 	VMOVUPS      192(DX), Y12
 	VMOVUPS      224(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -10236,7 +14297,7 @@ sv_prod_31:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_31
+	JLE          sv_prod_79
 	VMOVUPS      192(DX), Y12
 	VMOVUPS      224(DX), Y13
 	VBROADCASTSS 8192(CX)(BX*4), Y14
@@ -10308,13 +14369,13 @@ sv_prod_31:
 	VMOVUPS      Y10, 5312(CX)
 	VMOVUPS      Y11, 5344(CX)
 	SUBQ         $0x00000006, AX
-	JMP          sv_blocks_3
+	JMP          sv_blocks_51
 
 sv_singles_2:
 	ADDQ $0x00000006, AX
 	XORQ CX, CX
 
-sv_single_32:
+sv_single_80:
 	CMPQ    CX, AX
 	JGE     sv_done_1
 	MOVQ    b_base+8(FP), DX
@@ -10330,14 +14391,14 @@ sv_single_32:
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
 	XORQ    R8, R8
 
-sv_max_33:
+sv_max_81:
 	CMPQ   R8, SI
-	JAE    sv_max_tail_34
+	JAE    sv_max_tail_82
 	VMAXPS (DX)(R8*4), Y0, Y0
 	ADDQ   $0x00000008, R8
-	JMP    sv_max_33
+	JMP    sv_max_81
 
-sv_max_tail_34:
+sv_max_tail_82:
 	LEAQ       (DI), R9
 	LEAQ       -8(DI), R10
 	MOVQ       R10, R11
@@ -10366,9 +14427,9 @@ sv_max_tail_34:
 	VXORPS     Y1, Y1, Y1
 	XORQ       R8, R8
 
-sv_exp_35:
+sv_exp_83:
 	CMPQ        R8, SI
-	JAE         sv_exp_tail_36
+	JAE         sv_exp_tail_84
 	VMOVUPS     (DX)(R8*4), Y2
 	VSUBPS      Y0, Y2, Y2
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
@@ -10389,9 +14450,9 @@ sv_exp_35:
 	VADDPS      Y3, Y1, Y1
 	VMOVUPS     Y3, (BX)(R8*4)
 	ADDQ        $0x00000008, R8
-	JMP         sv_exp_35
+	JMP         sv_exp_83
 
-sv_exp_tail_36:
+sv_exp_tail_84:
 	LEAQ        (DI), R9
 	LEAQ        -8(DI), R10
 	MOVQ        R10, R11
@@ -10437,15 +14498,15 @@ sv_exp_tail_36:
 	VDIVPS      Y1, Y0, Y0
 	XORQ        DX, DX
 
-sv_scale_37:
+sv_scale_85:
 	CMPQ    DX, SI
-	JAE     sv_scale_tail_38
+	JAE     sv_scale_tail_86
 	VMULPS  (BX)(DX*4), Y0, Y1
 	VMOVUPS Y1, (BX)(DX*4)
 	ADDQ    $0x00000008, DX
-	JMP     sv_scale_37
+	JMP     sv_scale_85
 
-sv_scale_tail_38:
+sv_scale_tail_86:
 	LEAQ       (DI), SI
 	LEAQ       -8(DI), DI
 	MOVQ       DI, R8
@@ -10470,7 +14531,7 @@ sv_scale_tail_38:
 	MOVQ       v_base+56(FP), BX
 	XORQ       SI, SI
 
-sv_prod_39:
+sv_prod_87:
 	VMOVUPS      (BX), Y2
 	VMOVUPS      32(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
@@ -10479,7 +14540,7 @@ sv_prod_39:
 	ADDQ         $0x00000400, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_39
+	JLE          sv_prod_87
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -10493,7 +14554,7 @@ sv_prod_39:
 	MOVQ         v_base+56(FP), BX
 	XORQ         SI, SI
 
-sv_prod_40:
+sv_prod_88:
 	VMOVUPS      64(BX), Y2
 	VMOVUPS      96(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
@@ -10502,7 +14563,7 @@ sv_prod_40:
 	ADDQ         $0x00000400, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_40
+	JLE          sv_prod_88
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -10516,7 +14577,7 @@ sv_prod_40:
 	MOVQ         v_base+56(FP), BX
 	XORQ         SI, SI
 
-sv_prod_41:
+sv_prod_89:
 	VMOVUPS      128(BX), Y2
 	VMOVUPS      160(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
@@ -10525,7 +14586,7 @@ sv_prod_41:
 	ADDQ         $0x00000400, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_41
+	JLE          sv_prod_89
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -10539,7 +14600,7 @@ sv_prod_41:
 	MOVQ         v_base+56(FP), BX
 	XORQ         SI, SI
 
-sv_prod_42:
+sv_prod_90:
 	VMOVUPS      192(BX), Y2
 	VMOVUPS      224(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
@@ -10548,14 +14609,14 @@ sv_prod_42:
 	ADDQ         $0x00000400, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_42
+	JLE          sv_prod_90
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
 	VMOVUPS      Y0, 192(DX)
 	VMOVUPS      Y1, 224(DX)
 	INCQ         CX
-	JMP          sv_single_32
+	JMP          sv_single_80
 
 sv_done_1:
 	VZEROUPPER
@@ -10720,11 +14781,795 @@ DATA sv_one_v8_3f800000<>+28(SB)/4, $0x3f800000
 GLOBL sv_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
 
 // func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
-// Requires: AVX, FMA3
-TEXT ·softmaxValueBackAVX2(SB), $16384-128
+// Requires: AVX, CMOV, FMA3
+TEXT ·softmaxValueBackAVX2(SB), $65536-128
 	XORQ AX, AX
 
-svb_blocks_2:
+svb_supers_2:
+	MOVQ t+0(FP), CX
+	LEAQ 144(AX), DX
+	CMPQ DX, CX
+	JG   svb_rest_3
+	LEAQ 144(AX), BX
+	MOVQ AX, CX
+	MOVQ $0x00000018, DX
+
+svbs_own_4:
+	MOVQ         dv_base+104(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	MOVQ         a_base+8(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         dy_base+56(FP), R8
+	IMUL3Q       $0x00000400, CX, R9
+	ADDQ         R9, R8
+	LEAQ         (DI)(CX*4), DI
+	VMOVUPS      (R8), Y12
+	VMOVUPS      32(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VMOVUPS      1024(R8), Y12
+	VMOVUPS      1056(R8), Y13
+	VBROADCASTSS 8192(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8196(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VMOVUPS      2048(R8), Y12
+	VMOVUPS      2080(R8), Y13
+	VBROADCASTSS 16384(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 16388(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16392(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VMOVUPS      3072(R8), Y12
+	VMOVUPS      3104(R8), Y13
+	VBROADCASTSS 24576(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 24580(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 24584(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24588(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VMOVUPS      4096(R8), Y12
+	VMOVUPS      4128(R8), Y13
+	VBROADCASTSS 32768(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 32772(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32776(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 32780(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32784(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	LEAQ         5(CX), R9
+	ADDQ         $0x0000a000, DI
+	ADDQ         $0x00001400, R8
+
+svs_dv_5:
+	CMPQ         R9, BX
+	JGE          svs_dv_out_6
+	VMOVUPS      (R8), Y12
+	VMOVUPS      32(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(DI), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, DI
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_dv_5
+
+svs_dv_out_6:
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 1024(SI)
+	VMOVUPS      Y3, 1056(SI)
+	VMOVUPS      Y4, 2048(SI)
+	VMOVUPS      Y5, 2080(SI)
+	VMOVUPS      Y6, 3072(SI)
+	VMOVUPS      Y7, 3104(SI)
+	VMOVUPS      Y8, 4096(SI)
+	VMOVUPS      Y9, 4128(SI)
+	VMOVUPS      Y10, 5120(SI)
+	VMOVUPS      Y11, 5152(SI)
+	MOVQ         dv_base+104(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	MOVQ         a_base+8(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         dy_base+56(FP), R8
+	IMUL3Q       $0x00000400, CX, R9
+	ADDQ         R9, R8
+	LEAQ         (DI)(CX*4), DI
+	VMOVUPS      64(R8), Y12
+	VMOVUPS      96(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VMOVUPS      1088(R8), Y12
+	VMOVUPS      1120(R8), Y13
+	VBROADCASTSS 8192(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8196(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VMOVUPS      2112(R8), Y12
+	VMOVUPS      2144(R8), Y13
+	VBROADCASTSS 16384(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 16388(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16392(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VMOVUPS      3136(R8), Y12
+	VMOVUPS      3168(R8), Y13
+	VBROADCASTSS 24576(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 24580(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 24584(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24588(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VMOVUPS      4160(R8), Y12
+	VMOVUPS      4192(R8), Y13
+	VBROADCASTSS 32768(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 32772(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32776(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 32780(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32784(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	LEAQ         5(CX), R9
+	ADDQ         $0x0000a000, DI
+	ADDQ         $0x00001400, R8
+
+svs_dv_7:
+	CMPQ         R9, BX
+	JGE          svs_dv_out_8
+	VMOVUPS      64(R8), Y12
+	VMOVUPS      96(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(DI), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, DI
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_dv_7
+
+svs_dv_out_8:
+	VMOVUPS      Y0, 64(SI)
+	VMOVUPS      Y1, 96(SI)
+	VMOVUPS      Y2, 1088(SI)
+	VMOVUPS      Y3, 1120(SI)
+	VMOVUPS      Y4, 2112(SI)
+	VMOVUPS      Y5, 2144(SI)
+	VMOVUPS      Y6, 3136(SI)
+	VMOVUPS      Y7, 3168(SI)
+	VMOVUPS      Y8, 4160(SI)
+	VMOVUPS      Y9, 4192(SI)
+	VMOVUPS      Y10, 5184(SI)
+	VMOVUPS      Y11, 5216(SI)
+	MOVQ         dv_base+104(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	MOVQ         a_base+8(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         dy_base+56(FP), R8
+	IMUL3Q       $0x00000400, CX, R9
+	ADDQ         R9, R8
+	LEAQ         (DI)(CX*4), DI
+	VMOVUPS      128(R8), Y12
+	VMOVUPS      160(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VMOVUPS      1152(R8), Y12
+	VMOVUPS      1184(R8), Y13
+	VBROADCASTSS 8192(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8196(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VMOVUPS      2176(R8), Y12
+	VMOVUPS      2208(R8), Y13
+	VBROADCASTSS 16384(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 16388(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16392(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VMOVUPS      3200(R8), Y12
+	VMOVUPS      3232(R8), Y13
+	VBROADCASTSS 24576(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 24580(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 24584(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24588(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VMOVUPS      4224(R8), Y12
+	VMOVUPS      4256(R8), Y13
+	VBROADCASTSS 32768(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 32772(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32776(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 32780(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32784(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	LEAQ         5(CX), R9
+	ADDQ         $0x0000a000, DI
+	ADDQ         $0x00001400, R8
+
+svs_dv_9:
+	CMPQ         R9, BX
+	JGE          svs_dv_out_10
+	VMOVUPS      128(R8), Y12
+	VMOVUPS      160(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(DI), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, DI
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_dv_9
+
+svs_dv_out_10:
+	VMOVUPS      Y0, 128(SI)
+	VMOVUPS      Y1, 160(SI)
+	VMOVUPS      Y2, 1152(SI)
+	VMOVUPS      Y3, 1184(SI)
+	VMOVUPS      Y4, 2176(SI)
+	VMOVUPS      Y5, 2208(SI)
+	VMOVUPS      Y6, 3200(SI)
+	VMOVUPS      Y7, 3232(SI)
+	VMOVUPS      Y8, 4224(SI)
+	VMOVUPS      Y9, 4256(SI)
+	VMOVUPS      Y10, 5248(SI)
+	VMOVUPS      Y11, 5280(SI)
+	MOVQ         dv_base+104(FP), SI
+	IMUL3Q       $0x00000400, CX, DI
+	ADDQ         DI, SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	MOVQ         a_base+8(FP), DI
+	IMUL3Q       $0x00002000, CX, R8
+	ADDQ         R8, DI
+	MOVQ         dy_base+56(FP), R8
+	IMUL3Q       $0x00000400, CX, R9
+	ADDQ         R9, R8
+	LEAQ         (DI)(CX*4), DI
+	VMOVUPS      192(R8), Y12
+	VMOVUPS      224(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VMOVUPS      1216(R8), Y12
+	VMOVUPS      1248(R8), Y13
+	VBROADCASTSS 8192(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 8196(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VMOVUPS      2240(R8), Y12
+	VMOVUPS      2272(R8), Y13
+	VBROADCASTSS 16384(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 16388(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 16392(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VMOVUPS      3264(R8), Y12
+	VMOVUPS      3296(R8), Y13
+	VBROADCASTSS 24576(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 24580(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 24584(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 24588(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VMOVUPS      4288(R8), Y12
+	VMOVUPS      4320(R8), Y13
+	VBROADCASTSS 32768(DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 32772(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 32776(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 32780(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 32784(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	LEAQ         5(CX), R9
+	ADDQ         $0x0000a000, DI
+	ADDQ         $0x00001400, R8
+
+svs_dv_11:
+	CMPQ         R9, BX
+	JGE          svs_dv_out_12
+	VMOVUPS      192(R8), Y12
+	VMOVUPS      224(R8), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(DI), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(DI), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(DI), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(DI), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(DI), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, DI
+	ADDQ         $0x00000400, R8
+	INCQ         R9
+	JMP          svs_dv_11
+
+svs_dv_out_12:
+	VMOVUPS Y0, 192(SI)
+	VMOVUPS Y1, 224(SI)
+	VMOVUPS Y2, 1216(SI)
+	VMOVUPS Y3, 1248(SI)
+	VMOVUPS Y4, 2240(SI)
+	VMOVUPS Y5, 2272(SI)
+	VMOVUPS Y6, 3264(SI)
+	VMOVUPS Y7, 3296(SI)
+	VMOVUPS Y8, 4288(SI)
+	VMOVUPS Y9, 4320(SI)
+	VMOVUPS Y10, 5312(SI)
+	VMOVUPS Y11, 5344(SI)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svbs_own_4
+
+svbs_chunks_13:
+	MOVQ    t+0(FP), CX
+	CMPQ    BX, CX
+	JGE     svbs_done_14
+	LEAQ    256(BX), SI
+	CMPQ    SI, CX
+	CMOVQGT CX, SI
+	MOVQ    AX, CX
+	MOVQ    $0x00000018, DX
+
+svbs_rect_15:
+	MOVQ    dv_base+104(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 1024(DI), Y2
+	VMOVUPS 1056(DI), Y3
+	VMOVUPS 2048(DI), Y4
+	VMOVUPS 2080(DI), Y5
+	VMOVUPS 3072(DI), Y6
+	VMOVUPS 3104(DI), Y7
+	VMOVUPS 4096(DI), Y8
+	VMOVUPS 4128(DI), Y9
+	VMOVUPS 5120(DI), Y10
+	VMOVUPS 5152(DI), Y11
+	MOVQ    a_base+8(FP), R8
+	IMUL3Q  $0x00002000, BX, R9
+	ADDQ    R9, R8
+	MOVQ    dy_base+56(FP), R9
+	IMUL3Q  $0x00000400, BX, R10
+	ADDQ    R10, R9
+	LEAQ    (R8)(CX*4), R8
+	MOVQ    BX, R10
+
+svs_dv_16:
+	CMPQ         R10, SI
+	JGE          svs_dv_out_17
+	VMOVUPS      (R9), Y12
+	VMOVUPS      32(R9), Y13
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R8), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R8), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R8), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R8), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R8), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, R8
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_dv_16
+
+svs_dv_out_17:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 1024(DI)
+	VMOVUPS Y3, 1056(DI)
+	VMOVUPS Y4, 2048(DI)
+	VMOVUPS Y5, 2080(DI)
+	VMOVUPS Y6, 3072(DI)
+	VMOVUPS Y7, 3104(DI)
+	VMOVUPS Y8, 4096(DI)
+	VMOVUPS Y9, 4128(DI)
+	VMOVUPS Y10, 5120(DI)
+	VMOVUPS Y11, 5152(DI)
+	MOVQ    dv_base+104(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS 64(DI), Y0
+	VMOVUPS 96(DI), Y1
+	VMOVUPS 1088(DI), Y2
+	VMOVUPS 1120(DI), Y3
+	VMOVUPS 2112(DI), Y4
+	VMOVUPS 2144(DI), Y5
+	VMOVUPS 3136(DI), Y6
+	VMOVUPS 3168(DI), Y7
+	VMOVUPS 4160(DI), Y8
+	VMOVUPS 4192(DI), Y9
+	VMOVUPS 5184(DI), Y10
+	VMOVUPS 5216(DI), Y11
+	MOVQ    a_base+8(FP), R8
+	IMUL3Q  $0x00002000, BX, R9
+	ADDQ    R9, R8
+	MOVQ    dy_base+56(FP), R9
+	IMUL3Q  $0x00000400, BX, R10
+	ADDQ    R10, R9
+	LEAQ    (R8)(CX*4), R8
+	MOVQ    BX, R10
+
+svs_dv_18:
+	CMPQ         R10, SI
+	JGE          svs_dv_out_19
+	VMOVUPS      64(R9), Y12
+	VMOVUPS      96(R9), Y13
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R8), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R8), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R8), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R8), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R8), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, R8
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_dv_18
+
+svs_dv_out_19:
+	VMOVUPS Y0, 64(DI)
+	VMOVUPS Y1, 96(DI)
+	VMOVUPS Y2, 1088(DI)
+	VMOVUPS Y3, 1120(DI)
+	VMOVUPS Y4, 2112(DI)
+	VMOVUPS Y5, 2144(DI)
+	VMOVUPS Y6, 3136(DI)
+	VMOVUPS Y7, 3168(DI)
+	VMOVUPS Y8, 4160(DI)
+	VMOVUPS Y9, 4192(DI)
+	VMOVUPS Y10, 5184(DI)
+	VMOVUPS Y11, 5216(DI)
+	MOVQ    dv_base+104(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS 128(DI), Y0
+	VMOVUPS 160(DI), Y1
+	VMOVUPS 1152(DI), Y2
+	VMOVUPS 1184(DI), Y3
+	VMOVUPS 2176(DI), Y4
+	VMOVUPS 2208(DI), Y5
+	VMOVUPS 3200(DI), Y6
+	VMOVUPS 3232(DI), Y7
+	VMOVUPS 4224(DI), Y8
+	VMOVUPS 4256(DI), Y9
+	VMOVUPS 5248(DI), Y10
+	VMOVUPS 5280(DI), Y11
+	MOVQ    a_base+8(FP), R8
+	IMUL3Q  $0x00002000, BX, R9
+	ADDQ    R9, R8
+	MOVQ    dy_base+56(FP), R9
+	IMUL3Q  $0x00000400, BX, R10
+	ADDQ    R10, R9
+	LEAQ    (R8)(CX*4), R8
+	MOVQ    BX, R10
+
+svs_dv_20:
+	CMPQ         R10, SI
+	JGE          svs_dv_out_21
+	VMOVUPS      128(R9), Y12
+	VMOVUPS      160(R9), Y13
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R8), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R8), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R8), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R8), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R8), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, R8
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_dv_20
+
+svs_dv_out_21:
+	VMOVUPS Y0, 128(DI)
+	VMOVUPS Y1, 160(DI)
+	VMOVUPS Y2, 1152(DI)
+	VMOVUPS Y3, 1184(DI)
+	VMOVUPS Y4, 2176(DI)
+	VMOVUPS Y5, 2208(DI)
+	VMOVUPS Y6, 3200(DI)
+	VMOVUPS Y7, 3232(DI)
+	VMOVUPS Y8, 4224(DI)
+	VMOVUPS Y9, 4256(DI)
+	VMOVUPS Y10, 5248(DI)
+	VMOVUPS Y11, 5280(DI)
+	MOVQ    dv_base+104(FP), DI
+	IMUL3Q  $0x00000400, CX, R8
+	ADDQ    R8, DI
+	VMOVUPS 192(DI), Y0
+	VMOVUPS 224(DI), Y1
+	VMOVUPS 1216(DI), Y2
+	VMOVUPS 1248(DI), Y3
+	VMOVUPS 2240(DI), Y4
+	VMOVUPS 2272(DI), Y5
+	VMOVUPS 3264(DI), Y6
+	VMOVUPS 3296(DI), Y7
+	VMOVUPS 4288(DI), Y8
+	VMOVUPS 4320(DI), Y9
+	VMOVUPS 5312(DI), Y10
+	VMOVUPS 5344(DI), Y11
+	MOVQ    a_base+8(FP), R8
+	IMUL3Q  $0x00002000, BX, R9
+	ADDQ    R9, R8
+	MOVQ    dy_base+56(FP), R9
+	IMUL3Q  $0x00000400, BX, R10
+	ADDQ    R10, R9
+	LEAQ    (R8)(CX*4), R8
+	MOVQ    BX, R10
+
+svs_dv_22:
+	CMPQ         R10, SI
+	JGE          svs_dv_out_23
+	VMOVUPS      192(R9), Y12
+	VMOVUPS      224(R9), Y13
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS 4(R8), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS 8(R8), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS 12(R8), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS 16(R8), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS 20(R8), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         $0x00002000, R8
+	ADDQ         $0x00000400, R9
+	INCQ         R10
+	JMP          svs_dv_22
+
+svs_dv_out_23:
+	VMOVUPS Y0, 192(DI)
+	VMOVUPS Y1, 224(DI)
+	VMOVUPS Y2, 1216(DI)
+	VMOVUPS Y3, 1248(DI)
+	VMOVUPS Y4, 2240(DI)
+	VMOVUPS Y5, 2272(DI)
+	VMOVUPS Y6, 3264(DI)
+	VMOVUPS Y7, 3296(DI)
+	VMOVUPS Y8, 4288(DI)
+	VMOVUPS Y9, 4320(DI)
+	VMOVUPS Y10, 5312(DI)
+	VMOVUPS Y11, 5344(DI)
+	ADDQ    $0x00000006, CX
+	DECQ    DX
+	JNZ     svbs_rect_15
+	ADDQ    $0x00000100, BX
+	JMP     svbs_chunks_13
+
+svbs_done_14:
+	ADDQ $0x00000090, AX
+	JMP  svb_supers_2
+
+svb_rest_3:
+svb_blocks_24:
 	MOVQ         t+0(FP), CX
 	LEAQ         6(AX), DX
 	CMPQ         DX, CX
@@ -10807,7 +15652,7 @@ svb_blocks_2:
 	ADDQ         $0x00001400, DX
 	MOVQ         t+0(FP), SI
 
-svb_dv_3:
+svb_dv_25:
 	VMOVUPS      (DX), Y12
 	VMOVUPS      32(DX), Y13
 	VBROADCASTSS (CX), Y14
@@ -10832,7 +15677,7 @@ svb_dv_3:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_3
+	JL           svb_dv_25
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -10926,7 +15771,7 @@ svb_dv_3:
 	ADDQ         $0x00001400, DX
 	MOVQ         t+0(FP), SI
 
-svb_dv_4:
+svb_dv_26:
 	VMOVUPS      64(DX), Y12
 	VMOVUPS      96(DX), Y13
 	VBROADCASTSS (CX), Y14
@@ -10951,7 +15796,7 @@ svb_dv_4:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_4
+	JL           svb_dv_26
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -11045,7 +15890,7 @@ svb_dv_4:
 	ADDQ         $0x00001400, DX
 	MOVQ         t+0(FP), SI
 
-svb_dv_5:
+svb_dv_27:
 	VMOVUPS      128(DX), Y12
 	VMOVUPS      160(DX), Y13
 	VBROADCASTSS (CX), Y14
@@ -11070,7 +15915,7 @@ svb_dv_5:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_5
+	JL           svb_dv_27
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -11164,7 +16009,7 @@ svb_dv_5:
 	ADDQ         $0x00001400, DX
 	MOVQ         t+0(FP), SI
 
-svb_dv_6:
+svb_dv_28:
 	VMOVUPS      192(DX), Y12
 	VMOVUPS      224(DX), Y13
 	VBROADCASTSS (CX), Y14
@@ -11189,7 +16034,7 @@ svb_dv_6:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_6
+	JL           svb_dv_28
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -11206,12 +16051,12 @@ svb_dv_6:
 	VMOVUPS      Y10, 5312(CX)
 	VMOVUPS      Y11, 5344(CX)
 	ADDQ         $0x00000006, AX
-	JMP          svb_blocks_2
+	JMP          svb_blocks_24
 
 svb_singles_1:
 	MOVQ   t+0(FP), CX
 	CMPQ   AX, CX
-	JGE    svb_phase2_7
+	JGE    svb_phase2_29
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	MOVQ   a_base+8(FP), CX
@@ -11223,7 +16068,7 @@ svb_singles_1:
 	LEAQ   (AX), BX
 	MOVQ   t+0(FP), SI
 
-svb_dv_8:
+svb_dv_30:
 	VMOVUPS      (DX), Y2
 	VMOVUPS      32(DX), Y3
 	VBROADCASTSS (CX), Y4
@@ -11233,7 +16078,7 @@ svb_dv_8:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_8
+	JL           svb_dv_30
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -11250,7 +16095,7 @@ svb_dv_8:
 	LEAQ         (AX), BX
 	MOVQ         t+0(FP), SI
 
-svb_dv_9:
+svb_dv_31:
 	VMOVUPS      64(DX), Y2
 	VMOVUPS      96(DX), Y3
 	VBROADCASTSS (CX), Y4
@@ -11260,7 +16105,7 @@ svb_dv_9:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_9
+	JL           svb_dv_31
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -11277,7 +16122,7 @@ svb_dv_9:
 	LEAQ         (AX), BX
 	MOVQ         t+0(FP), SI
 
-svb_dv_10:
+svb_dv_32:
 	VMOVUPS      128(DX), Y2
 	VMOVUPS      160(DX), Y3
 	VBROADCASTSS (CX), Y4
@@ -11287,7 +16132,7 @@ svb_dv_10:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_10
+	JL           svb_dv_32
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -11304,7 +16149,7 @@ svb_dv_10:
 	LEAQ         (AX), BX
 	MOVQ         t+0(FP), SI
 
-svb_dv_11:
+svb_dv_33:
 	VMOVUPS      192(DX), Y2
 	VMOVUPS      224(DX), Y3
 	VBROADCASTSS (CX), Y4
@@ -11314,7 +16159,7 @@ svb_dv_11:
 	ADDQ         $0x00000400, DX
 	INCQ         BX
 	CMPQ         BX, SI
-	JL           svb_dv_11
+	JL           svb_dv_33
 	MOVQ         dv_base+104(FP), CX
 	IMUL3Q       $0x00000400, AX, DX
 	ADDQ         DX, CX
@@ -11323,29 +16168,29 @@ svb_dv_11:
 	INCQ         AX
 	JMP          svb_singles_1
 
-svb_phase2_7:
+svb_phase2_29:
 	XORQ AX, AX
 	MOVQ t+0(FP), CX
 	CMPQ CX, $0x00000010
-	JL   svb_row_13
+	JL   svb_row_35
 
-svb_rows_12:
+svb_rows_34:
 	MOVQ   t+0(FP), CX
-	LEAQ   2(AX), DX
+	LEAQ   8(AX), DX
 	CMPQ   DX, CX
-	JG     svb_row_13
+	JG     svb_row_35
 	MOVQ   dy_base+56(FP), CX
 	IMUL3Q $0x00000400, AX, DX
 	ADDQ   DX, CX
-	LEAQ   2(AX), DX
+	LEAQ   8(AX), DX
 	MOVQ   v_base+32(FP), SI
 	XORQ   BX, BX
 	LEAQ   (SP), DI
 
-svb_pblocks_15:
+svb_pblocks_37:
 	LEAQ         4(BX), R8
 	CMPQ         R8, DX
-	JG           svb_ptail_16
+	JG           svb_ptail_38
 	VXORPS       Y0, Y0, Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
@@ -11489,20 +16334,449 @@ svb_pblocks_15:
 	VADDPS       Y1, Y0, Y0
 	VEXTRACTF128 $0x00, Y0, (DI)
 	VEXTRACTF128 $0x01, Y0, 8192(DI)
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      2048(CX), Y8
+	VMOVUPS      3072(CX), Y9
+	VMOVUPS      (SI), Y10
+	VMOVUPS      1024(SI), Y11
+	VMOVUPS      2048(SI), Y12
+	VMOVUPS      3072(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2080(CX), Y8
+	VMOVUPS      3104(CX), Y9
+	VMOVUPS      32(SI), Y10
+	VMOVUPS      1056(SI), Y11
+	VMOVUPS      2080(SI), Y12
+	VMOVUPS      3104(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2112(CX), Y8
+	VMOVUPS      3136(CX), Y9
+	VMOVUPS      64(SI), Y10
+	VMOVUPS      1088(SI), Y11
+	VMOVUPS      2112(SI), Y12
+	VMOVUPS      3136(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2144(CX), Y8
+	VMOVUPS      3168(CX), Y9
+	VMOVUPS      96(SI), Y10
+	VMOVUPS      1120(SI), Y11
+	VMOVUPS      2144(SI), Y12
+	VMOVUPS      3168(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2176(CX), Y8
+	VMOVUPS      3200(CX), Y9
+	VMOVUPS      128(SI), Y10
+	VMOVUPS      1152(SI), Y11
+	VMOVUPS      2176(SI), Y12
+	VMOVUPS      3200(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2208(CX), Y8
+	VMOVUPS      3232(CX), Y9
+	VMOVUPS      160(SI), Y10
+	VMOVUPS      1184(SI), Y11
+	VMOVUPS      2208(SI), Y12
+	VMOVUPS      3232(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2240(CX), Y8
+	VMOVUPS      3264(CX), Y9
+	VMOVUPS      192(SI), Y10
+	VMOVUPS      1216(SI), Y11
+	VMOVUPS      2240(SI), Y12
+	VMOVUPS      3264(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2272(CX), Y8
+	VMOVUPS      3296(CX), Y9
+	VMOVUPS      224(SI), Y10
+	VMOVUPS      1248(SI), Y11
+	VMOVUPS      2272(SI), Y12
+	VMOVUPS      3296(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, 16384(DI)
+	VEXTRACTF128 $0x01, Y0, 24576(DI)
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      4096(CX), Y8
+	VMOVUPS      5120(CX), Y9
+	VMOVUPS      (SI), Y10
+	VMOVUPS      1024(SI), Y11
+	VMOVUPS      2048(SI), Y12
+	VMOVUPS      3072(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4128(CX), Y8
+	VMOVUPS      5152(CX), Y9
+	VMOVUPS      32(SI), Y10
+	VMOVUPS      1056(SI), Y11
+	VMOVUPS      2080(SI), Y12
+	VMOVUPS      3104(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4160(CX), Y8
+	VMOVUPS      5184(CX), Y9
+	VMOVUPS      64(SI), Y10
+	VMOVUPS      1088(SI), Y11
+	VMOVUPS      2112(SI), Y12
+	VMOVUPS      3136(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4192(CX), Y8
+	VMOVUPS      5216(CX), Y9
+	VMOVUPS      96(SI), Y10
+	VMOVUPS      1120(SI), Y11
+	VMOVUPS      2144(SI), Y12
+	VMOVUPS      3168(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4224(CX), Y8
+	VMOVUPS      5248(CX), Y9
+	VMOVUPS      128(SI), Y10
+	VMOVUPS      1152(SI), Y11
+	VMOVUPS      2176(SI), Y12
+	VMOVUPS      3200(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4256(CX), Y8
+	VMOVUPS      5280(CX), Y9
+	VMOVUPS      160(SI), Y10
+	VMOVUPS      1184(SI), Y11
+	VMOVUPS      2208(SI), Y12
+	VMOVUPS      3232(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4288(CX), Y8
+	VMOVUPS      5312(CX), Y9
+	VMOVUPS      192(SI), Y10
+	VMOVUPS      1216(SI), Y11
+	VMOVUPS      2240(SI), Y12
+	VMOVUPS      3264(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4320(CX), Y8
+	VMOVUPS      5344(CX), Y9
+	VMOVUPS      224(SI), Y10
+	VMOVUPS      1248(SI), Y11
+	VMOVUPS      2272(SI), Y12
+	VMOVUPS      3296(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, 32768(DI)
+	VEXTRACTF128 $0x01, Y0, 40960(DI)
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      6144(CX), Y8
+	VMOVUPS      7168(CX), Y9
+	VMOVUPS      (SI), Y10
+	VMOVUPS      1024(SI), Y11
+	VMOVUPS      2048(SI), Y12
+	VMOVUPS      3072(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6176(CX), Y8
+	VMOVUPS      7200(CX), Y9
+	VMOVUPS      32(SI), Y10
+	VMOVUPS      1056(SI), Y11
+	VMOVUPS      2080(SI), Y12
+	VMOVUPS      3104(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6208(CX), Y8
+	VMOVUPS      7232(CX), Y9
+	VMOVUPS      64(SI), Y10
+	VMOVUPS      1088(SI), Y11
+	VMOVUPS      2112(SI), Y12
+	VMOVUPS      3136(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6240(CX), Y8
+	VMOVUPS      7264(CX), Y9
+	VMOVUPS      96(SI), Y10
+	VMOVUPS      1120(SI), Y11
+	VMOVUPS      2144(SI), Y12
+	VMOVUPS      3168(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6272(CX), Y8
+	VMOVUPS      7296(CX), Y9
+	VMOVUPS      128(SI), Y10
+	VMOVUPS      1152(SI), Y11
+	VMOVUPS      2176(SI), Y12
+	VMOVUPS      3200(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6304(CX), Y8
+	VMOVUPS      7328(CX), Y9
+	VMOVUPS      160(SI), Y10
+	VMOVUPS      1184(SI), Y11
+	VMOVUPS      2208(SI), Y12
+	VMOVUPS      3232(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6336(CX), Y8
+	VMOVUPS      7360(CX), Y9
+	VMOVUPS      192(SI), Y10
+	VMOVUPS      1216(SI), Y11
+	VMOVUPS      2240(SI), Y12
+	VMOVUPS      3264(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6368(CX), Y8
+	VMOVUPS      7392(CX), Y9
+	VMOVUPS      224(SI), Y10
+	VMOVUPS      1248(SI), Y11
+	VMOVUPS      2272(SI), Y12
+	VMOVUPS      3296(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, 49152(DI)
+	VEXTRACTF128 $0x01, Y0, 57344(DI)
 	ADDQ         $0x00000004, BX
 	ADDQ         $0x00000010, DI
 	ADDQ         $0x00001000, SI
-	JMP          svb_pblocks_15
+	JMP          svb_pblocks_37
 
-svb_ptail_16:
+svb_ptail_38:
 	CMPQ BX, DX
-	JE   svb_pdone_17
+	JE   svb_pdone_39
 	MOVQ DX, BX
 	SUBQ $0x00000004, BX
-	JGE  svb_ppos_18
+	JGE  svb_ppos_40
 	XORQ BX, BX
 
-svb_ppos_18:
+svb_ppos_40:
 	MOVQ         v_base+32(FP), DX
 	IMUL3Q       $0x00000400, BX, SI
 	ADDQ         SI, DX
@@ -11651,34 +16925,469 @@ svb_ppos_18:
 	VADDPS       Y1, Y0, Y0
 	VEXTRACTF128 $0x00, Y0, (SI)
 	VEXTRACTF128 $0x01, Y0, 8192(SI)
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      2048(CX), Y8
+	VMOVUPS      3072(CX), Y9
+	VMOVUPS      (DX), Y10
+	VMOVUPS      1024(DX), Y11
+	VMOVUPS      2048(DX), Y12
+	VMOVUPS      3072(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2080(CX), Y8
+	VMOVUPS      3104(CX), Y9
+	VMOVUPS      32(DX), Y10
+	VMOVUPS      1056(DX), Y11
+	VMOVUPS      2080(DX), Y12
+	VMOVUPS      3104(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2112(CX), Y8
+	VMOVUPS      3136(CX), Y9
+	VMOVUPS      64(DX), Y10
+	VMOVUPS      1088(DX), Y11
+	VMOVUPS      2112(DX), Y12
+	VMOVUPS      3136(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2144(CX), Y8
+	VMOVUPS      3168(CX), Y9
+	VMOVUPS      96(DX), Y10
+	VMOVUPS      1120(DX), Y11
+	VMOVUPS      2144(DX), Y12
+	VMOVUPS      3168(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2176(CX), Y8
+	VMOVUPS      3200(CX), Y9
+	VMOVUPS      128(DX), Y10
+	VMOVUPS      1152(DX), Y11
+	VMOVUPS      2176(DX), Y12
+	VMOVUPS      3200(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2208(CX), Y8
+	VMOVUPS      3232(CX), Y9
+	VMOVUPS      160(DX), Y10
+	VMOVUPS      1184(DX), Y11
+	VMOVUPS      2208(DX), Y12
+	VMOVUPS      3232(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2240(CX), Y8
+	VMOVUPS      3264(CX), Y9
+	VMOVUPS      192(DX), Y10
+	VMOVUPS      1216(DX), Y11
+	VMOVUPS      2240(DX), Y12
+	VMOVUPS      3264(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      2272(CX), Y8
+	VMOVUPS      3296(CX), Y9
+	VMOVUPS      224(DX), Y10
+	VMOVUPS      1248(DX), Y11
+	VMOVUPS      2272(DX), Y12
+	VMOVUPS      3296(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, 16384(SI)
+	VEXTRACTF128 $0x01, Y0, 24576(SI)
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      4096(CX), Y8
+	VMOVUPS      5120(CX), Y9
+	VMOVUPS      (DX), Y10
+	VMOVUPS      1024(DX), Y11
+	VMOVUPS      2048(DX), Y12
+	VMOVUPS      3072(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4128(CX), Y8
+	VMOVUPS      5152(CX), Y9
+	VMOVUPS      32(DX), Y10
+	VMOVUPS      1056(DX), Y11
+	VMOVUPS      2080(DX), Y12
+	VMOVUPS      3104(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4160(CX), Y8
+	VMOVUPS      5184(CX), Y9
+	VMOVUPS      64(DX), Y10
+	VMOVUPS      1088(DX), Y11
+	VMOVUPS      2112(DX), Y12
+	VMOVUPS      3136(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4192(CX), Y8
+	VMOVUPS      5216(CX), Y9
+	VMOVUPS      96(DX), Y10
+	VMOVUPS      1120(DX), Y11
+	VMOVUPS      2144(DX), Y12
+	VMOVUPS      3168(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4224(CX), Y8
+	VMOVUPS      5248(CX), Y9
+	VMOVUPS      128(DX), Y10
+	VMOVUPS      1152(DX), Y11
+	VMOVUPS      2176(DX), Y12
+	VMOVUPS      3200(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4256(CX), Y8
+	VMOVUPS      5280(CX), Y9
+	VMOVUPS      160(DX), Y10
+	VMOVUPS      1184(DX), Y11
+	VMOVUPS      2208(DX), Y12
+	VMOVUPS      3232(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4288(CX), Y8
+	VMOVUPS      5312(CX), Y9
+	VMOVUPS      192(DX), Y10
+	VMOVUPS      1216(DX), Y11
+	VMOVUPS      2240(DX), Y12
+	VMOVUPS      3264(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      4320(CX), Y8
+	VMOVUPS      5344(CX), Y9
+	VMOVUPS      224(DX), Y10
+	VMOVUPS      1248(DX), Y11
+	VMOVUPS      2272(DX), Y12
+	VMOVUPS      3296(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, 32768(SI)
+	VEXTRACTF128 $0x01, Y0, 40960(SI)
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      6144(CX), Y8
+	VMOVUPS      7168(CX), Y9
+	VMOVUPS      (DX), Y10
+	VMOVUPS      1024(DX), Y11
+	VMOVUPS      2048(DX), Y12
+	VMOVUPS      3072(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6176(CX), Y8
+	VMOVUPS      7200(CX), Y9
+	VMOVUPS      32(DX), Y10
+	VMOVUPS      1056(DX), Y11
+	VMOVUPS      2080(DX), Y12
+	VMOVUPS      3104(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6208(CX), Y8
+	VMOVUPS      7232(CX), Y9
+	VMOVUPS      64(DX), Y10
+	VMOVUPS      1088(DX), Y11
+	VMOVUPS      2112(DX), Y12
+	VMOVUPS      3136(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6240(CX), Y8
+	VMOVUPS      7264(CX), Y9
+	VMOVUPS      96(DX), Y10
+	VMOVUPS      1120(DX), Y11
+	VMOVUPS      2144(DX), Y12
+	VMOVUPS      3168(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6272(CX), Y8
+	VMOVUPS      7296(CX), Y9
+	VMOVUPS      128(DX), Y10
+	VMOVUPS      1152(DX), Y11
+	VMOVUPS      2176(DX), Y12
+	VMOVUPS      3200(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6304(CX), Y8
+	VMOVUPS      7328(CX), Y9
+	VMOVUPS      160(DX), Y10
+	VMOVUPS      1184(DX), Y11
+	VMOVUPS      2208(DX), Y12
+	VMOVUPS      3232(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6336(CX), Y8
+	VMOVUPS      7360(CX), Y9
+	VMOVUPS      192(DX), Y10
+	VMOVUPS      1216(DX), Y11
+	VMOVUPS      2240(DX), Y12
+	VMOVUPS      3264(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      6368(CX), Y8
+	VMOVUPS      7392(CX), Y9
+	VMOVUPS      224(DX), Y10
+	VMOVUPS      1248(DX), Y11
+	VMOVUPS      2272(DX), Y12
+	VMOVUPS      3296(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, 49152(SI)
+	VEXTRACTF128 $0x01, Y0, 57344(SI)
 
-svb_pdone_17:
-	LEAQ    (AX), CX
-	LEAQ    1(CX), DX
+svb_pdone_39:
+	XORQ CX, CX
+
+svb_finish_41:
+	LEAQ    (AX)(CX*1), DX
 	LEAQ    (SP), BX
-	MOVQ    a_base+8(FP), SI
-	IMUL3Q  $0x00002000, CX, DI
-	ADDQ    DI, SI
-	MOVQ    DX, DI
-	ANDQ    $0x00000007, DX
-	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
-	NEGQ    DX
-	VMOVUPS 32(R8)(DX*4), Y0
+	IMUL3Q  $0x00002000, CX, SI
+	ADDQ    SI, BX
+	LEAQ    1(DX), SI
+	LEAQ    (BX), BX
+	MOVQ    a_base+8(FP), DI
+	IMUL3Q  $0x00002000, DX, R8
+	ADDQ    R8, DI
+	MOVQ    SI, R8
+	ANDQ    $0x00000007, SI
+	SUBQ    SI, R8
+	LEAQ    sv_tailmask8<>+0(SB), R9
+	NEGQ    SI
+	VMOVUPS 32(R9)(SI*4), Y0
 	VXORPS  Y1, Y1, Y1
-	XORQ    DX, DX
+	XORQ    SI, SI
 
-svb_dot_19:
-	CMPQ        DX, DI
-	JAE         svb_dot_tail_20
-	VMOVUPS     (BX)(DX*4), Y2
-	VFMADD231PS (SI)(DX*4), Y2, Y1
-	ADDQ        $0x00000008, DX
-	JMP         svb_dot_19
+svb_dot_42:
+	CMPQ        SI, R8
+	JAE         svb_dot_tail_43
+	VMOVUPS     (BX)(SI*4), Y2
+	VFMADD231PS (DI)(SI*4), Y2, Y1
+	ADDQ        $0x00000008, SI
+	JMP         svb_dot_42
 
-svb_dot_tail_20:
-	VMASKMOVPS  (BX)(DX*4), Y0, Y2
-	VMASKMOVPS  (SI)(DX*4), Y0, Y3
+svb_dot_tail_43:
+	VMASKMOVPS  (BX)(SI*4), Y0, Y2
+	VMASKMOVPS  (DI)(SI*4), Y0, Y3
 	VFMADD231PS Y3, Y2, Y1
 	VPERM2F128  $0x01, Y1, Y1, Y2
 	VADDPS      Y2, Y1, Y1
@@ -11686,88 +17395,37 @@ svb_dot_tail_20:
 	VADDPS      Y2, Y1, Y1
 	VPERMILPS   $0xb1, Y1, Y2
 	VADDPS      Y2, Y1, Y1
-	MOVQ        db_base+80(FP), DX
-	IMUL3Q      $0x00002000, CX, CX
-	ADDQ        CX, DX
-	XORQ        CX, CX
+	MOVQ        db_base+80(FP), SI
+	IMUL3Q      $0x00002000, DX, DX
+	ADDQ        DX, SI
+	XORQ        DX, DX
 
-svb_db_21:
-	CMPQ    CX, DI
-	JAE     svb_db_tail_22
-	VMOVUPS (BX)(CX*4), Y2
+svb_db_44:
+	CMPQ    DX, R8
+	JAE     svb_db_tail_45
+	VMOVUPS (BX)(DX*4), Y2
 	VSUBPS  Y1, Y2, Y2
-	VMULPS  (SI)(CX*4), Y2, Y2
-	VMOVUPS Y2, (DX)(CX*4)
-	ADDQ    $0x00000008, CX
-	JMP     svb_db_21
+	VMULPS  (DI)(DX*4), Y2, Y2
+	VMOVUPS Y2, (SI)(DX*4)
+	ADDQ    $0x00000008, DX
+	JMP     svb_db_44
 
-svb_db_tail_22:
-	VMASKMOVPS (BX)(CX*4), Y0, Y2
+svb_db_tail_45:
+	VMASKMOVPS (BX)(DX*4), Y0, Y2
 	VSUBPS     Y1, Y2, Y2
-	VMASKMOVPS (SI)(CX*4), Y0, Y1
+	VMASKMOVPS (DI)(DX*4), Y0, Y1
 	VMULPS     Y1, Y2, Y2
-	VMASKMOVPS Y2, Y0, (DX)(CX*4)
-	LEAQ       1(AX), CX
-	LEAQ       1(CX), DX
-	LEAQ       8192(SP), BX
-	MOVQ       a_base+8(FP), SI
-	IMUL3Q     $0x00002000, CX, DI
-	ADDQ       DI, SI
-	MOVQ       DX, DI
-	ANDQ       $0x00000007, DX
-	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
-	NEGQ       DX
-	VMOVUPS    32(R8)(DX*4), Y0
-	VXORPS     Y1, Y1, Y1
-	XORQ       DX, DX
+	VMASKMOVPS Y2, Y0, (SI)(DX*4)
+	INCQ       CX
+	CMPQ       CX, $0x00000008
+	JL         svb_finish_41
+	ADDQ       $0x00000008, AX
+	JMP        svb_rows_34
 
-svb_dot_23:
-	CMPQ        DX, DI
-	JAE         svb_dot_tail_24
-	VMOVUPS     (BX)(DX*4), Y2
-	VFMADD231PS (SI)(DX*4), Y2, Y1
-	ADDQ        $0x00000008, DX
-	JMP         svb_dot_23
-
-svb_dot_tail_24:
-	VMASKMOVPS  (BX)(DX*4), Y0, Y2
-	VMASKMOVPS  (SI)(DX*4), Y0, Y3
-	VFMADD231PS Y3, Y2, Y1
-	VPERM2F128  $0x01, Y1, Y1, Y2
-	VADDPS      Y2, Y1, Y1
-	VPERMILPS   $0x4e, Y1, Y2
-	VADDPS      Y2, Y1, Y1
-	VPERMILPS   $0xb1, Y1, Y2
-	VADDPS      Y2, Y1, Y1
-	MOVQ        db_base+80(FP), DX
-	IMUL3Q      $0x00002000, CX, CX
-	ADDQ        CX, DX
-	XORQ        CX, CX
-
-svb_db_25:
-	CMPQ    CX, DI
-	JAE     svb_db_tail_26
-	VMOVUPS (BX)(CX*4), Y2
-	VSUBPS  Y1, Y2, Y2
-	VMULPS  (SI)(CX*4), Y2, Y2
-	VMOVUPS Y2, (DX)(CX*4)
-	ADDQ    $0x00000008, CX
-	JMP     svb_db_25
-
-svb_db_tail_26:
-	VMASKMOVPS (BX)(CX*4), Y0, Y2
-	VSUBPS     Y1, Y2, Y2
-	VMASKMOVPS (SI)(CX*4), Y0, Y1
-	VMULPS     Y1, Y2, Y2
-	VMASKMOVPS Y2, Y0, (DX)(CX*4)
-	ADDQ       $0x00000002, AX
-	JMP        svb_rows_12
-
-svb_row_13:
+svb_row_35:
 	MOVQ   t+0(FP), CX
 	CMPQ   AX, CX
-	JGE    svb_done_14
+	JGE    svb_done_36
 	LEAQ   1(AX), CX
 	MOVQ   dy_base+56(FP), DX
 	IMUL3Q $0x00000400, AX, BX
@@ -11775,15 +17433,15 @@ svb_row_13:
 	LEAQ   (SP), BX
 	MOVQ   t+0(FP), SI
 	CMPQ   SI, $0x00000008
-	JL     svb_gsingle_28
+	JL     svb_gsingle_47
 	MOVQ   v_base+32(FP), DI
 	XORQ   SI, SI
 	MOVQ   BX, R8
 
-svb_gblocks_29:
+svb_gblocks_48:
 	LEAQ        8(SI), R9
 	CMPQ        R9, CX
-	JG          svb_gtail_30
+	JG          svb_gtail_49
 	VXORPS      Y0, Y0, Y0
 	VXORPS      Y1, Y1, Y1
 	VXORPS      Y2, Y2, Y2
@@ -11889,17 +17547,17 @@ svb_gblocks_29:
 	ADDQ        $0x00000008, SI
 	ADDQ        $0x00000020, R8
 	ADDQ        $0x00002000, DI
-	JMP         svb_gblocks_29
+	JMP         svb_gblocks_48
 
-svb_gtail_30:
+svb_gtail_49:
 	CMPQ SI, CX
-	JE   svb_gdone_27
+	JE   svb_gdone_46
 	MOVQ CX, SI
 	SUBQ $0x00000008, SI
-	JGE  svb_gpos_31
+	JGE  svb_gpos_50
 	XORQ SI, SI
 
-svb_gpos_31:
+svb_gpos_50:
 	MOVQ        v_base+32(FP), CX
 	IMUL3Q      $0x00000400, SI, DI
 	ADDQ        DI, CX
@@ -12006,13 +17664,13 @@ svb_gpos_31:
 	VSHUFPS     $0xdd, Y1, Y3, Y1
 	VADDPS      Y1, Y0, Y0
 	VMOVUPS     Y0, (BX)
-	JMP         svb_gdone_27
+	JMP         svb_gdone_46
 
-svb_gsingle_28:
+svb_gsingle_47:
 	MOVQ v_base+32(FP), DI
 	XORQ SI, SI
 
-svb_gdot_32:
+svb_gdot_51:
 	VXORPS      Y0, Y0, Y0
 	VMOVUPS     (DX), Y1
 	VMOVUPS     (DI), Y2
@@ -12049,9 +17707,9 @@ svb_gdot_32:
 	ADDQ        $0x00000400, DI
 	INCQ        SI
 	CMPQ        SI, CX
-	JL          svb_gdot_32
+	JL          svb_gdot_51
 
-svb_gdone_27:
+svb_gdone_46:
 	LEAQ    1(AX), CX
 	LEAQ    (SP), DX
 	MOVQ    a_base+8(FP), BX
@@ -12066,15 +17724,15 @@ svb_gdone_27:
 	VXORPS  Y1, Y1, Y1
 	XORQ    CX, CX
 
-svb_dot_33:
+svb_dot_52:
 	CMPQ        CX, SI
-	JAE         svb_dot_tail_34
+	JAE         svb_dot_tail_53
 	VMOVUPS     (DX)(CX*4), Y2
 	VFMADD231PS (BX)(CX*4), Y2, Y1
 	ADDQ        $0x00000008, CX
-	JMP         svb_dot_33
+	JMP         svb_dot_52
 
-svb_dot_tail_34:
+svb_dot_tail_53:
 	VMASKMOVPS  (DX)(CX*4), Y0, Y2
 	VMASKMOVPS  (BX)(CX*4), Y0, Y3
 	VFMADD231PS Y3, Y2, Y1
@@ -12089,26 +17747,26 @@ svb_dot_tail_34:
 	ADDQ        DI, CX
 	XORQ        DI, DI
 
-svb_db_35:
+svb_db_54:
 	CMPQ    DI, SI
-	JAE     svb_db_tail_36
+	JAE     svb_db_tail_55
 	VMOVUPS (DX)(DI*4), Y2
 	VSUBPS  Y1, Y2, Y2
 	VMULPS  (BX)(DI*4), Y2, Y2
 	VMOVUPS Y2, (CX)(DI*4)
 	ADDQ    $0x00000008, DI
-	JMP     svb_db_35
+	JMP     svb_db_54
 
-svb_db_tail_36:
+svb_db_tail_55:
 	VMASKMOVPS (DX)(DI*4), Y0, Y2
 	VSUBPS     Y1, Y2, Y2
 	VMASKMOVPS (BX)(DI*4), Y0, Y1
 	VMULPS     Y1, Y2, Y2
 	VMASKMOVPS Y2, Y0, (CX)(DI*4)
 	INCQ       AX
-	JMP        svb_row_13
+	JMP        svb_row_35
 
-svb_done_14:
+svb_done_36:
 	VZEROUPPER
 	RET
 
