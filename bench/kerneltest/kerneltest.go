@@ -286,10 +286,10 @@ func report(b *testing.B, c bench.Case, elems float64) {
 
 // BenchmarkTrainStep measures whole training steps of spec (batch
 // sampling, forward, backward, clipping, AdamW; bench.TrainStepAt) at
-// batch 16 on the text every Go installation ships, with the kernels
-// dispatched at each level this run allows and with 1 and GOMAXPROCS
-// workers: sub-benchmarks batch=16/workers=<w>/isa=<level>, reporting
-// tokens/s.
+// bench.StepBatch (16 sequences up to n 256, then 4096 tokens) on the text
+// every Go installation ships, with the kernels dispatched at each level
+// this run allows and with 1 and GOMAXPROCS workers: sub-benchmarks
+// batch=<b>/workers=<w>/isa=<level>, reporting tokens/s.
 func BenchmarkTrainStep(b *testing.B, spec specs.Spec) {
 	b.Helper()
 	sets := registered(b, spec)
@@ -298,7 +298,7 @@ func BenchmarkTrainStep(b *testing.B, spec specs.Spec) {
 	if err != nil {
 		b.Skipf("no training text: %v", err)
 	}
-	const batch = 16
+	batch := bench.StepBatch(spec.N)
 	workers := []int{1}
 	if p := goruntime.GOMAXPROCS(0); p > 1 {
 		workers = append(workers, p)
