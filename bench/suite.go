@@ -104,14 +104,14 @@ func attentionKind(k catalog.Kind) bool {
 
 // RowElems is the number of elements one call of row-wise kernel op on
 // rows rows processes: rows·D (LayerNorm), rows·FFN (GELU), rows·Vocab
-// (the cross-entropy's softmax) or rows parameters (AdamW).
+// (the cross-entropy's softmax) or rows floats (AdamW's parameters, Exp).
 func RowElems(op catalog.Op, cfg catalog.Config, rows int) float64 {
 	switch op.Kind {
 	case catalog.Gelu, catalog.GeluBack:
 		return float64(rows * cfg.FFN)
 	case catalog.SoftmaxStats, catalog.SoftmaxScale:
 		return float64(rows * cfg.Vocab)
-	case catalog.AdamW:
+	case catalog.AdamW, catalog.Exp:
 		return float64(rows)
 	}
 	return float64(rows * cfg.D)
@@ -285,6 +285,8 @@ func Bind(op catalog.Op, fn any, t int, a map[string][]float32, sc map[string]fl
 	case kernels.SoftmaxScaleFunc:
 		scale := scalar("scale", 1/float32(max(t, 1)))
 		return func() float32 { f(t, a["x"], a["lse"], a["y"], scale); return 0 }
+	case kernels.ExpFunc: // x becomes e^x, then e^(e^x), …: from the second call on, 1 ≤ x ≤ e^88, as the clamp keeps it
+		return func() float32 { f(t, a["x"]); return 0 }
 	case kernels.AdamWFunc:
 		k := func(name string) float32 { return scalar(name, AdamWScalars[name]) }
 		decay, gscale, b1, c1, b2, c2, eps, step, rbc2 := k("decay"), k("gscale"), k("b1"), k("c1"), k("b2"), k("c2"), k("eps"), k("step"), k("rbc2")
@@ -385,7 +387,7 @@ func RowKernelCases(name string, rows int) ([]RowCase, error) {
 	cfg := catalog.ConfigOf(&spec)
 	var out []RowCase
 	for _, op := range catalog.Ops(&spec) {
-		if !op.Kind.RowWise() || op.Kind == catalog.AdamW { // AdamW: its own benchmark (kerneltest)
+		if !op.Kind.RowWise() || op.Kind == catalog.AdamW || op.Kind == catalog.Exp { // their own benchmarks (kerneltest)
 			continue
 		}
 		var a map[string][]float32

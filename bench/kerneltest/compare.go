@@ -92,6 +92,8 @@ func modes(k catalog.Kind) []string {
 		return []string{"random", "offset"}
 	case catalog.AdamW:
 		return []string{"random", "tiny"}
+	case catalog.Exp:
+		return []string{"random", "extreme"}
 	}
 	return []string{"random"}
 }
@@ -99,11 +101,11 @@ func modes(k catalog.Kind) []string {
 // sizes lists the sizes a kind is tested at: for the sequence kernels
 // t = N, N − 1, 13 and 1 (full length, a tail that is no multiple of the
 // vector width, a short length, one position); for the row-wise kernels
-// 1, 7 and N rows (AdamW: 1, 7, 33 and 4099 parameters).
+// 1, 7 and N rows (AdamW and Exp: 1, 7, 33 and 4099 floats).
 func sizes(spec specs.Spec, k catalog.Kind) []int {
 	cand := []int{spec.N, spec.N - 1, 13, 1}
 	switch {
-	case k == catalog.AdamW:
+	case k == catalog.AdamW || k == catalog.Exp:
 		cand = []int{4099, 33, 7, 1}
 	case k.RowWise():
 		cand = []int{spec.N, 7, 1}
@@ -154,7 +156,7 @@ func Cases(spec specs.Spec, kernel string) ([]Case, error) {
 		ms := all
 		if t > bigT { // one call costs O(t²): random at the largest size, the rest at the next
 			switch {
-			case t == spec.N || len(all) == 1 || op.Kind == catalog.AdamW:
+			case t == spec.N || len(all) == 1 || op.Kind == catalog.AdamW || op.Kind == catalog.Exp:
 				ms = all[:1]
 			default:
 				ms = all[1:]
@@ -255,6 +257,8 @@ func roles(k catalog.Kind) map[string]role {
 		return map[string]role{"y": o}
 	case catalog.AdamW:
 		return map[string]role{"p": a, "m": a, "v": a}
+	case catalog.Exp:
+		return map[string]role{"x": a}
 	}
 	return nil
 }
@@ -552,6 +556,18 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 				}
 				lse[r] = float32(m + math.Log(s))
 			}
+		}
+	case catalog.Exp:
+		if mode == "extreme" { // flushed, clamped and e^−Inf
+			extreme("x", false)
+			each("x", func(r, _ int, x float32) float32 {
+				if r%7 == 3 {
+					return float32(math.Inf(-1))
+				}
+				return x
+			})
+		} else {
+			scale("x", 3)
 		}
 	case catalog.AdamW:
 		gs := 1e-2

@@ -117,6 +117,8 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitSoftmaxScale
 	case catalog.AdamW:
 		return emitAdamW
+	case catalog.Exp:
+		return emitExp
 	}
 	return nil
 }

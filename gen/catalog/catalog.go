@@ -52,6 +52,7 @@ const (
 	SoftmaxStats  // kernels.SoftmaxStatsFunc
 	SoftmaxScale  // kernels.SoftmaxScaleFunc
 	AdamW         // kernels.AdamWFunc
+	Exp           // kernels.ExpFunc
 )
 
 // Signatures are the Go signatures of each kind, as the stubs declare them.
@@ -88,14 +89,15 @@ var Signatures = map[Kind]string{
 	SoftmaxStats:  "func(t int, x, mx, s []float32)",
 	SoftmaxScale:  "func(t int, x, lse, y []float32, scale float32)",
 	AdamW:         "func(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, step, rbc2 float32)",
+	Exp:           "func(t int, x []float32)",
 }
 
 // RowWise reports whether kind k is one of the row-wise kernels (LayerNorm,
-// GELU, the cross-entropy's softmax, AdamW): their t counts rows of a row-major matrix, which may hold
+// GELU, the cross-entropy's softmax, AdamW, Exp): their t counts rows of a row-major matrix, which may hold
 // several sequences, so it is any t ≥ 0 rather than a length ≤ N.
 func (k Kind) RowWise() bool {
 	switch k {
-	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale, AdamW:
+	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale, AdamW, Exp:
 		return true
 	}
 	return false
@@ -291,9 +293,12 @@ func attentionFreeOps(s *specs.Spec, c Config) []Op {
 	}
 	switch s.Variant {
 	case "aft_full":
+		// Exp: the factorised products' exponentials (runtime/model's
+		// aftfull.go), t consecutive floats.
 		return []Op{
 			{Field: "AFTFull", Func: "aftFull", Kind: AFTFull, Slices: cat(kv, []Param{p("w", tri)}, fwd)},
 			{Field: "AFTFullBack", Func: "aftFullBack", Kind: AFTFullBack, Slices: cat(kv, []Param{p("w", tri)}, back, []Param{p("dw", tri)})},
+			{Field: "Exp", Func: "exp", Kind: Exp, Slices: []Param{p("x", Shape{Rows: -1, Stride: 1, Width: 1})}},
 		}
 	case "aft_local":
 		return []Op{
@@ -328,7 +333,7 @@ func (k Kind) String() string {
 		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot",
 		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
 		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile",
-		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale", "AdamW"}
+		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale", "AdamW", "Exp"}
 	if int(k) < len(names) {
 		return names[k]
 	}

@@ -19,6 +19,13 @@ func aftFullBackAvx2Checked(t int, k []float32, v []float32, w []float32, z []fl
 	}
 	aftFullBackAVX2(t, k, v, w, z, m, rd, dz, dk, dv, dw)
 }
+func expAvx2Checked(t int, x []float32) {
+	checkExp(t, x)
+	if t == 0 {
+		return
+	}
+	expAVX2(t, x)
+}
 func gemmTileAvx2Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	checkGemmTile(6, 16, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum)
 	if mr == 0 || nr == 0 && len(asum) == 0 {
@@ -101,6 +108,13 @@ func aftFullBackAvx512Checked(t int, k []float32, v []float32, w []float32, z []
 	}
 	aftFullBackAVX512(t, k, v, w, z, m, rd, dz, dk, dv, dw)
 }
+func expAvx512Checked(t int, x []float32) {
+	checkExp(t, x)
+	if t == 0 {
+		return
+	}
+	expAVX512(t, x)
+}
 func gemmTileAvx512Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	checkGemmTile(8, 32, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum)
 	if mr == 0 || nr == 0 && len(asum) == 0 {
@@ -176,6 +190,7 @@ func sets() []kernels.Set {
 		AFTFull:       aftFullAvx2Checked,
 		AFTFullBack:   aftFullBackAvx2Checked,
 		AdamW:         adamWAvx2Checked,
+		Exp:           expAvx2Checked,
 		Gelu:          geluAvx2Checked,
 		GeluBack:      geluBackAvx2Checked,
 		GemmShape:     gemmShapeAVX2,
@@ -190,6 +205,7 @@ func sets() []kernels.Set {
 		AFTFull:       aftFullAvx512Checked,
 		AFTFullBack:   aftFullBackAvx512Checked,
 		AdamW:         adamWAvx512Checked,
+		Exp:           expAvx512Checked,
 		Gelu:          geluAvx512Checked,
 		GeluBack:      geluBackAvx512Checked,
 		GemmShape:     gemmShapeAVX512,

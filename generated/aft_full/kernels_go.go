@@ -100,6 +100,31 @@ func aftFullBackGo(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32) {
 	}
 }
 
+// expGo replaces the t floats of x by e^min(x, 88) (kernels.ExpFunc).
+func expGo(t int, x []float32) {
+	for i := range x[:t] {
+		v := float64(min(x[i], 88))
+		var e float64
+		{
+			x := v
+			y := 0.0
+			if x > -104 {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				y = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			e = y
+		}
+		x[i] = float32(e)
+	}
+}
+
 /*
 gemmTileGo is the GEMM micro-kernel (kernels.GemmTileFunc) with an 2×4 tile:
 for i < mr ≤ 2 and j < nr ≤ 4, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j] (+ bias[j])

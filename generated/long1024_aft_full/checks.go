@@ -66,6 +66,16 @@ func checkAFTFullBack(t int, k []float32, v []float32, w []float32, z []float32,
 	}
 }
 
+// checkExp panics unless t and the slices fit Exp's sizes.
+func checkExp(t int, x []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("long1024_aft_full.Exp: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long1024_aft_full.Exp: len(x) = %d, need %d at t = %d", len(x), need(t, t, 1, 1), t))
+	}
+}
+
 // checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
 func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32) {
 	if kc < 0 || mr < 0 || mr > mrMax || nr < 0 || nr > nrMax || ldc < nr {

@@ -357,6 +357,130 @@ win_2:
 	VZEROUPPER
 	RET
 
+// func expAVX512(t int, x []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·expAVX512(SB), NOSPLIT, $0-32
+	MOVQ x_base+8(FP), AX
+	MOVQ t+0(FP), CX
+
+many_1:
+	CMPQ             CX, $+64
+	JLT              one_2
+	VMOVUPS          (AX), Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, (AX)
+	VMOVUPS          64(AX), Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, 64(AX)
+	VMOVUPS          128(AX), Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, 128(AX)
+	VMOVUPS          192(AX), Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, 192(AX)
+	ADDQ             $+256, AX
+	SUBQ             $+64, CX
+	JMP              many_1
+
+one_2:
+	CMPQ             CX, $+16
+	JLT              tail_3
+	VMOVUPS          (AX), Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, (AX)
+	ADDQ             $+64, AX
+	SUBQ             $+16, CX
+	JMP              one_2
+
+tail_3:
+	TESTQ            CX, CX
+	JZ               done_4
+	MOVL             $0x0000ffff, DX
+	BZHIL            CX, DX, DX
+	KMOVW            DX, K1
+	VMOVUPS.Z        (AX), K1, Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VMOVUPS          Z1, K1, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA exp_hi_42b00000<>+0(SB)/4, $0x42b00000
+GLOBL exp_hi_42b00000<>(SB), RODATA|NOPTR, $4
+
 // func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+
 TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-177
@@ -2881,6 +3005,173 @@ win_8:
 	VZEROUPPER
 	RET
 
+// func expAVX2(t int, x []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·expAVX2(SB), NOSPLIT, $0-32
+	MOVQ x_base+8(FP), AX
+	MOVQ t+0(FP), CX
+
+many_1:
+	CMPQ        CX, $+32
+	JLT         one_2
+	VMOVUPS     (AX), Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, (AX)
+	VMOVUPS     32(AX), Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, 32(AX)
+	VMOVUPS     64(AX), Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, 64(AX)
+	VMOVUPS     96(AX), Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, 96(AX)
+	ADDQ        $+128, AX
+	SUBQ        $+32, CX
+	JMP         many_1
+
+one_2:
+	CMPQ        CX, $+8
+	JLT         tail_3
+	VMOVUPS     (AX), Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, (AX)
+	ADDQ        $+32, AX
+	SUBQ        $+8, CX
+	JMP         one_2
+
+tail_3:
+	TESTQ       CX, CX
+	JZ          done_4
+	LEAQ        synLaneMask<>+0(SB), DX
+	NEGQ        CX
+	VMOVDQU     32(DX)(CX*4), Y0
+	VMASKMOVPS  (AX), Y0, Y1
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y1, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMASKMOVPS  Y2, Y0, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA exp_hi_v8_42b00000<>+0(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+4(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+8(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+12(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+16(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+20(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+24(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+28(SB)/4, $0x42b00000
+GLOBL exp_hi_v8_42b00000<>(SB), RODATA|NOPTR, $32
+
+DATA synLaneMask<>+0(SB)/4, $0xffffffff
+DATA synLaneMask<>+4(SB)/4, $0xffffffff
+DATA synLaneMask<>+8(SB)/4, $0xffffffff
+DATA synLaneMask<>+12(SB)/4, $0xffffffff
+DATA synLaneMask<>+16(SB)/4, $0xffffffff
+DATA synLaneMask<>+20(SB)/4, $0xffffffff
+DATA synLaneMask<>+24(SB)/4, $0xffffffff
+DATA synLaneMask<>+28(SB)/4, $0xffffffff
+DATA synLaneMask<>+32(SB)/4, $0x00000000
+DATA synLaneMask<>+36(SB)/4, $0x00000000
+DATA synLaneMask<>+40(SB)/4, $0x00000000
+DATA synLaneMask<>+44(SB)/4, $0x00000000
+DATA synLaneMask<>+48(SB)/4, $0x00000000
+DATA synLaneMask<>+52(SB)/4, $0x00000000
+DATA synLaneMask<>+56(SB)/4, $0x00000000
+DATA synLaneMask<>+60(SB)/4, $0x00000000
+GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
+
 // func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 // Requires: AVX, FMA3, MMX+
 TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-177
@@ -3327,24 +3618,6 @@ owmasked:
 done:
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 DATA gemm_mask16<>+0(SB)/4, $0xffffffff
 DATA gemm_mask16<>+4(SB)/4, $0xffffffff

@@ -28,6 +28,13 @@ func BenchmarkAFTFullBack(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "AFTFullBack")
 }
 
+// BenchmarkExp measures Exp on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkExp(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "Exp")
+}
+
 // BenchmarkGemmTile measures GemmTile on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).

@@ -11,6 +11,9 @@ func aftFullAVX512(t int, k []float32, v []float32, w []float32, z []float32, m 
 func aftFullBackAVX512(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 
 //go:noescape
+func expAVX512(t int, x []float32)
+
+//go:noescape
 func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 
 //go:noescape
@@ -42,6 +45,9 @@ func aftFullAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []
 
 //go:noescape
 func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
+
+//go:noescape
+func expAVX2(t int, x []float32)
 
 //go:noescape
 func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)

@@ -273,6 +273,14 @@ type SoftmaxScaleFunc func(t int, x, lse, y []float32, scale float32)
 // multiply-adds).
 type AdamWFunc func(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, step, rbc2 float32)
 
+// ExpFunc replaces each of the t floats of x by its exponential,
+// x[i] = e^min(x[i], 88), with a relative error of a few ulp; results below
+// the smallest normal float32 (x below about −87.3) may be flushed to +0,
+// and e^−Inf is +0. Elements are independent, so any split into calls
+// gives the same bits at one level; the levels may round differently. The
+// factorised aft_full takes its exponentials with it.
+type ExpFunc func(t int, x []float32)
+
 // GemmTileFunc is the register-blocked micro-kernel of the linear layers'
 // matrix products (runtime/mat): with MR×NR the level's tile shape (its
 // GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it computes
@@ -358,6 +366,9 @@ type Set struct {
 	SoftmaxStats  SoftmaxStatsFunc
 	SoftmaxScale  SoftmaxScaleFunc
 	AdamW         AdamWFunc
+
+	// aft_full's exponentials (a row-wise kernel of its spec only).
+	Exp ExpFunc
 
 	// The linear layers' GEMM micro-kernel, in every spec. GemmTile and
 	// GemmShape are always provided together, at the same levels, so

@@ -43,6 +43,7 @@ func (m *Model) needAttnFree(need func(ok bool, name string)) {
 	case kindAFTFull:
 		need(k.AFTFull != nil, "AFTFull")
 		need(k.AFTFullBack != nil, "AFTFullBack")
+		need(k.Exp != nil, "Exp")
 	case kindAFTLocal:
 		need(k.AFTLocal != nil, "AFTLocal")
 		need(k.AFTLocalBack != nil, "AFTLocalBack")

@@ -14,7 +14,8 @@ import "math"
 // sequence and channel: X = [Ek ⊙ V | Ek] holds the sequences side by side,
 // [t, batch·2d]), at O(t²·d) multiply-adds and O(t² + t·d) exponentials
 // instead of one exponential per (i, j, channel) as the per-row-stabilised
-// kernels (AFTFull) take. The backward is two more products:
+// kernels (AFTFull) take; the exponentials are the spec's Exp kernel's,
+// a vector at a time. The backward is two more products:
 //
 //	D = [dZ / den | −dZ ⊙ Z / den],  G = Ewᵀ · D,  dV = Ek ⊙ G₁,  dK = Ek ⊙ (V ⊙ G₁ + G₂)
 //	dw_ij = Ew_ij · Σ_col D_i,col · X_j,col   (j ≤ i; summed over the batch by the product)
@@ -99,7 +100,7 @@ func (j *aftFullJob) Run(_, task int) {
 			for jj, v := range wr {
 				row[jj] = v - mx
 			}
-			expInPlace(row[:i+1])
+			m.Kernels.Exp(i+1, row)
 			clear(row[i+1:])
 		}
 	case aftPhaseX:
@@ -119,21 +120,23 @@ func (j *aftFullJob) Run(_, task int) {
 			for c, kc := range k[i*d : i*d+d] {
 				ek[c] = kc - kappa[c]
 			}
-			expInPlace(ek)
+			m.Kernels.Exp(d, ek)
 			for c, e := range ek {
 				kv[c] = e * vi[c]
 			}
 		}
 	case aftPhaseZ:
 		s := task
+		// e^−q for the whole sequence: σ(q) = 1/(1 + e^−q).
+		sq, sy := lw.q[s*t*d:(s+1)*t*d], lw.y[s*t*d:(s+1)*t*d]
+		for c, x := range sq {
+			sy[c] = -x
+		}
+		m.Kernels.Exp(t*d, sy)
 		for i := 0; i < t; i++ {
 			r := (s*t + i) * d
 			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
 			q, z, y := lw.q[r:r+d], lw.z[r:r+d], lw.y[r:r+d]
-			for c, x := range q {
-				y[c] = -x
-			}
-			expInPlace(y) // e^−q: σ(q) = 1/(1 + e^−q)
 			for c := range q {
 				zc := float32(0)
 				if den := nd[d+c]; den >= aftTiny {

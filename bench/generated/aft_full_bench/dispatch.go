@@ -18,6 +18,13 @@ func aftFullBackGoChecked(t int, k []float32, v []float32, w []float32, z []floa
 	}
 	aftFullBackGo(t, k, v, w, z, m, rd, dz, dk, dv, dw)
 }
+func expGoChecked(t int, x []float32) {
+	checkExp(t, x)
+	if t == 0 {
+		return
+	}
+	expGo(t, x)
+}
 func gemmTileGoChecked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	checkGemmTile(2, 4, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum)
 	if mr == 0 || nr == 0 && len(asum) == 0 {
@@ -93,6 +100,7 @@ func goSet() kernels.Set {
 		AFTFull:       aftFullGoChecked,
 		AFTFullBack:   aftFullBackGoChecked,
 		AdamW:         adamWGoChecked,
+		Exp:           expGoChecked,
 		Gelu:          geluGoChecked,
 		GeluBack:      geluBackGoChecked,
 		GemmShape:     gemmShapeGo,

@@ -1,0 +1,37 @@
+package asmgen
+
+import (
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/synthgen/synthgen/gen/catalog"
+	"github.com/synthgen/synthgen/runtime/kernels"
+)
+
+// The element-wise exponential (kernels.ExpFunc) at the AVX-512 and AVX2
+// levels: t consecutive floats, expUnroll vectors per iteration, then one
+// at a time and a masked tail; each clamped to expClampHi and put through
+// the softmax kernels' vectorised exp (exp.go), whose AVX2 form, valid for
+// x ≤ 0 there, holds up to the clamp: round(88·log2e) + 127 = 254 still
+// fits the exponent field its shift builds.
+
+func init() { implemented[catalog.Exp] = true }
+
+// expClampHi is the largest argument ExpFunc takes as is (e^88 ≈ 1.65e38).
+const expClampHi = 88
+
+// expUnroll is the number of vectors an iteration of the Exp loop handles.
+const expUnroll = 4
+
+func emitExp(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).exp() }
+
+func (r *rowKit) exp() {
+	c := r.c
+	x := r.base("x")
+	s := newSIMD(r.f, r.isa)
+	r.flatN(1, expUnroll, []reg.GPVirtual{x}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
+		v := r.get(at(x), mask)
+		r.withConst(c.VMINPS_BCST, c.VMINPS, "exp_hi", expClampHi, v, v)
+		r.storeM(s.exp(v), mask, at(x))
+	})
+}

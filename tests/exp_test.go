@@ -1,0 +1,92 @@
+package tests
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
+)
+
+// The element-wise exponential kernel (Exp, aft_full's specs) on t
+// consecutive floats, against math.Exp in float64 of min(x, 88), run by
+// TestKernels like the row-wise kernels. Tolerance, with u = 2⁻²⁴: 4u
+// relative (the vectorised exp's reduction and degree-5 polynomial measure
+// 2.7u; the Go level rounds a float64 result once), plus 2⁻¹²⁶ absolute,
+// as results below the smallest normal float32 may be flushed to +0.
+
+func init() {
+	kt := expTest
+	kt.lengths = rowLengths
+	kernelTests["Exp"] = kt
+	mutants = append(mutants, expMutants...)
+}
+
+// expEdges are the special arguments of mode "edges", cycled over x.
+var expEdges = []float64{
+	0, math.Copysign(0, -1), math.Inf(-1), 1, -1, 1e-30, -1e-30, 88, 88.5, 1e4, -1e4,
+	-87.3, -87.4, -103.9, -104, -150, 50, -50, 0.34657359, -0.34657359, 20.5, -20.5,
+}
+
+var expTest = kernelTest{
+	modes: []string{"random", "edges"},
+	scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
+		l := perRow(t)
+		x := newMat(l)
+		for i := 0; i < t; i++ {
+			if mode == "edges" {
+				x.v[i] = float32(expEdges[i%len(expEdges)])
+			} else {
+				x.v[i] = float32(-110 + 200*rng.Float64()) // flush, ordinary and clamped
+			}
+		}
+		w := newExpect("x", l)
+		for i := 0; i < t; i++ {
+			y := math.Exp(math.Min(float64(x.v[i]), 88))
+			w.set(i, 0, y, 4*u*y+0x1p-126)
+		}
+		return scenario{
+			ops:  []*operand{{name: "x", lay: l, role: acc, vals: x.v}},
+			want: map[string]*expect{"x": w},
+		}
+	},
+	bind: func(fn reflect.Value) invoker {
+		f := fn.Interface().(kernels.ExpFunc)
+		return func(a args) float32 {
+			f(a.t, a.s["x"])
+			return 0
+		}
+	},
+}
+
+// expMutants are wrong exponentials the checks must catch.
+var expMutants = []mutant{
+	{"Exp skips the last element", "Exp", "random", 7, func(e *env, ok invoker) invoker {
+		return func(a args) float32 {
+			if a.t > 0 {
+				a.t--
+			}
+			return ok(a)
+		}
+	}},
+	{"Exp without the clamp at 88", "Exp", "edges", 11, func(e *env, ok invoker) invoker {
+		return func(a args) float32 {
+			r := ok(a)
+			for i := range a.t {
+				if a.s["x"][i] > 1.6e38 { // e^88 ≈ 1.65e38: what exp(88.5) and exp(1e4) would not give
+					a.s["x"][i] = float32(math.Inf(1))
+				}
+			}
+			return r
+		}
+	}},
+	{"Exp off by 1e-6 relative", "Exp", "random", 7, func(e *env, ok invoker) invoker {
+		return func(a args) float32 {
+			r := ok(a)
+			for i := range a.t {
+				a.s["x"][i] *= 1 + 1e-6
+			}
+			return r
+		}
+	}},
+}
