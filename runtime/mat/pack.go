@@ -96,6 +96,7 @@ type packedJob struct {
 	c, res, bias, asum []float32
 	a, b               operand
 	bpk                []float32
+	bps                int // floats from one panel of bpk to the next
 	m, n, k, ldc       int
 	mc, nc, tilesN     int
 	acc                bool
@@ -177,6 +178,13 @@ func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32
 		e.run(e.pb.tasks(), &e.pb)
 		e.pb = packBJob{}
 	}
+	e.runPacked(c, res, a, b, bpk, k*mk.nr, bias, asum, m, n, k, ldc, accumulate, then)
+}
+
+// runPacked runs the micro-kernel's tasks of a product whose B is bpk
+// (panels bps floats apart) when bpk is not nil, else b read in place.
+func (e *Engine) runPacked(c, res []float32, a, b operand, bpk []float32, bps int, bias, asum []float32, m, n, k, ldc int, accumulate bool, then Rows) {
+	mk := &e.mk
 	mc, nc := mk.mc, mk.nc
 	if then != nil {
 		nc = ceilDiv(n, mk.nr) * mk.nr
@@ -189,7 +197,7 @@ func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32
 		nc = max(mk.nr, nc/2/mk.nr*mk.nr)
 	}
 	j := &e.pj
-	*j = packedJob{e: e, c: c, res: res, bias: bias, asum: asum, a: a, b: b, bpk: bpk, m: m, n: n, k: k, ldc: ldc,
+	*j = packedJob{e: e, c: c, res: res, bias: bias, asum: asum, a: a, b: b, bpk: bpk, bps: bps, m: m, n: n, k: k, ldc: ldc,
 		mc: mc, nc: nc, tilesN: ceilDiv(n, nc), acc: accumulate, then: then}
 	e.run(tiles(), j)
 	*j = packedJob{}
@@ -260,7 +268,7 @@ func (g *packedJob) Run(worker, task int) {
 			var bp int
 			switch {
 			case g.bpk != nil:
-				bs, bp = g.bpk[jr*g.k+kb*nr:][:kl*nr], nr
+				bs, bp = g.bpk[jr/nr*g.bps+kb*nr:][:kl*nr], nr
 			case nv == nr:
 				bs, bp = b.data[jr+kb*b.cs:], b.cs // b.rs == 1: row p of the panel is contiguous
 			default:

@@ -22,7 +22,10 @@ import "math"
 //
 // Ew is stored in row blocks of aftBlock rows, block rows i0 ≤ i < i1 over
 // the keys j < i1 only, so the causal products skip most of the zero
-// triangle.
+// triangle. X (forward) and Xᵀ (dEw) are packed once per layer for all the
+// blocks (mat.Panels) rather than once per block, which lets the blocks be
+// small: at 64 rows the products compute 1.125 times the causal triangle's
+// multiply-adds at t 512 rather than 1.5 times at 256 rows.
 //
 // The factorisation is exact in real arithmetic; in float32 a weight whose
 // factors both stay above e^−87 is computed to a few ulp. A denominator
@@ -35,7 +38,7 @@ import "math"
 // workers.
 
 // aftBlock is the row block of the factorised aft_full products.
-const aftBlock = 256
+const aftBlock = 64
 
 // aftTiny is the denominator under which an (i, c) is computed directly.
 const aftTiny = 0x1p-60
@@ -243,11 +246,13 @@ func (m *Model) aftFullForward(ws *Workspace, l int) {
 	m.run(blocks(t, rowBlock), j)
 	j.phase = aftPhaseX
 	m.run(ws.b, j)
+	// X packed once for every block, which reads its rows < i1.
+	m.eng.PackB(&ws.aX, lw.x[:t*nx], nx, t, false)
 	for b := 0; b*aftBlock < t; b++ {
 		i0, i1, off := aftBlockOf(b)
 		i1 = min(i1, t)
 		// [num | den] rows i0…i1−1 = Ew rows (over keys < i1) · X rows < i1.
-		m.eng.LinearBackX(lw.nd[i0*nx:i1*nx], lw.ew[off:off+(i1-i0)*i1], lw.x[:i1*nx], i1-i0, nx, i1, false)
+		m.eng.MulPanels(lw.nd[i0*nx:i1*nx], lw.ew[off:off+(i1-i0)*i1], &ws.aX, i1-i0, nx, i1, false)
 	}
 	j.phase = aftPhaseZ
 	m.run(ws.b, j)
@@ -271,11 +276,12 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 	}
 	j.phase = aftPhaseKV
 	m.run(ws.b, j)
+	m.eng.PackB(&ws.aX, lw.x[:t*nx], t, nx, true) // Xᵀ, packed once for every block
 	for b := 0; b*aftBlock < t; b++ {
 		i0, i1, _ := aftBlockOf(b)
 		i1 = min(i1, t)
 		// dEw rows i0…i1−1 (keys < i1) = D rows · X rowsᵀ, then dw += Ew ⊙ dEw.
-		m.eng.MulNT(ws.aDEw[:(i1-i0)*i1], ws.aD[i0*nx:i1*nx], lw.x[:i1*nx], i1-i0, i1, nx, false)
+		m.eng.MulPanels(ws.aDEw[:(i1-i0)*i1], ws.aD[i0*nx:i1*nx], &ws.aX, i1-i0, i1, nx, false)
 		j.phase, j.b = aftPhaseDw, b
 		m.run(blocks(i1-i0, rowBlock), j)
 	}

@@ -53,8 +53,9 @@ type Workspace struct {
 	// aft_full's products (aftfull.go): κ per sequence and channel [batch, d];
 	// D and G [N, batch·2d]; dEw of one row block [aftBlock, N].
 	aKappa, aD, aG, aDEw []float32
-	pU                   []float32 // [tasks][window]: aft_conv's u
-	dmixW                []float64 // [components]
+	aX                   mat.Panels // X packed once per layer for its row blocks' products
+	pU                   []float32  // [tasks][window]: aft_conv's u
+	dmixW                []float64  // [components]
 }
 
 // layerWS is what the forward keeps of one layer for the backward.
