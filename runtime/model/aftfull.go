@@ -155,6 +155,7 @@ func (j *aftFullJob) Run(_, task int) {
 		}
 	case aftPhaseD:
 		s := task
+		tiny := false
 		for i := 0; i < t; i++ {
 			r := (s*t + i) * d
 			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
@@ -166,13 +167,16 @@ func (j *aftFullJob) Run(_, task int) {
 				dz := g * sg
 				dy[c] = dz
 				if den := nd[d+c]; den >= aftTiny {
-					dd[c] = dz / den
-					dd[d+c] = -dz * z[c] / den
+					r := 1 / den
+					dd[c] = dz * r
+					dd[d+c] = -dz * z[c] * r
 				} else {
 					dd[c], dd[d+c] = 0, 0 // aftExactBack's
+					tiny = true
 				}
 			}
 		}
+		ws.aTiny[s] = tiny
 	case aftPhaseKV:
 		s := task
 		for jj := 0; jj < t; jj++ {
@@ -286,8 +290,12 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 		m.run(blocks(i1-i0, rowBlock), j)
 	}
 	*j = aftFullJob{}
-	// The directly computed (i, c), in a fixed order.
+	// The directly computed (i, c), in a fixed order, in the sequences
+	// phase D found them in.
 	for s := 0; s < ws.b; s++ {
+		if !ws.aTiny[s] {
+			continue
+		}
 		for i := 0; i < t; i++ {
 			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
 			for c := 0; c < d; c++ {
