@@ -18,7 +18,6 @@ import (
 
 	"github.com/dave/jennifer/jen"
 	"github.com/mmcloughlin/avo/build"
-	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
 
 	"github.com/synthgen/synthgen/gen/asmgen"
@@ -141,7 +140,7 @@ func compileAsm(ctx *build.Context, pkg string, argv []string) (asm, stubs []byt
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := pass.Compile.Execute(f); err != nil {
+	if err := compile(f); err != nil {
 		return nil, nil, err
 	}
 	pc := printer.Config{Argv: argv, Pkg: pkg}

@@ -50,6 +50,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"golang.org/x/mod/modfile"
 
@@ -61,6 +62,10 @@ import (
 const selfModule = "github.com/synthgen/synthgen"
 
 func main() {
+	// A short-lived process whose time goes to avo's register allocation,
+	// which allocates freely: collecting at 5× the live heap rather than
+	// 2× takes 15% off a long-row spec's generation, for ~170 MiB.
+	debug.SetGCPercent(400)
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "synthgen:", err)
 		os.Exit(1)
