@@ -104,14 +104,15 @@ func attentionKind(k catalog.Kind) bool {
 
 // RowElems is the number of elements one call of row-wise kernel op on
 // rows rows processes: rows·D (LayerNorm), rows·FFN (GELU), rows·Vocab
-// (the cross-entropy's softmax) or rows floats (AdamW's parameters, Exp).
+// (the cross-entropy's softmax) or rows floats (the Flat kinds: AdamW's
+// parameters, Exp, the gate).
 func RowElems(op catalog.Op, cfg catalog.Config, rows int) float64 {
-	switch op.Kind {
-	case catalog.Gelu, catalog.GeluBack:
+	switch {
+	case op.Kind == catalog.Gelu || op.Kind == catalog.GeluBack:
 		return float64(rows * cfg.FFN)
-	case catalog.SoftmaxStats, catalog.SoftmaxScale:
+	case op.Kind == catalog.SoftmaxStats || op.Kind == catalog.SoftmaxScale:
 		return float64(rows * cfg.Vocab)
-	case catalog.AdamW, catalog.Exp:
+	case op.Kind.Flat():
 		return float64(rows)
 	}
 	return float64(rows * cfg.D)
@@ -287,6 +288,10 @@ func Bind(op catalog.Op, fn any, t int, a map[string][]float32, sc map[string]fl
 		return func() float32 { f(t, a["x"], a["lse"], a["y"], scale); return 0 }
 	case kernels.ExpFunc: // x becomes e^x, then e^(e^x), …: from the second call on, 1 ≤ x ≤ e^88, as the clamp keeps it
 		return func() float32 { f(t, a["x"]); return 0 }
+	case kernels.GateFunc: // q becomes σ(q), then σ(σ(q)), …: from the second call on, ½ < q < 0.74
+		return func() float32 { f(t, a["q"], a["z"], a["y"]); return 0 }
+	case kernels.GateBackFunc: // Args makes σ ≡ 1, so dy keeps its values (no decay into subnormals)
+		return func() float32 { f(t, a["dy"], a["q"], a["z"], a["dq"]); return 0 }
 	case kernels.AdamWFunc:
 		k := func(name string) float32 { return scalar(name, AdamWScalars[name]) }
 		decay, gscale, b1, c1, b2, c2, eps, step, rbc2 := k("decay"), k("gscale"), k("b1"), k("c1"), k("b2"), k("c2"), k("eps"), k("step"), k("rbc2")
@@ -338,6 +343,12 @@ func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]f
 		for i, x := range a["v"] {
 			a["v"][i] = x * x * 1e-4
 		}
+	case catalog.GateBack:
+		// σ ≡ 1: the benchmark's repeated calls then leave dy as it is,
+		// where σ < 1 would shrink it call after call into subnormals.
+		for i := range a["q"] {
+			a["q"][i] = 1
+		}
 	}
 	fwdField := ""
 	switch op.Kind {
@@ -387,7 +398,7 @@ func RowKernelCases(name string, rows int) ([]RowCase, error) {
 	cfg := catalog.ConfigOf(&spec)
 	var out []RowCase
 	for _, op := range catalog.Ops(&spec) {
-		if !op.Kind.RowWise() || op.Kind == catalog.AdamW || op.Kind == catalog.Exp { // their own benchmarks (kerneltest)
+		if !op.Kind.RowWise() || op.Kind.Flat() { // their own benchmarks (kerneltest)
 			continue
 		}
 		var a map[string][]float32

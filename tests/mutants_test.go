@@ -130,7 +130,7 @@ func TestMutantsAreCaught(t *testing.T) {
 				t.Fatalf("no test for %s", m.field)
 			}
 			e, fn := e, field(goK.Set, m.field)
-			if fn.IsNil() { // a kernel of aft_full's specs only (Exp)
+			if fn.IsNil() { // a kernel of aft specs only (Exp, Gate, GateBack)
 				const other = "odd_aft_full"
 				spec, err := kernels.Spec(other)
 				if err != nil {

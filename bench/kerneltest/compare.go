@@ -92,7 +92,7 @@ func modes(k catalog.Kind) []string {
 		return []string{"random", "offset"}
 	case catalog.AdamW:
 		return []string{"random", "tiny"}
-	case catalog.Exp:
+	case catalog.Exp, catalog.Gate:
 		return []string{"random", "extreme"}
 	}
 	return []string{"random"}
@@ -101,11 +101,11 @@ func modes(k catalog.Kind) []string {
 // sizes lists the sizes a kind is tested at: for the sequence kernels
 // t = N, N − 1, 13 and 1 (full length, a tail that is no multiple of the
 // vector width, a short length, one position); for the row-wise kernels
-// 1, 7 and N rows (AdamW and Exp: 1, 7, 33 and 4099 floats).
+// 1, 7 and N rows (the Flat kinds: 1, 7, 33 and 4099 floats).
 func sizes(spec specs.Spec, k catalog.Kind) []int {
 	cand := []int{spec.N, spec.N - 1, 13, 1}
 	switch {
-	case k == catalog.AdamW || k == catalog.Exp:
+	case k.Flat():
 		cand = []int{4099, 33, 7, 1}
 	case k.RowWise():
 		cand = []int{spec.N, 7, 1}
@@ -156,7 +156,7 @@ func Cases(spec specs.Spec, kernel string) ([]Case, error) {
 		ms := all
 		if t > bigT { // one call costs O(t²): random at the largest size, the rest at the next
 			switch {
-			case t == spec.N || len(all) == 1 || op.Kind == catalog.AdamW || op.Kind == catalog.Exp:
+			case t == spec.N || len(all) == 1 || op.Kind.Flat():
 				ms = all[:1]
 			default:
 				ms = all[1:]
@@ -259,6 +259,10 @@ func roles(k catalog.Kind) map[string]role {
 		return map[string]role{"p": a, "m": a, "v": a}
 	case catalog.Exp:
 		return map[string]role{"x": a}
+	case catalog.Gate:
+		return map[string]role{"q": a, "y": o}
+	case catalog.GateBack:
+		return map[string]role{"dy": a, "dq": o}
 	}
 	return nil
 }
@@ -569,6 +573,14 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		} else {
 			scale("x", 3)
 		}
+	case catalog.Gate:
+		if mode == "extreme" { // σ saturated at 0 (flushed, clamped) and 1
+			extreme("q", false)
+		} else {
+			scale("q", 8)
+		}
+	case catalog.GateBack: // σ in [0, 1]
+		each("q", func(_, _ int, x float32) float32 { return (x + 1) / 2 })
 	case catalog.AdamW:
 		gs := 1e-2
 		if mode == "tiny" { // gradients and moments near eps's scale

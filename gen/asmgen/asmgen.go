@@ -119,6 +119,10 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitAdamW
 	case catalog.Exp:
 		return emitExp
+	case catalog.Gate:
+		return emitGate
+	case catalog.GateBack:
+		return emitGateBack
 	}
 	return nil
 }

@@ -53,6 +53,8 @@ const (
 	SoftmaxScale  // kernels.SoftmaxScaleFunc
 	AdamW         // kernels.AdamWFunc
 	Exp           // kernels.ExpFunc
+	Gate          // kernels.GateFunc
+	GateBack      // kernels.GateBackFunc
 )
 
 // Signatures are the Go signatures of each kind, as the stubs declare them.
@@ -90,14 +92,27 @@ var Signatures = map[Kind]string{
 	SoftmaxScale:  "func(t int, x, lse, y []float32, scale float32)",
 	AdamW:         "func(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, step, rbc2 float32)",
 	Exp:           "func(t int, x []float32)",
+	Gate:          "func(t int, q, z, y []float32)",
+	GateBack:      "func(t int, dy, q, z, dq []float32)",
 }
 
 // RowWise reports whether kind k is one of the row-wise kernels (LayerNorm,
-// GELU, the cross-entropy's softmax, AdamW, Exp): their t counts rows of a row-major matrix, which may hold
-// several sequences, so it is any t ≥ 0 rather than a length ≤ N.
+// GELU, the cross-entropy's softmax and the Flat ones): their t counts rows
+// of a row-major matrix, which may hold several sequences, so it is any
+// t ≥ 0 rather than a length ≤ N.
 func (k Kind) RowWise() bool {
 	switch k {
-	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale, AdamW, Exp:
+	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale:
+		return true
+	}
+	return k.Flat()
+}
+
+// Flat reports whether kind k is an element-wise kernel over t consecutive
+// floats (AdamW, Exp, Gate, GateBack): row-wise, with rows of one float.
+func (k Kind) Flat() bool {
+	switch k {
+	case AdamW, Exp, Gate, GateBack:
 		return true
 	}
 	return false
@@ -291,30 +306,42 @@ func attentionFreeOps(s *specs.Spec, c Config) []Op {
 		}
 		return out
 	}
+	flat := func(names ...string) []Param {
+		var out []Param
+		for _, n := range names {
+			out = append(out, p(n, Shape{Rows: -1, Stride: 1, Width: 1})) // t consecutive floats
+		}
+		return out
+	}
+	// Every aft variant's σ(Q) gate, over the [t, D] activations at once.
+	gate := []Op{
+		{Field: "Gate", Func: "gate", Kind: Gate, Slices: flat("q", "z", "y")},
+		{Field: "GateBack", Func: "gateBack", Kind: GateBack, Slices: flat("dy", "q", "z", "dq")},
+	}
 	switch s.Variant {
 	case "aft_full":
 		// Exp: the factorised products' exponentials (runtime/model's
 		// aftfull.go), t consecutive floats.
-		return []Op{
+		return append([]Op{
 			{Field: "AFTFull", Func: "aftFull", Kind: AFTFull, Slices: cat(kv, []Param{p("w", tri)}, fwd)},
 			{Field: "AFTFullBack", Func: "aftFullBack", Kind: AFTFullBack, Slices: cat(kv, []Param{p("w", tri)}, back, []Param{p("dw", tri)})},
-			{Field: "Exp", Func: "exp", Kind: Exp, Slices: []Param{p("x", Shape{Rows: -1, Stride: 1, Width: 1})}},
-		}
+			{Field: "Exp", Func: "exp", Kind: Exp, Slices: flat("x")},
+		}, gate...)
 	case "aft_local":
-		return []Op{
+		return append([]Op{
 			{Field: "AFTLocal", Func: "aftLocal", Kind: AFTLocal, Window: s.Window, Slices: cat(kv, []Param{p("w", tri)}, fwd)},
 			{Field: "AFTLocalBack", Func: "aftLocalBack", Kind: AFTLocalBack, Window: s.Window, Slices: cat(kv, []Param{p("w", tri)}, back, []Param{p("dw", tri)})},
-		}
+		}, gate...)
 	case "aft_conv":
-		return []Op{
+		return append([]Op{
 			{Field: "AFTConv", Func: "aftConv", Kind: AFTConv, Window: s.Window, Slices: cat(kv, []Param{p("u", bias)}, fwd)},
 			{Field: "AFTConvBack", Func: "aftConvBack", Kind: AFTConvBack, Window: s.Window, Slices: cat(kv, []Param{p("u", bias)}, back, []Param{p("du", bias)})},
-		}
+		}, gate...)
 	case "aft_simple":
-		return []Op{
+		return append([]Op{
 			{Field: "AFTSimple", Func: "aftSimple", Kind: AFTSimple, Slices: cat(kv, fwd)},
 			{Field: "AFTSimpleBack", Func: "aftSimpleBack", Kind: AFTSimpleBack, Slices: cat(kv, back)},
-		}
+		}, gate...)
 	case "linear":
 		return []Op{
 			{Field: "Linear", Func: "linear", Kind: Linear,
@@ -333,7 +360,8 @@ func (k Kind) String() string {
 		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot",
 		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
 		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile",
-		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale", "AdamW", "Exp"}
+		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale", "AdamW", "Exp",
+		"Gate", "GateBack"}
 	if int(k) < len(names) {
 		return names[k]
 	}

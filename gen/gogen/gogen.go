@@ -69,6 +69,10 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitAdamW
 	case catalog.Exp:
 		return emitExp
+	case catalog.Gate:
+		return emitGate
+	case catalog.GateBack:
+		return emitGateBack
 	}
 	return nil
 }

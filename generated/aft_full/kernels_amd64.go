@@ -14,6 +14,12 @@ func aftFullBackAVX512(t int, k []float32, v []float32, w []float32, z []float32
 func expAVX512(t int, x []float32)
 
 //go:noescape
+func gateAVX512(t int, q []float32, z []float32, y []float32)
+
+//go:noescape
+func gateBackAVX512(t int, dy []float32, q []float32, z []float32, dq []float32)
+
+//go:noescape
 func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 
 //go:noescape
@@ -48,6 +54,12 @@ func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, 
 
 //go:noescape
 func expAVX2(t int, x []float32)
+
+//go:noescape
+func gateAVX2(t int, q []float32, z []float32, y []float32)
+
+//go:noescape
+func gateBackAVX2(t int, dy []float32, q []float32, z []float32, dq []float32)
 
 //go:noescape
 func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)

@@ -11,6 +11,12 @@ func aftSimpleAVX512(t int, k []float32, v []float32, z []float32, m []float32, 
 func aftSimpleBackAVX512(t int, k []float32, v []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32)
 
 //go:noescape
+func gateAVX512(t int, q []float32, z []float32, y []float32)
+
+//go:noescape
+func gateBackAVX512(t int, dy []float32, q []float32, z []float32, dq []float32)
+
+//go:noescape
 func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 
 //go:noescape
@@ -42,6 +48,12 @@ func aftSimpleAVX2(t int, k []float32, v []float32, z []float32, m []float32, rd
 
 //go:noescape
 func aftSimpleBackAVX2(t int, k []float32, v []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32)
+
+//go:noescape
+func gateAVX2(t int, q []float32, z []float32, y []float32)
+
+//go:noescape
+func gateBackAVX2(t int, dy []float32, q []float32, z []float32, dq []float32)
 
 //go:noescape
 func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)

@@ -258,6 +258,263 @@ key_1:
 DATA aft_pinf_7f800000<>+0(SB)/4, $0x7f800000
 GLOBL aft_pinf_7f800000<>(SB), RODATA|NOPTR, $4
 
+// func gateAVX512(t int, q []float32, z []float32, y []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·gateAVX512(SB), NOSPLIT, $0-80
+	MOVQ         q_base+8(FP), AX
+	MOVQ         z_base+32(FP), CX
+	MOVQ         y_base+56(FP), DX
+	VBROADCASTSS gate_one_3f800000<>+0(SB), Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         t+0(FP), BX
+
+many_1:
+	CMPQ             BX, $+64
+	JLT              one_2
+	VSUBPS           (AX), Z1, Z2
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VADDPS           Z0, Z3, Z3
+	VDIVPS           Z3, Z0, Z3
+	VMOVUPS          Z3, (AX)
+	VMULPS           (CX), Z3, Z3
+	VMOVUPS          Z3, (DX)
+	VSUBPS           64(AX), Z1, Z2
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VADDPS           Z0, Z3, Z3
+	VDIVPS           Z3, Z0, Z3
+	VMOVUPS          Z3, 64(AX)
+	VMULPS           64(CX), Z3, Z3
+	VMOVUPS          Z3, 64(DX)
+	VSUBPS           128(AX), Z1, Z2
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VADDPS           Z0, Z3, Z3
+	VDIVPS           Z3, Z0, Z3
+	VMOVUPS          Z3, 128(AX)
+	VMULPS           128(CX), Z3, Z3
+	VMOVUPS          Z3, 128(DX)
+	VSUBPS           192(AX), Z1, Z2
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VADDPS           Z0, Z3, Z3
+	VDIVPS           Z3, Z0, Z3
+	VMOVUPS          Z3, 192(AX)
+	VMULPS           192(CX), Z3, Z3
+	VMOVUPS          Z3, 192(DX)
+	ADDQ             $+256, AX
+	ADDQ             $+256, CX
+	ADDQ             $+256, DX
+	SUBQ             $+64, BX
+	JMP              many_1
+
+one_2:
+	CMPQ             BX, $+16
+	JLT              tail_3
+	VSUBPS           (AX), Z1, Z2
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VADDPS           Z0, Z3, Z3
+	VDIVPS           Z3, Z0, Z3
+	VMOVUPS          Z3, (AX)
+	VMULPS           (CX), Z3, Z3
+	VMOVUPS          Z3, (DX)
+	ADDQ             $+64, AX
+	ADDQ             $+64, CX
+	ADDQ             $+64, DX
+	SUBQ             $+16, BX
+	JMP              one_2
+
+tail_3:
+	TESTQ            BX, BX
+	JZ               done_4
+	MOVL             $0x0000ffff, SI
+	BZHIL            BX, SI, SI
+	KMOVW            SI, K1
+	VMOVUPS.Z        (AX), K1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z1, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K2, Z2
+	VADDPS           Z0, Z2, Z2
+	VDIVPS           Z2, Z0, Z2
+	VMOVUPS          Z2, K1, (AX)
+	VMOVUPS.Z        (CX), K1, Z0
+	VMULPS           Z0, Z2, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA gate_one_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL gate_one_3f800000<>(SB), RODATA|NOPTR, $4
+
+DATA exp_hi_42b00000<>+0(SB)/4, $0x42b00000
+GLOBL exp_hi_42b00000<>(SB), RODATA|NOPTR, $4
+
+// func gateBackAVX512(t int, dy []float32, q []float32, z []float32, dq []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·gateBackAVX512(SB), NOSPLIT, $0-104
+	MOVQ         dy_base+8(FP), AX
+	MOVQ         q_base+32(FP), CX
+	MOVQ         z_base+56(FP), DX
+	MOVQ         dq_base+80(FP), BX
+	VBROADCASTSS gate_one_3f800000<>+0(SB), Z0
+	MOVQ         t+0(FP), SI
+
+many_1:
+	CMPQ    SI, $+64
+	JLT     one_2
+	VMOVUPS (AX), Z1
+	VMOVUPS (CX), Z2
+	VMULPS  (DX), Z1, Z3
+	VMULPS  Z2, Z3, Z3
+	VSUBPS  Z2, Z0, Z4
+	VMULPS  Z4, Z3, Z3
+	VMOVUPS Z3, (BX)
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, (AX)
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 64(CX), Z2
+	VMULPS  64(DX), Z1, Z3
+	VMULPS  Z2, Z3, Z3
+	VSUBPS  Z2, Z0, Z4
+	VMULPS  Z4, Z3, Z3
+	VMOVUPS Z3, 64(BX)
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS 128(AX), Z1
+	VMOVUPS 128(CX), Z2
+	VMULPS  128(DX), Z1, Z3
+	VMULPS  Z2, Z3, Z3
+	VSUBPS  Z2, Z0, Z4
+	VMULPS  Z4, Z3, Z3
+	VMOVUPS Z3, 128(BX)
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, 128(AX)
+	VMOVUPS 192(AX), Z1
+	VMOVUPS 192(CX), Z2
+	VMULPS  192(DX), Z1, Z3
+	VMULPS  Z2, Z3, Z3
+	VSUBPS  Z2, Z0, Z4
+	VMULPS  Z4, Z3, Z3
+	VMOVUPS Z3, 192(BX)
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, 192(AX)
+	ADDQ    $+256, AX
+	ADDQ    $+256, CX
+	ADDQ    $+256, DX
+	ADDQ    $+256, BX
+	SUBQ    $+64, SI
+	JMP     many_1
+
+one_2:
+	CMPQ    SI, $+16
+	JLT     tail_3
+	VMOVUPS (AX), Z1
+	VMOVUPS (CX), Z2
+	VMULPS  (DX), Z1, Z3
+	VMULPS  Z2, Z3, Z3
+	VSUBPS  Z2, Z0, Z4
+	VMULPS  Z4, Z3, Z3
+	VMOVUPS Z3, (BX)
+	VMULPS  Z2, Z1, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	ADDQ    $+64, DX
+	ADDQ    $+64, BX
+	SUBQ    $+16, SI
+	JMP     one_2
+
+tail_3:
+	TESTQ     SI, SI
+	JZ        done_4
+	MOVL      $0x0000ffff, DI
+	BZHIL     SI, DI, DI
+	KMOVW     DI, K1
+	VMOVUPS.Z (AX), K1, Z1
+	VMOVUPS.Z (CX), K1, Z2
+	VMOVUPS.Z (DX), K1, Z3
+	VMULPS    Z3, Z1, Z3
+	VMULPS    Z2, Z3, Z3
+	VSUBPS    Z2, Z0, Z0
+	VMULPS    Z0, Z3, Z3
+	VMOVUPS   Z3, K1, (BX)
+	VMULPS    Z2, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
 // func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+
 TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-177
@@ -2433,6 +2690,251 @@ key_7:
 	VZEROUPPER
 	RET
 
+// func gateAVX2(t int, q []float32, z []float32, y []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·gateAVX2(SB), NOSPLIT, $0-80
+	MOVQ    q_base+8(FP), AX
+	MOVQ    z_base+32(FP), CX
+	MOVQ    y_base+56(FP), DX
+	VMOVUPS gate_one_v8_3f800000<>+0(SB), Y0
+	VXORPS  Y1, Y1, Y1
+	MOVQ    t+0(FP), BX
+
+many_1:
+	CMPQ        BX, $+16
+	JLT         one_2
+	VSUBPS      (AX), Y1, Y2
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
+	VMULPS      Y3, Y2, Y2
+	VFMADD231PS Y4, Y2, Y3
+	VANDNPS     Y3, Y5, Y3
+	VADDPS      Y0, Y3, Y3
+	VDIVPS      Y3, Y0, Y3
+	VMOVUPS     Y3, (AX)
+	VMULPS      (CX), Y3, Y3
+	VMOVUPS     Y3, (DX)
+	VSUBPS      32(AX), Y1, Y2
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
+	VMULPS      Y3, Y2, Y2
+	VFMADD231PS Y4, Y2, Y3
+	VANDNPS     Y3, Y5, Y3
+	VADDPS      Y0, Y3, Y3
+	VDIVPS      Y3, Y0, Y3
+	VMOVUPS     Y3, 32(AX)
+	VMULPS      32(CX), Y3, Y3
+	VMOVUPS     Y3, 32(DX)
+	ADDQ        $+64, AX
+	ADDQ        $+64, CX
+	ADDQ        $+64, DX
+	SUBQ        $+16, BX
+	JMP         many_1
+
+one_2:
+	CMPQ        BX, $+8
+	JLT         tail_3
+	VSUBPS      (AX), Y1, Y2
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
+	VMULPS      Y3, Y2, Y2
+	VFMADD231PS Y4, Y2, Y3
+	VANDNPS     Y3, Y5, Y3
+	VADDPS      Y0, Y3, Y3
+	VDIVPS      Y3, Y0, Y3
+	VMOVUPS     Y3, (AX)
+	VMULPS      (CX), Y3, Y3
+	VMOVUPS     Y3, (DX)
+	ADDQ        $+32, AX
+	ADDQ        $+32, CX
+	ADDQ        $+32, DX
+	SUBQ        $+8, BX
+	JMP         one_2
+
+tail_3:
+	TESTQ       BX, BX
+	JZ          done_4
+	LEAQ        synLaneMask<>+0(SB), SI
+	NEGQ        BX
+	VMOVDQU     32(SI)(BX*4), Y2
+	VMASKMOVPS  (AX), Y2, Y3
+	VSUBPS      Y3, Y1, Y1
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y1, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y4
+	VMULPS      Y3, Y1, Y1
+	VFMADD231PS Y4, Y1, Y3
+	VANDNPS     Y3, Y5, Y3
+	VADDPS      Y0, Y3, Y3
+	VDIVPS      Y3, Y0, Y3
+	VMASKMOVPS  Y3, Y2, (AX)
+	VMASKMOVPS  (CX), Y2, Y0
+	VMULPS      Y0, Y3, Y3
+	VMASKMOVPS  Y3, Y2, (DX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA gate_one_v8_3f800000<>+0(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+4(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+8(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+12(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+16(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+20(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+24(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+28(SB)/4, $0x3f800000
+GLOBL gate_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
+
+DATA exp_hi_v8_42b00000<>+0(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+4(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+8(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+12(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+16(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+20(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+24(SB)/4, $0x42b00000
+DATA exp_hi_v8_42b00000<>+28(SB)/4, $0x42b00000
+GLOBL exp_hi_v8_42b00000<>(SB), RODATA|NOPTR, $32
+
+DATA synLaneMask<>+0(SB)/4, $0xffffffff
+DATA synLaneMask<>+4(SB)/4, $0xffffffff
+DATA synLaneMask<>+8(SB)/4, $0xffffffff
+DATA synLaneMask<>+12(SB)/4, $0xffffffff
+DATA synLaneMask<>+16(SB)/4, $0xffffffff
+DATA synLaneMask<>+20(SB)/4, $0xffffffff
+DATA synLaneMask<>+24(SB)/4, $0xffffffff
+DATA synLaneMask<>+28(SB)/4, $0xffffffff
+DATA synLaneMask<>+32(SB)/4, $0x00000000
+DATA synLaneMask<>+36(SB)/4, $0x00000000
+DATA synLaneMask<>+40(SB)/4, $0x00000000
+DATA synLaneMask<>+44(SB)/4, $0x00000000
+DATA synLaneMask<>+48(SB)/4, $0x00000000
+DATA synLaneMask<>+52(SB)/4, $0x00000000
+DATA synLaneMask<>+56(SB)/4, $0x00000000
+DATA synLaneMask<>+60(SB)/4, $0x00000000
+GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
+
+// func gateBackAVX2(t int, dy []float32, q []float32, z []float32, dq []float32)
+// Requires: AVX
+TEXT ·gateBackAVX2(SB), NOSPLIT, $0-104
+	MOVQ    dy_base+8(FP), AX
+	MOVQ    q_base+32(FP), CX
+	MOVQ    z_base+56(FP), DX
+	MOVQ    dq_base+80(FP), BX
+	VMOVUPS gate_one_v8_3f800000<>+0(SB), Y0
+	MOVQ    t+0(FP), SI
+
+many_1:
+	CMPQ    SI, $+16
+	JLT     one_2
+	VMOVUPS (AX), Y1
+	VMOVUPS (CX), Y2
+	VMULPS  (DX), Y1, Y3
+	VMULPS  Y2, Y3, Y3
+	VSUBPS  Y2, Y0, Y4
+	VMULPS  Y4, Y3, Y3
+	VMOVUPS Y3, (BX)
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, (AX)
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 32(CX), Y2
+	VMULPS  32(DX), Y1, Y3
+	VMULPS  Y2, Y3, Y3
+	VSUBPS  Y2, Y0, Y4
+	VMULPS  Y4, Y3, Y3
+	VMOVUPS Y3, 32(BX)
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, 32(AX)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	ADDQ    $+64, DX
+	ADDQ    $+64, BX
+	SUBQ    $+16, SI
+	JMP     many_1
+
+one_2:
+	CMPQ    SI, $+8
+	JLT     tail_3
+	VMOVUPS (AX), Y1
+	VMOVUPS (CX), Y2
+	VMULPS  (DX), Y1, Y3
+	VMULPS  Y2, Y3, Y3
+	VSUBPS  Y2, Y0, Y4
+	VMULPS  Y4, Y3, Y3
+	VMOVUPS Y3, (BX)
+	VMULPS  Y2, Y1, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $+32, AX
+	ADDQ    $+32, CX
+	ADDQ    $+32, DX
+	ADDQ    $+32, BX
+	SUBQ    $+8, SI
+	JMP     one_2
+
+tail_3:
+	TESTQ      SI, SI
+	JZ         done_4
+	LEAQ       synLaneMask<>+0(SB), DI
+	NEGQ       SI
+	VMOVDQU    32(DI)(SI*4), Y1
+	VMASKMOVPS (AX), Y1, Y2
+	VMASKMOVPS (CX), Y1, Y3
+	VMASKMOVPS (DX), Y1, Y4
+	VMULPS     Y4, Y2, Y4
+	VMULPS     Y3, Y4, Y4
+	VSUBPS     Y3, Y0, Y0
+	VMULPS     Y0, Y4, Y4
+	VMASKMOVPS Y4, Y1, (BX)
+	VMULPS     Y3, Y2, Y2
+	VMASKMOVPS Y2, Y1, (AX)
+
+done_4:
+	VZEROUPPER
+	RET
+
 // func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
 // Requires: AVX, FMA3, MMX+
 TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-177
@@ -2879,24 +3381,6 @@ owmasked:
 done:
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 DATA gemm_mask16<>+0(SB)/4, $0xffffffff
 DATA gemm_mask16<>+4(SB)/4, $0xffffffff

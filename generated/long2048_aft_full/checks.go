@@ -76,6 +76,41 @@ func checkExp(t int, x []float32) {
 	}
 }
 
+// checkGate panics unless t and the slices fit Gate's sizes.
+func checkGate(t int, q []float32, z []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("long2048_aft_full.Gate: t = %d, want t ≥ 0", t))
+	}
+	if len(q) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.Gate: len(q) = %d, need %d at t = %d", len(q), need(t, t, 1, 1), t))
+	}
+	if len(z) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.Gate: len(z) = %d, need %d at t = %d", len(z), need(t, t, 1, 1), t))
+	}
+	if len(y) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.Gate: len(y) = %d, need %d at t = %d", len(y), need(t, t, 1, 1), t))
+	}
+}
+
+// checkGateBack panics unless t and the slices fit GateBack's sizes.
+func checkGateBack(t int, dy []float32, q []float32, z []float32, dq []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("long2048_aft_full.GateBack: t = %d, want t ≥ 0", t))
+	}
+	if len(dy) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.GateBack: len(dy) = %d, need %d at t = %d", len(dy), need(t, t, 1, 1), t))
+	}
+	if len(q) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.GateBack: len(q) = %d, need %d at t = %d", len(q), need(t, t, 1, 1), t))
+	}
+	if len(z) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.GateBack: len(z) = %d, need %d at t = %d", len(z), need(t, t, 1, 1), t))
+	}
+	if len(dq) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.GateBack: len(dq) = %d, need %d at t = %d", len(dq), need(t, t, 1, 1), t))
+	}
+}
+
 // checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
 func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32) {
 	if kc < 0 || mr < 0 || mr > mrMax || nr < 0 || nr > nrMax || ldc < nr {

@@ -25,6 +25,20 @@ func expGoChecked(t int, x []float32) {
 	}
 	expGo(t, x)
 }
+func gateGoChecked(t int, q []float32, z []float32, y []float32) {
+	checkGate(t, q, z, y)
+	if t == 0 {
+		return
+	}
+	gateGo(t, q, z, y)
+}
+func gateBackGoChecked(t int, dy []float32, q []float32, z []float32, dq []float32) {
+	checkGateBack(t, dy, q, z, dq)
+	if t == 0 {
+		return
+	}
+	gateBackGo(t, dy, q, z, dq)
+}
 func gemmTileGoChecked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	checkGemmTile(2, 4, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum)
 	if mr == 0 || nr == 0 && len(asum) == 0 {
@@ -101,6 +115,8 @@ func goSet() kernels.Set {
 		AFTFullBack:   aftFullBackGoChecked,
 		AdamW:         adamWGoChecked,
 		Exp:           expGoChecked,
+		Gate:          gateGoChecked,
+		GateBack:      gateBackGoChecked,
 		Gelu:          geluGoChecked,
 		GeluBack:      geluBackGoChecked,
 		GemmShape:     gemmShapeGo,

@@ -19,6 +19,20 @@ func aftLocalBackAvx2Checked(t int, k []float32, v []float32, w []float32, z []f
 	}
 	aftLocalBackAVX2(t, k, v, w, z, m, rd, dz, dk, dv, dw)
 }
+func gateAvx2Checked(t int, q []float32, z []float32, y []float32) {
+	checkGate(t, q, z, y)
+	if t == 0 {
+		return
+	}
+	gateAVX2(t, q, z, y)
+}
+func gateBackAvx2Checked(t int, dy []float32, q []float32, z []float32, dq []float32) {
+	checkGateBack(t, dy, q, z, dq)
+	if t == 0 {
+		return
+	}
+	gateBackAVX2(t, dy, q, z, dq)
+}
 func gemmTileAvx2Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	checkGemmTile(6, 16, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum)
 	if mr == 0 || nr == 0 && len(asum) == 0 {
@@ -101,6 +115,20 @@ func aftLocalBackAvx512Checked(t int, k []float32, v []float32, w []float32, z [
 	}
 	aftLocalBackAVX512(t, k, v, w, z, m, rd, dz, dk, dv, dw)
 }
+func gateAvx512Checked(t int, q []float32, z []float32, y []float32) {
+	checkGate(t, q, z, y)
+	if t == 0 {
+		return
+	}
+	gateAVX512(t, q, z, y)
+}
+func gateBackAvx512Checked(t int, dy []float32, q []float32, z []float32, dq []float32) {
+	checkGateBack(t, dy, q, z, dq)
+	if t == 0 {
+		return
+	}
+	gateBackAVX512(t, dy, q, z, dq)
+}
 func gemmTileAvx512Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	checkGemmTile(8, 32, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum)
 	if mr == 0 || nr == 0 && len(asum) == 0 {
@@ -176,6 +204,8 @@ func sets() []kernels.Set {
 		AFTLocal:      aftLocalAvx2Checked,
 		AFTLocalBack:  aftLocalBackAvx2Checked,
 		AdamW:         adamWAvx2Checked,
+		Gate:          gateAvx2Checked,
+		GateBack:      gateBackAvx2Checked,
 		Gelu:          geluAvx2Checked,
 		GeluBack:      geluBackAvx2Checked,
 		GemmShape:     gemmShapeAVX2,
@@ -190,6 +220,8 @@ func sets() []kernels.Set {
 		AFTLocal:      aftLocalAvx512Checked,
 		AFTLocalBack:  aftLocalBackAvx512Checked,
 		AdamW:         adamWAvx512Checked,
+		Gate:          gateAvx512Checked,
+		GateBack:      gateBackAvx512Checked,
 		Gelu:          geluAvx512Checked,
 		GeluBack:      geluBackAvx512Checked,
 		GemmShape:     gemmShapeAVX512,

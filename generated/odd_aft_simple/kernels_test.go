@@ -28,6 +28,20 @@ func BenchmarkAFTSimpleBack(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "AFTSimpleBack")
 }
 
+// BenchmarkGate measures Gate on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkGate(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "Gate")
+}
+
+// BenchmarkGateBack measures GateBack on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkGateBack(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "GateBack")
+}
+
 // BenchmarkGemmTile measures GemmTile on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).

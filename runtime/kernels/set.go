@@ -281,6 +281,21 @@ type AdamWFunc func(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, 
 // factorised aft_full takes its exponentials with it.
 type ExpFunc func(t int, x []float32)
 
+// GateFunc is the aft variants' σ(Q) gate over t consecutive floats:
+// q[i] = σ(q[i]) = 1/(1 + e^min(−q[i], 88)), then y[i] = q[i]·z[i] with
+// the new q[i]; a few ulp from the exact values (a σ below the smallest
+// normal float32 may be flushed to +0). Elements are independent, so any
+// split into calls gives the same bits at one level; the levels may round
+// differently.
+type GateFunc func(t int, q, z, y []float32)
+
+// GateBackFunc is the gate's backward over t consecutive floats, with q
+// holding σ(Q) and dy the gradient of Y: dq[i] = ((dy[i]·z[i])·q[i])·(1 −
+// q[i]), then dy[i] = dy[i]·q[i] (the gradient of Z, in place), each
+// product rounded to float32 in that order, so every level gives the same
+// bits.
+type GateBackFunc func(t int, dy, q, z, dq []float32)
+
 // GemmTileFunc is the register-blocked micro-kernel of the linear layers'
 // matrix products (runtime/mat): with MR×NR the level's tile shape (its
 // GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it computes
@@ -369,6 +384,9 @@ type Set struct {
 
 	// aft_full's exponentials (a row-wise kernel of its spec only).
 	Exp ExpFunc
+	// Every aft variant's σ(Q) gate, forward and backward.
+	Gate     GateFunc
+	GateBack GateBackFunc
 
 	// The linear layers' GEMM micro-kernel, in every spec. GemmTile and
 	// GemmShape are always provided together, at the same levels, so

@@ -6,9 +6,11 @@ package model
 // the spec's generated kernels and touching only its own head slice of the
 // [rows, d] activations.
 //
-// aft (aft_full runs as matrix products instead: aftfull.go): the kernel writes Z = Σ_j exp(K_j + b_ij) V_j / Σ_j exp(K_j + b_ij)
-// with its statistics m and rd; the task then writes Y = σ(Q) ⊙ Z and keeps
-// σ(Q) in place of Q. Backward: dQ = dY ⊙ Z ⊙ σ(Q)(1 − σ(Q)), dZ = dY ⊙ σ(Q)
+// aft (aft_full runs as matrix products instead: aftfull.go): the kernel
+// writes Z = Σ_j exp(K_j + b_ij) V_j / Σ_j exp(K_j + b_ij) with its
+// statistics m and rd; then the spec's Gate kernel, over all the rows at
+// once (gateJob), writes Y = σ(Q) ⊙ Z and keeps σ(Q) in place of Q.
+// Backward: GateBack first, dQ = dY ⊙ Z ⊙ σ(Q)(1 − σ(Q)) and dZ = dY ⊙ σ(Q)
 // (written over dY), then the kernel's dK, dV and, for aft_full/aft_local
 // and aft_conv, the bias gradient into the task's own partial buffer; the
 // partials are reduced in task order afterwards.
@@ -57,10 +59,11 @@ func (m *Model) needAttnFree(need func(ok bool, name string)) {
 		need(k.Linear != nil, "Linear")
 		need(k.LinearBack != nil, "LinearBack")
 	}
+	if m.kind != kindLinear {
+		need(k.Gate != nil, "Gate")
+		need(k.GateBack != nil, "GateBack")
+	}
 }
-
-// sigmoid is the logistic function in float32.
-func sigmoid(x float32) float32 { return 1 / (1 + exp32(-x)) }
 
 // elu1 is φ(x) = elu(x) + 1: x + 1 for x > 0, e^x otherwise.
 func elu1(x float32) float32 {
@@ -120,19 +123,6 @@ func (j *attnFreeJob) forward(task int) {
 	case kindAFTConv:
 		k.AFTConv(t, kk, v, ly.au.Data[h*m.window:], z, ms, rd)
 	}
-	for i := 0; i < t; i++ {
-		o := base + i*d
-		q := lw.q[o : o+dh]
-		zi := lw.z[o : o+dh]
-		y := lw.y[o : o+dh]
-		zi = zi[:len(q)]
-		y = y[:len(q)]
-		for c, x := range q {
-			sg := sigmoid(x)
-			q[c] = sg
-			y[c] = sg * zi[c]
-		}
-	}
 }
 
 func (j *attnFreeJob) backward(task int) {
@@ -157,20 +147,7 @@ func (j *attnFreeJob) backward(task int) {
 		}
 		return
 	}
-	// The σ(Q) gate: dQ, then dZ over dY.
-	for i := 0; i < t; i++ {
-		o := base + i*d
-		dy := ws.dy[o : o+dh]
-		dq := ws.dq[o : o+dh]
-		sq := lw.q[o : o+dh]
-		zi := lw.z[o : o+dh]
-		dq, sq, zi = dq[:len(dy)], sq[:len(dy)], zi[:len(dy)]
-		for c, g := range dy {
-			sg := sq[c]
-			dq[c] = g * zi[c] * sg * (1 - sg)
-			dy[c] = g * sg
-		}
-	}
+	// dZ is in dY: the gate's backward ran before (gateJob).
 	kk, v, z, ms, rd := lw.k[base:], lw.v[base:], lw.z[base:], lw.ms[base:], lw.rd[base:]
 	dz, dk, dv := ws.dy[base:], ws.dk[base:], ws.dv[base:]
 	switch m.kind {
@@ -190,6 +167,34 @@ func (j *attnFreeJob) backward(task int) {
 		clear(p)
 		k.AFTConvBack(t, kk, v, ly.au.Data[h*sw:], z, ms, rd, dz, dk, dv, p)
 	}
+}
+
+// gateJob is the aft variants' σ(Q) gate over rowBlock rows of the [rows,
+// D] activations per task, on the spec's Gate kernels: forward,
+// Q ← σ(Q) and Y = σ(Q) ⊙ Z; backward (back), dQ = dY ⊙ Z ⊙ σ(Q)(1 − σ(Q))
+// and dY ← dY ⊙ σ(Q), which is dZ.
+type gateJob struct {
+	m    *Model
+	ws   *Workspace
+	l    int
+	back bool
+}
+
+func (j *gateJob) Run(_, task int) {
+	ws, lw, d := j.ws, &j.ws.lay[j.l], j.m.d
+	r0, r1 := task*rowBlock*d, min((task+1)*rowBlock, ws.rows)*d
+	if j.back {
+		j.m.Kernels.GateBack(r1-r0, ws.dy[r0:r1], lw.q[r0:r1], lw.z[r0:r1], ws.dq[r0:r1])
+	} else {
+		j.m.Kernels.Gate(r1-r0, lw.q[r0:r1], lw.z[r0:r1], lw.y[r0:r1])
+	}
+}
+
+// gate runs gateJob over layer l's rows.
+func (m *Model) gate(ws *Workspace, l int, back bool) {
+	m.jobs.gate = gateJob{m: m, ws: ws, l: l, back: back}
+	m.run(blocks(ws.rows, rowBlock), &m.jobs.gate)
+	m.jobs.gate = gateJob{}
 }
 
 // attnFreeReduceJob sums the tasks' partial gradients of aft's w into its
@@ -227,6 +232,9 @@ func (m *Model) attnFreeForward(ws *Workspace, l int) {
 	m.jobs.free = attnFreeJob{m: m, ws: ws, l: l}
 	m.run(ws.b*m.heads, &m.jobs.free)
 	m.jobs.free = attnFreeJob{}
+	if m.kind != kindLinear {
+		m.gate(ws, l, false)
+	}
 }
 
 // attnFreeBackward runs the per-(sequence, head) backward into ws.dq,
@@ -235,6 +243,9 @@ func (m *Model) attnFreeBackward(ws *Workspace, l int) {
 	if m.kind == kindAFTFull && !m.aftKernels {
 		m.aftFullBackward(ws, l)
 		return
+	}
+	if m.kind != kindLinear {
+		m.gate(ws, l, true)
 	}
 	m.jobs.free = attnFreeJob{m: m, ws: ws, l: l, back: true}
 	m.run(ws.b*m.heads, &m.jobs.free)

@@ -76,8 +76,8 @@ type aftFullJob struct {
 const (
 	aftPhaseEw = iota // Ew's rows (tasks: rowBlock rows)
 	aftPhaseX         // a sequence's X = [Ek ⊙ V | Ek]
-	aftPhaseZ         // a sequence's Z, Y = σ(Q) ⊙ Z, σ(Q) over Q
-	aftPhaseD         // a sequence's dQ, D
+	aftPhaseZ         // a sequence's Z, then the Gate kernel's Y = σ(Q) ⊙ Z, σ(Q) over Q
+	aftPhaseD         // the GateBack kernel's dQ and dZ over dY for a sequence, then its D
 	aftPhaseKV        // a sequence's dK, dV
 	aftPhaseDw        // dw of block b's rows (tasks: rowBlock rows)
 )
@@ -130,46 +130,37 @@ func (j *aftFullJob) Run(_, task int) {
 		}
 	case aftPhaseZ:
 		s := task
-		// e^−q for the whole sequence: σ(q) = 1/(1 + e^−q).
-		sq, sy := lw.q[s*t*d:(s+1)*t*d], lw.y[s*t*d:(s+1)*t*d]
-		for c, x := range sq {
-			sy[c] = -x
-		}
-		m.Kernels.Exp(t*d, sy)
 		for i := 0; i < t; i++ {
 			r := (s*t + i) * d
 			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
-			q, z, y := lw.q[r:r+d], lw.z[r:r+d], lw.y[r:r+d]
-			for c := range q {
-				zc := float32(0)
-				if den := nd[d+c]; den >= aftTiny {
-					zc = nd[c] / den
+			num, den, z := nd[:d], nd[d:2*d], lw.z[r:r+d]
+			for c := range z {
+				if den[c] >= aftTiny {
+					z[c] = num[c] / den[c]
 				} else {
-					zc = m.aftExact(ws, j.l, s, i, c, 0)
+					z[c] = m.aftExact(ws, j.l, s, i, c, 0)
 				}
-				sg := 1 / (1 + y[c])
-				q[c] = sg
-				z[c] = zc
-				y[c] = sg * zc
 			}
 		}
+		// Y = σ(Q) ⊙ Z, σ(Q) over Q, for the whole sequence.
+		r0, r1 := s*t*d, (s+1)*t*d
+		m.Kernels.Gate(t*d, lw.q[r0:r1], lw.z[r0:r1], lw.y[r0:r1])
 	case aftPhaseD:
 		s := task
+		// dQ, and dZ over dY, for the whole sequence.
+		r0, r1 := s*t*d, (s+1)*t*d
+		m.Kernels.GateBack(t*d, ws.dy[r0:r1], lw.q[r0:r1], lw.z[r0:r1], ws.dq[r0:r1])
 		tiny := false
 		for i := 0; i < t; i++ {
 			r := (s*t + i) * d
-			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
+			den := lw.nd[i*nx+s*2*d+d : i*nx+(s+1)*2*d]
 			dd := ws.aD[i*nx+s*2*d : i*nx+(s+1)*2*d]
-			dy, dq, sq, z := ws.dy[r:r+d], ws.dq[r:r+d], lw.q[r:r+d], lw.z[r:r+d]
-			for c, g := range dy {
-				sg := sq[c]
-				dq[c] = g * z[c] * sg * (1 - sg)
-				dz := g * sg
-				dy[c] = dz
-				if den := nd[d+c]; den >= aftTiny {
-					r := 1 / den
-					dd[c] = dz * r
-					dd[d+c] = -dz * z[c] * r
+			dz, z := ws.dy[r:r+d], lw.z[r:r+d]
+			for c, g := range dz {
+				if dc := den[c]; dc >= aftTiny {
+					rc := 1 / dc
+					dd[c] = g * rc
+					dd[d+c] = -g * z[c] * rc
 				} else {
 					dd[c], dd[d+c] = 0, 0 // aftExactBack's
 					tiny = true

@@ -32,6 +32,7 @@ type jobs struct {
 	free    attnFreeJob
 	aft     aftFullJob
 	freeRed attnFreeReduceJob
+	gate    gateJob
 }
 
 // embedJob: x[r] = tok_emb[tokens[r]] + pos_emb[r mod t].

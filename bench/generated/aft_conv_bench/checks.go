@@ -66,6 +66,41 @@ func checkAFTConvBack(t int, k []float32, v []float32, u []float32, z []float32,
 	}
 }
 
+// checkGate panics unless t and the slices fit Gate's sizes.
+func checkGate(t int, q []float32, z []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("aft_conv_bench.Gate: t = %d, want t ≥ 0", t))
+	}
+	if len(q) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_conv_bench.Gate: len(q) = %d, need %d at t = %d", len(q), need(t, t, 1, 1), t))
+	}
+	if len(z) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_conv_bench.Gate: len(z) = %d, need %d at t = %d", len(z), need(t, t, 1, 1), t))
+	}
+	if len(y) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_conv_bench.Gate: len(y) = %d, need %d at t = %d", len(y), need(t, t, 1, 1), t))
+	}
+}
+
+// checkGateBack panics unless t and the slices fit GateBack's sizes.
+func checkGateBack(t int, dy []float32, q []float32, z []float32, dq []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("aft_conv_bench.GateBack: t = %d, want t ≥ 0", t))
+	}
+	if len(dy) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_conv_bench.GateBack: len(dy) = %d, need %d at t = %d", len(dy), need(t, t, 1, 1), t))
+	}
+	if len(q) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_conv_bench.GateBack: len(q) = %d, need %d at t = %d", len(q), need(t, t, 1, 1), t))
+	}
+	if len(z) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_conv_bench.GateBack: len(z) = %d, need %d at t = %d", len(z), need(t, t, 1, 1), t))
+	}
+	if len(dq) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("aft_conv_bench.GateBack: len(dq) = %d, need %d at t = %d", len(dq), need(t, t, 1, 1), t))
+	}
+}
+
 // checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
 func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32) {
 	if kc < 0 || mr < 0 || mr > mrMax || nr < 0 || nr > nrMax || ldc < nr {

@@ -161,6 +161,44 @@ func aftLocalBackGo(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32) {
 	}
 }
 
+// gateGo replaces the t floats of q by σ(q) = 1/(1 + e^min(−q, 88)) and sets y = σ(q)·z (kernels.GateFunc).
+func gateGo(t int, q, z, y []float32) {
+	q, z, y = q[:t], z[:t], y[:t]
+	for i := range q {
+		v := float64(min(-q[i], 88))
+		var e float64
+		{
+			x := v
+			ev := 0.0
+			if x > -104 {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				ev = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			e = ev
+		}
+		s := float32(1 / (1 + e))
+		q[i] = s
+		y[i] = s * z[i]
+	}
+}
+
+// gateBackGo sets dq = dy·z·σ·(1 − σ) and dy = dy·σ over t floats, σ = q (kernels.GateBackFunc).
+func gateBackGo(t int, dy, q, z, dq []float32) {
+	dy, q, z, dq = dy[:t], q[:t], z[:t], dq[:t]
+	for i, g := range dy {
+		s := q[i]
+		dq[i] = g * z[i] * s * (1 - s)
+		dy[i] = g * s
+	}
+}
+
 /*
 gemmTileGo is the GEMM micro-kernel (kernels.GemmTileFunc) with an 2×4 tile:
 for i < mr ≤ 2 and j < nr ≤ 4, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j] (+ bias[j])

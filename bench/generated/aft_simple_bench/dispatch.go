@@ -18,6 +18,20 @@ func aftSimpleBackGoChecked(t int, k []float32, v []float32, z []float32, m []fl
 	}
 	aftSimpleBackGo(t, k, v, z, m, rd, dz, dk, dv)
 }
+func gateGoChecked(t int, q []float32, z []float32, y []float32) {
+	checkGate(t, q, z, y)
+	if t == 0 {
+		return
+	}
+	gateGo(t, q, z, y)
+}
+func gateBackGoChecked(t int, dy []float32, q []float32, z []float32, dq []float32) {
+	checkGateBack(t, dy, q, z, dq)
+	if t == 0 {
+		return
+	}
+	gateBackGo(t, dy, q, z, dq)
+}
 func gemmTileGoChecked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
 	checkGemmTile(2, 4, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum)
 	if mr == 0 || nr == 0 && len(asum) == 0 {
@@ -93,6 +107,8 @@ func goSet() kernels.Set {
 		AFTSimple:     aftSimpleGoChecked,
 		AFTSimpleBack: aftSimpleBackGoChecked,
 		AdamW:         adamWGoChecked,
+		Gate:          gateGoChecked,
+		GateBack:      gateBackGoChecked,
 		Gelu:          geluGoChecked,
 		GeluBack:      geluBackGoChecked,
 		GemmShape:     gemmShapeGo,
