@@ -292,6 +292,12 @@ func Bind(op catalog.Op, fn any, t int, a map[string][]float32, sc map[string]fl
 		return func() float32 { f(t, a["q"], a["z"], a["y"]); return 0 }
 	case kernels.GateBackFunc: // Args makes σ ≡ 1, so dy keeps its values (no decay into subnormals)
 		return func() float32 { f(t, a["dy"], a["q"], a["z"], a["dq"]); return 0 }
+	case kernels.AFTFactorsFunc:
+		return func() float32 { f(t, a["k"], a["kappa"], a["v"], a["kv"], a["ek"]); return 0 }
+	case kernels.AFTQuotBackFunc:
+		return func() float32 { f(t, a["dz"], a["z"], a["den"], a["dnum"], a["dden"]); return 0 }
+	case kernels.AFTKVBackFunc:
+		return func() float32 { f(t, a["ek"], a["v"], a["g1"], a["g2"], a["dk"], a["dv"]); return 0 }
 	case kernels.AdamWFunc:
 		k := func(name string) float32 { return scalar(name, AdamWScalars[name]) }
 		decay, gscale, b1, c1, b2, c2, eps, step, rbc2 := k("decay"), k("gscale"), k("b1"), k("c1"), k("b2"), k("c2"), k("eps"), k("step"), k("rbc2")
@@ -317,7 +323,8 @@ var AdamWScalars = map[string]float32{
 // made what the kernel expects: probabilities for the softmax-value
 // backward, positive features for linear attention, a log-sum-exp above
 // every logit for the cross-entropy's backward, non-negative second
-// moments for AdamW. For a backward kernel whose forward writes statistics
+// moments for AdamW, positive denominators for AFTQuotBack, σ ≡ 1 for
+// GateBack. For a backward kernel whose forward writes statistics
 // it reads (the attention-free and linear attention kernels, LayerNorm),
 // the forward of set ref runs on the arguments first when ref has it.
 func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]float32 {
@@ -342,6 +349,10 @@ func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]f
 	case catalog.AdamW:
 		for i, x := range a["v"] {
 			a["v"][i] = x * x * 1e-4
+		}
+	case catalog.AFTQuotBack: // denominators are positive
+		for i, x := range a["den"] {
+			a["den"][i] = float32(math.Abs(float64(x))) + 0.5
 		}
 	case catalog.GateBack:
 		// σ ≡ 1: the benchmark's repeated calls then leave dy as it is,

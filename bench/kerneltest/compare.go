@@ -263,6 +263,12 @@ func roles(k catalog.Kind) map[string]role {
 		return map[string]role{"q": a, "y": o}
 	case catalog.GateBack:
 		return map[string]role{"dy": a, "dq": o}
+	case catalog.AFTFactors:
+		return map[string]role{"kv": o, "ek": o}
+	case catalog.AFTQuotBack:
+		return map[string]role{"dnum": o, "dden": o}
+	case catalog.AFTKVBack:
+		return map[string]role{"dk": o, "dv": o}
 	}
 	return nil
 }
@@ -581,6 +587,13 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		}
 	case catalog.GateBack: // σ in [0, 1]
 		each("q", func(_, _ int, x float32) float32 { return (x + 1) / 2 })
+	case catalog.AFTFactors: // k − κ over [−8, 8]
+		scale("k", 4)
+		scale("kappa", 4)
+	case catalog.AFTQuotBack: // positive denominators
+		each("den", func(_, _ int, x float32) float32 { return x*x + 1e-3 })
+	case catalog.AFTKVBack: // ek in [0, 1]
+		each("ek", func(_, _ int, x float32) float32 { return x * x })
 	case catalog.AdamW:
 		gs := 1e-2
 		if mode == "tiny" { // gradients and moments near eps's scale

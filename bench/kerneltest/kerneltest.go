@@ -200,7 +200,7 @@ func Test(t *testing.T, spec specs.Spec) {
 // suite's (package bench): t = N for the sequence kernels, reporting
 // GFLOP/s and %peak where bench.Flops has a convention and Gelem/s (t·DH
 // outputs) where it has none; N rows for the row-wise kernels (AdamW: the
-// D·FFN parameters of one feed-forward weight; Exp, Gate, GateBack: N·D floats), in Gelem/s; and for
+// D·FFN parameters of one feed-forward weight; the other Flat kinds: N·D floats), in Gelem/s; and for
 // GemmTile the linear layers' products of bench.GemmProducts
 // (m=…/k=…/n=…/pass=…), in GFLOP/s, where isa=go is runtime/mat's plain-Go
 // product, which the runtime uses at that level.
@@ -240,7 +240,7 @@ func Benchmark(b *testing.B, spec specs.Spec, kernel string) {
 			case catalog.AdamW:
 				n = spec.D * spec.FFN
 				size = fmt.Sprintf("params=%d", n)
-			case catalog.Exp, catalog.Gate, catalog.GateBack:
+			case catalog.Exp, catalog.Gate, catalog.GateBack, catalog.AFTFactors, catalog.AFTQuotBack, catalog.AFTKVBack:
 				n = spec.N * spec.D // one sequence's [N, D] activations
 				size = fmt.Sprintf("floats=%d", n)
 			}

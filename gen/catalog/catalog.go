@@ -55,6 +55,9 @@ const (
 	Exp           // kernels.ExpFunc
 	Gate          // kernels.GateFunc
 	GateBack      // kernels.GateBackFunc
+	AFTFactors    // kernels.AFTFactorsFunc
+	AFTQuotBack   // kernels.AFTQuotBackFunc
+	AFTKVBack     // kernels.AFTKVBackFunc
 )
 
 // Signatures are the Go signatures of each kind, as the stubs declare them.
@@ -94,6 +97,9 @@ var Signatures = map[Kind]string{
 	Exp:           "func(t int, x []float32)",
 	Gate:          "func(t int, q, z, y []float32)",
 	GateBack:      "func(t int, dy, q, z, dq []float32)",
+	AFTFactors:    "func(t int, k, kappa, v, kv, ek []float32)",
+	AFTQuotBack:   "func(t int, dz, z, den, dnum, dden []float32)",
+	AFTKVBack:     "func(t int, ek, v, g1, g2, dk, dv []float32)",
 }
 
 // RowWise reports whether kind k is one of the row-wise kernels (LayerNorm,
@@ -109,10 +115,11 @@ func (k Kind) RowWise() bool {
 }
 
 // Flat reports whether kind k is an element-wise kernel over t consecutive
-// floats (AdamW, Exp, Gate, GateBack): row-wise, with rows of one float.
+// floats (AdamW, Exp, the gate, the factorised aft_full's element-wise
+// passes): row-wise, with rows of one float.
 func (k Kind) Flat() bool {
 	switch k {
-	case AdamW, Exp, Gate, GateBack:
+	case AdamW, Exp, Gate, GateBack, AFTFactors, AFTQuotBack, AFTKVBack:
 		return true
 	}
 	return false
@@ -320,12 +327,16 @@ func attentionFreeOps(s *specs.Spec, c Config) []Op {
 	}
 	switch s.Variant {
 	case "aft_full":
-		// Exp: the factorised products' exponentials (runtime/model's
+		// Exp and the AFT* element-wise kernels: the factorised products'
+		// exponentials and the passes around them (runtime/model's
 		// aftfull.go), t consecutive floats.
 		return append([]Op{
 			{Field: "AFTFull", Func: "aftFull", Kind: AFTFull, Slices: cat(kv, []Param{p("w", tri)}, fwd)},
 			{Field: "AFTFullBack", Func: "aftFullBack", Kind: AFTFullBack, Slices: cat(kv, []Param{p("w", tri)}, back, []Param{p("dw", tri)})},
 			{Field: "Exp", Func: "exp", Kind: Exp, Slices: flat("x")},
+			{Field: "AFTFactors", Func: "aftFactors", Kind: AFTFactors, Slices: flat("k", "kappa", "v", "kv", "ek")},
+			{Field: "AFTQuotBack", Func: "aftQuotBack", Kind: AFTQuotBack, Slices: flat("dz", "z", "den", "dnum", "dden")},
+			{Field: "AFTKVBack", Func: "aftKVBack", Kind: AFTKVBack, Slices: flat("ek", "v", "g1", "g2", "dk", "dv")},
 		}, gate...)
 	case "aft_local":
 		return append([]Op{
@@ -361,7 +372,7 @@ func (k Kind) String() string {
 		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
 		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile",
 		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale", "AdamW", "Exp",
-		"Gate", "GateBack"}
+		"Gate", "GateBack", "AFTFactors", "AFTQuotBack", "AFTKVBack"}
 	if int(k) < len(names) {
 		return names[k]
 	}

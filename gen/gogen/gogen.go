@@ -73,6 +73,12 @@ func emitterFor(k catalog.Kind) emitter {
 		return emitGate
 	case catalog.GateBack:
 		return emitGateBack
+	case catalog.AFTFactors:
+		return emitAFTFactors
+	case catalog.AFTQuotBack:
+		return emitAFTQuotBack
+	case catalog.AFTKVBack:
+		return emitAFTKVBack
 	}
 	return nil
 }

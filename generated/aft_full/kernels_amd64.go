@@ -14,6 +14,15 @@ func aftFullBackAVX512(t int, k []float32, v []float32, w []float32, z []float32
 func expAVX512(t int, x []float32)
 
 //go:noescape
+func aftFactorsAVX512(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
+
+//go:noescape
+func aftQuotBackAVX512(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32)
+
+//go:noescape
+func aftKVBackAVX512(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
+
+//go:noescape
 func gateAVX512(t int, q []float32, z []float32, y []float32)
 
 //go:noescape
@@ -54,6 +63,15 @@ func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, 
 
 //go:noescape
 func expAVX2(t int, x []float32)
+
+//go:noescape
+func aftFactorsAVX2(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
+
+//go:noescape
+func aftQuotBackAVX2(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32)
+
+//go:noescape
+func aftKVBackAVX2(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
 
 //go:noescape
 func gateAVX2(t int, q []float32, z []float32, y []float32)

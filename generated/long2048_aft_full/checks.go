@@ -76,6 +76,75 @@ func checkExp(t int, x []float32) {
 	}
 }
 
+// checkAFTFactors panics unless t and the slices fit AFTFactors's sizes.
+func checkAFTFactors(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("long2048_aft_full.AFTFactors: t = %d, want t ≥ 0", t))
+	}
+	if len(k) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTFactors: len(k) = %d, need %d at t = %d", len(k), need(t, t, 1, 1), t))
+	}
+	if len(kappa) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTFactors: len(kappa) = %d, need %d at t = %d", len(kappa), need(t, t, 1, 1), t))
+	}
+	if len(v) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTFactors: len(v) = %d, need %d at t = %d", len(v), need(t, t, 1, 1), t))
+	}
+	if len(kv) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTFactors: len(kv) = %d, need %d at t = %d", len(kv), need(t, t, 1, 1), t))
+	}
+	if len(ek) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTFactors: len(ek) = %d, need %d at t = %d", len(ek), need(t, t, 1, 1), t))
+	}
+}
+
+// checkAFTQuotBack panics unless t and the slices fit AFTQuotBack's sizes.
+func checkAFTQuotBack(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("long2048_aft_full.AFTQuotBack: t = %d, want t ≥ 0", t))
+	}
+	if len(dz) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTQuotBack: len(dz) = %d, need %d at t = %d", len(dz), need(t, t, 1, 1), t))
+	}
+	if len(z) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTQuotBack: len(z) = %d, need %d at t = %d", len(z), need(t, t, 1, 1), t))
+	}
+	if len(den) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTQuotBack: len(den) = %d, need %d at t = %d", len(den), need(t, t, 1, 1), t))
+	}
+	if len(dnum) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTQuotBack: len(dnum) = %d, need %d at t = %d", len(dnum), need(t, t, 1, 1), t))
+	}
+	if len(dden) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTQuotBack: len(dden) = %d, need %d at t = %d", len(dden), need(t, t, 1, 1), t))
+	}
+}
+
+// checkAFTKVBack panics unless t and the slices fit AFTKVBack's sizes.
+func checkAFTKVBack(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("long2048_aft_full.AFTKVBack: t = %d, want t ≥ 0", t))
+	}
+	if len(ek) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTKVBack: len(ek) = %d, need %d at t = %d", len(ek), need(t, t, 1, 1), t))
+	}
+	if len(v) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTKVBack: len(v) = %d, need %d at t = %d", len(v), need(t, t, 1, 1), t))
+	}
+	if len(g1) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTKVBack: len(g1) = %d, need %d at t = %d", len(g1), need(t, t, 1, 1), t))
+	}
+	if len(g2) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTKVBack: len(g2) = %d, need %d at t = %d", len(g2), need(t, t, 1, 1), t))
+	}
+	if len(dk) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTKVBack: len(dk) = %d, need %d at t = %d", len(dk), need(t, t, 1, 1), t))
+	}
+	if len(dv) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("long2048_aft_full.AFTKVBack: len(dv) = %d, need %d at t = %d", len(dv), need(t, t, 1, 1), t))
+	}
+}
+
 // checkGate panics unless t and the slices fit Gate's sizes.
 func checkGate(t int, q []float32, z []float32, y []float32) {
 	if t < 0 {

@@ -26,6 +26,27 @@ func expAvx2Checked(t int, x []float32) {
 	}
 	expAVX2(t, x)
 }
+func aftFactorsAvx2Checked(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
+	checkAFTFactors(t, k, kappa, v, kv, ek)
+	if t == 0 {
+		return
+	}
+	aftFactorsAVX2(t, k, kappa, v, kv, ek)
+}
+func aftQuotBackAvx2Checked(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32) {
+	checkAFTQuotBack(t, dz, z, den, dnum, dden)
+	if t == 0 {
+		return
+	}
+	aftQuotBackAVX2(t, dz, z, den, dnum, dden)
+}
+func aftKVBackAvx2Checked(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32) {
+	checkAFTKVBack(t, ek, v, g1, g2, dk, dv)
+	if t == 0 {
+		return
+	}
+	aftKVBackAVX2(t, ek, v, g1, g2, dk, dv)
+}
 func gateAvx2Checked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -129,6 +150,27 @@ func expAvx512Checked(t int, x []float32) {
 	}
 	expAVX512(t, x)
 }
+func aftFactorsAvx512Checked(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
+	checkAFTFactors(t, k, kappa, v, kv, ek)
+	if t == 0 {
+		return
+	}
+	aftFactorsAVX512(t, k, kappa, v, kv, ek)
+}
+func aftQuotBackAvx512Checked(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32) {
+	checkAFTQuotBack(t, dz, z, den, dnum, dden)
+	if t == 0 {
+		return
+	}
+	aftQuotBackAVX512(t, dz, z, den, dnum, dden)
+}
+func aftKVBackAvx512Checked(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32) {
+	checkAFTKVBack(t, ek, v, g1, g2, dk, dv)
+	if t == 0 {
+		return
+	}
+	aftKVBackAVX512(t, ek, v, g1, g2, dk, dv)
+}
 func gateAvx512Checked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -215,8 +257,11 @@ func adamWAvx512Checked(t int, p []float32, g []float32, m []float32, v []float3
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
+		AFTFactors:    aftFactorsAvx2Checked,
 		AFTFull:       aftFullAvx2Checked,
 		AFTFullBack:   aftFullBackAvx2Checked,
+		AFTKVBack:     aftKVBackAvx2Checked,
+		AFTQuotBack:   aftQuotBackAvx2Checked,
 		AdamW:         adamWAvx2Checked,
 		Exp:           expAvx2Checked,
 		Gate:          gateAvx2Checked,
@@ -232,8 +277,11 @@ func sets() []kernels.Set {
 		SoftmaxScale:  softmaxScaleAvx2Checked,
 		SoftmaxStats:  softmaxStatsAvx2Checked,
 	}, kernels.Set{
+		AFTFactors:    aftFactorsAvx512Checked,
 		AFTFull:       aftFullAvx512Checked,
 		AFTFullBack:   aftFullBackAvx512Checked,
+		AFTKVBack:     aftKVBackAvx512Checked,
+		AFTQuotBack:   aftQuotBackAvx512Checked,
 		AdamW:         adamWAvx512Checked,
 		Exp:           expAvx512Checked,
 		Gate:          gateAvx512Checked,

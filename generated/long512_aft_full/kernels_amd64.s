@@ -481,6 +481,355 @@ done_4:
 DATA exp_hi_42b00000<>+0(SB)/4, $0x42b00000
 GLOBL exp_hi_42b00000<>(SB), RODATA|NOPTR, $4
 
+// func aftFactorsAVX512(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·aftFactorsAVX512(SB), NOSPLIT, $0-128
+	MOVQ k_base+8(FP), AX
+	MOVQ kappa_base+32(FP), CX
+	MOVQ v_base+56(FP), DX
+	MOVQ kv_base+80(FP), BX
+	MOVQ ek_base+104(FP), SI
+	MOVQ t+0(FP), DI
+
+many_1:
+	CMPQ             DI, $+64
+	JLT              one_2
+	VMOVUPS          (AX), Z0
+	VSUBPS           (CX), Z0, Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, (SI)
+	VMULPS           (DX), Z1, Z1
+	VMOVUPS          Z1, (BX)
+	VMOVUPS          64(AX), Z0
+	VSUBPS           64(CX), Z0, Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, 64(SI)
+	VMULPS           64(DX), Z1, Z1
+	VMOVUPS          Z1, 64(BX)
+	VMOVUPS          128(AX), Z0
+	VSUBPS           128(CX), Z0, Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, 128(SI)
+	VMULPS           128(DX), Z1, Z1
+	VMOVUPS          Z1, 128(BX)
+	VMOVUPS          192(AX), Z0
+	VSUBPS           192(CX), Z0, Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, 192(SI)
+	VMULPS           192(DX), Z1, Z1
+	VMOVUPS          Z1, 192(BX)
+	ADDQ             $+256, AX
+	ADDQ             $+256, CX
+	ADDQ             $+256, DX
+	ADDQ             $+256, BX
+	ADDQ             $+256, SI
+	SUBQ             $+64, DI
+	JMP              many_1
+
+one_2:
+	CMPQ             DI, $+16
+	JLT              tail_3
+	VMOVUPS          (AX), Z0
+	VSUBPS           (CX), Z0, Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VMOVUPS          Z1, (SI)
+	VMULPS           (DX), Z1, Z1
+	VMOVUPS          Z1, (BX)
+	ADDQ             $+64, AX
+	ADDQ             $+64, CX
+	ADDQ             $+64, DX
+	ADDQ             $+64, BX
+	ADDQ             $+64, SI
+	SUBQ             $+16, DI
+	JMP              one_2
+
+tail_3:
+	TESTQ            DI, DI
+	JZ               done_4
+	MOVL             $0x0000ffff, R8
+	BZHIL            DI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        (AX), K1, Z0
+	VMOVUPS.Z        (CX), K1, Z1
+	VSUBPS           Z1, Z0, Z0
+	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VMOVUPS          Z1, K1, (SI)
+	VMOVUPS.Z        (DX), K1, Z0
+	VMULPS           Z0, Z1, Z1
+	VMOVUPS          Z1, K1, (BX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+// func aftQuotBackAVX512(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·aftQuotBackAVX512(SB), NOSPLIT, $0-128
+	MOVQ         dz_base+8(FP), AX
+	MOVQ         z_base+32(FP), CX
+	MOVQ         den_base+56(FP), DX
+	MOVQ         dnum_base+80(FP), BX
+	MOVQ         dden_base+104(FP), SI
+	VBROADCASTSS gate_one_3f800000<>+0(SB), Z0
+	MOVQ         t+0(FP), DI
+
+many_1:
+	CMPQ        DI, $+64
+	JLT         one_2
+	VMOVUPS     (AX), Z2
+	VDIVPS      (DX), Z0, Z1
+	VMULPS      Z1, Z2, Z3
+	VMOVUPS     Z3, (BX)
+	VMULPS      (CX), Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VXORPS.BCST sign_bit_80000000<>+0(SB), Z2, Z2
+	VMOVUPS     Z2, (SI)
+	VMOVUPS     64(AX), Z2
+	VDIVPS      64(DX), Z0, Z1
+	VMULPS      Z1, Z2, Z3
+	VMOVUPS     Z3, 64(BX)
+	VMULPS      64(CX), Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VXORPS.BCST sign_bit_80000000<>+0(SB), Z2, Z2
+	VMOVUPS     Z2, 64(SI)
+	VMOVUPS     128(AX), Z2
+	VDIVPS      128(DX), Z0, Z1
+	VMULPS      Z1, Z2, Z3
+	VMOVUPS     Z3, 128(BX)
+	VMULPS      128(CX), Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VXORPS.BCST sign_bit_80000000<>+0(SB), Z2, Z2
+	VMOVUPS     Z2, 128(SI)
+	VMOVUPS     192(AX), Z2
+	VDIVPS      192(DX), Z0, Z1
+	VMULPS      Z1, Z2, Z3
+	VMOVUPS     Z3, 192(BX)
+	VMULPS      192(CX), Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VXORPS.BCST sign_bit_80000000<>+0(SB), Z2, Z2
+	VMOVUPS     Z2, 192(SI)
+	ADDQ        $+256, AX
+	ADDQ        $+256, CX
+	ADDQ        $+256, DX
+	ADDQ        $+256, BX
+	ADDQ        $+256, SI
+	SUBQ        $+64, DI
+	JMP         many_1
+
+one_2:
+	CMPQ        DI, $+16
+	JLT         tail_3
+	VMOVUPS     (AX), Z2
+	VDIVPS      (DX), Z0, Z1
+	VMULPS      Z1, Z2, Z3
+	VMOVUPS     Z3, (BX)
+	VMULPS      (CX), Z2, Z2
+	VMULPS      Z1, Z2, Z2
+	VXORPS.BCST sign_bit_80000000<>+0(SB), Z2, Z2
+	VMOVUPS     Z2, (SI)
+	ADDQ        $+64, AX
+	ADDQ        $+64, CX
+	ADDQ        $+64, DX
+	ADDQ        $+64, BX
+	ADDQ        $+64, SI
+	SUBQ        $+16, DI
+	JMP         one_2
+
+tail_3:
+	TESTQ       DI, DI
+	JZ          done_4
+	MOVL        $0x0000ffff, R8
+	BZHIL       DI, R8, R8
+	KMOVW       R8, K1
+	VMOVUPS.Z   (AX), K1, Z1
+	VMOVUPS.Z   (DX), K1, Z2
+	VDIVPS      Z2, Z0, Z0
+	VMULPS      Z0, Z1, Z2
+	VMOVUPS     Z2, K1, (BX)
+	VMOVUPS.Z   (CX), K1, Z2
+	VMULPS      Z2, Z1, Z1
+	VMULPS      Z0, Z1, Z1
+	VXORPS.BCST sign_bit_80000000<>+0(SB), Z1, Z1
+	VMOVUPS     Z1, K1, (SI)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA gate_one_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL gate_one_3f800000<>(SB), RODATA|NOPTR, $4
+
+DATA sign_bit_80000000<>+0(SB)/4, $0x80000000
+GLOBL sign_bit_80000000<>(SB), RODATA|NOPTR, $4
+
+// func aftKVBackAVX512(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·aftKVBackAVX512(SB), NOSPLIT, $0-152
+	MOVQ ek_base+8(FP), AX
+	MOVQ v_base+32(FP), CX
+	MOVQ g1_base+56(FP), DX
+	MOVQ g2_base+80(FP), BX
+	MOVQ dk_base+104(FP), SI
+	MOVQ dv_base+128(FP), DI
+	MOVQ t+0(FP), R8
+
+many_1:
+	CMPQ    R8, $+64
+	JLT     one_2
+	VMOVUPS (AX), Z0
+	VMOVUPS (DX), Z1
+	VMULPS  Z1, Z0, Z2
+	VMOVUPS Z2, (DI)
+	VMULPS  (CX), Z1, Z1
+	VADDPS  (BX), Z1, Z1
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, (SI)
+	VMOVUPS 64(AX), Z0
+	VMOVUPS 64(DX), Z1
+	VMULPS  Z1, Z0, Z2
+	VMOVUPS Z2, 64(DI)
+	VMULPS  64(CX), Z1, Z1
+	VADDPS  64(BX), Z1, Z1
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, 64(SI)
+	VMOVUPS 128(AX), Z0
+	VMOVUPS 128(DX), Z1
+	VMULPS  Z1, Z0, Z2
+	VMOVUPS Z2, 128(DI)
+	VMULPS  128(CX), Z1, Z1
+	VADDPS  128(BX), Z1, Z1
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, 128(SI)
+	VMOVUPS 192(AX), Z0
+	VMOVUPS 192(DX), Z1
+	VMULPS  Z1, Z0, Z2
+	VMOVUPS Z2, 192(DI)
+	VMULPS  192(CX), Z1, Z1
+	VADDPS  192(BX), Z1, Z1
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, 192(SI)
+	ADDQ    $+256, AX
+	ADDQ    $+256, CX
+	ADDQ    $+256, DX
+	ADDQ    $+256, BX
+	ADDQ    $+256, SI
+	ADDQ    $+256, DI
+	SUBQ    $+64, R8
+	JMP     many_1
+
+one_2:
+	CMPQ    R8, $+16
+	JLT     tail_3
+	VMOVUPS (AX), Z0
+	VMOVUPS (DX), Z1
+	VMULPS  Z1, Z0, Z2
+	VMOVUPS Z2, (DI)
+	VMULPS  (CX), Z1, Z1
+	VADDPS  (BX), Z1, Z1
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, (SI)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	ADDQ    $+64, DX
+	ADDQ    $+64, BX
+	ADDQ    $+64, SI
+	ADDQ    $+64, DI
+	SUBQ    $+16, R8
+	JMP     one_2
+
+tail_3:
+	TESTQ     R8, R8
+	JZ        done_4
+	MOVL      $0x0000ffff, R9
+	BZHIL     R8, R9, R9
+	KMOVW     R9, K1
+	VMOVUPS.Z (AX), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMULPS    Z1, Z0, Z2
+	VMOVUPS   Z2, K1, (DI)
+	VMOVUPS.Z (CX), K1, Z2
+	VMULPS    Z2, Z1, Z1
+	VMOVUPS.Z (BX), K1, Z2
+	VADDPS    Z2, Z1, Z1
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (SI)
+
+done_4:
+	VZEROUPPER
+	RET
+
 // func gateAVX512(t int, q []float32, z []float32, y []float32)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
 TEXT ·gateAVX512(SB), NOSPLIT, $0-80
@@ -635,9 +984,6 @@ tail_3:
 done_4:
 	VZEROUPPER
 	RET
-
-DATA gate_one_3f800000<>+0(SB)/4, $0x3f800000
-GLOBL gate_one_3f800000<>(SB), RODATA|NOPTR, $4
 
 // func gateBackAVX512(t int, dy []float32, q []float32, z []float32, dq []float32)
 // Requires: AVX, AVX512F, BMI2
@@ -3426,6 +3772,313 @@ DATA synLaneMask<>+56(SB)/4, $0x00000000
 DATA synLaneMask<>+60(SB)/4, $0x00000000
 GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
+// func aftFactorsAVX2(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·aftFactorsAVX2(SB), NOSPLIT, $0-128
+	MOVQ k_base+8(FP), AX
+	MOVQ kappa_base+32(FP), CX
+	MOVQ v_base+56(FP), DX
+	MOVQ kv_base+80(FP), BX
+	MOVQ ek_base+104(FP), SI
+	MOVQ t+0(FP), DI
+
+many_1:
+	CMPQ        DI, $+16
+	JLT         one_2
+	VMOVUPS     (AX), Y0
+	VSUBPS      (CX), Y0, Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, (SI)
+	VMULPS      (DX), Y1, Y1
+	VMOVUPS     Y1, (BX)
+	VMOVUPS     32(AX), Y0
+	VSUBPS      32(CX), Y0, Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, 32(SI)
+	VMULPS      32(DX), Y1, Y1
+	VMOVUPS     Y1, 32(BX)
+	ADDQ        $+64, AX
+	ADDQ        $+64, CX
+	ADDQ        $+64, DX
+	ADDQ        $+64, BX
+	ADDQ        $+64, SI
+	SUBQ        $+16, DI
+	JMP         many_1
+
+one_2:
+	CMPQ        DI, $+8
+	JLT         tail_3
+	VMOVUPS     (AX), Y0
+	VSUBPS      (CX), Y0, Y0
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
+	VPSLLD      $0x17, Y2, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y2, Y0, Y1
+	VANDNPS     Y1, Y3, Y1
+	VMOVUPS     Y1, (SI)
+	VMULPS      (DX), Y1, Y1
+	VMOVUPS     Y1, (BX)
+	ADDQ        $+32, AX
+	ADDQ        $+32, CX
+	ADDQ        $+32, DX
+	ADDQ        $+32, BX
+	ADDQ        $+32, SI
+	SUBQ        $+8, DI
+	JMP         one_2
+
+tail_3:
+	TESTQ       DI, DI
+	JZ          done_4
+	LEAQ        synLaneMask<>+0(SB), R8
+	NEGQ        DI
+	VMOVDQU     32(R8)(DI*4), Y0
+	VMASKMOVPS  (AX), Y0, Y1
+	VMASKMOVPS  (CX), Y0, Y2
+	VSUBPS      Y2, Y1, Y1
+	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y1, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMASKMOVPS  Y2, Y0, (SI)
+	VMASKMOVPS  (DX), Y0, Y1
+	VMULPS      Y1, Y2, Y2
+	VMASKMOVPS  Y2, Y0, (BX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+// func aftQuotBackAVX2(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32)
+// Requires: AVX
+TEXT ·aftQuotBackAVX2(SB), NOSPLIT, $0-128
+	MOVQ    dz_base+8(FP), AX
+	MOVQ    z_base+32(FP), CX
+	MOVQ    den_base+56(FP), DX
+	MOVQ    dnum_base+80(FP), BX
+	MOVQ    dden_base+104(FP), SI
+	VMOVUPS gate_one_v8_3f800000<>+0(SB), Y0
+	MOVQ    t+0(FP), DI
+
+many_1:
+	CMPQ    DI, $+16
+	JLT     one_2
+	VMOVUPS (AX), Y2
+	VDIVPS  (DX), Y0, Y1
+	VMULPS  Y1, Y2, Y3
+	VMOVUPS Y3, (BX)
+	VMULPS  (CX), Y2, Y2
+	VMULPS  Y1, Y2, Y2
+	VXORPS  sign_bit_v8_80000000<>+0(SB), Y2, Y2
+	VMOVUPS Y2, (SI)
+	VMOVUPS 32(AX), Y2
+	VDIVPS  32(DX), Y0, Y1
+	VMULPS  Y1, Y2, Y3
+	VMOVUPS Y3, 32(BX)
+	VMULPS  32(CX), Y2, Y2
+	VMULPS  Y1, Y2, Y2
+	VXORPS  sign_bit_v8_80000000<>+0(SB), Y2, Y2
+	VMOVUPS Y2, 32(SI)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	ADDQ    $+64, DX
+	ADDQ    $+64, BX
+	ADDQ    $+64, SI
+	SUBQ    $+16, DI
+	JMP     many_1
+
+one_2:
+	CMPQ    DI, $+8
+	JLT     tail_3
+	VMOVUPS (AX), Y2
+	VDIVPS  (DX), Y0, Y1
+	VMULPS  Y1, Y2, Y3
+	VMOVUPS Y3, (BX)
+	VMULPS  (CX), Y2, Y2
+	VMULPS  Y1, Y2, Y2
+	VXORPS  sign_bit_v8_80000000<>+0(SB), Y2, Y2
+	VMOVUPS Y2, (SI)
+	ADDQ    $+32, AX
+	ADDQ    $+32, CX
+	ADDQ    $+32, DX
+	ADDQ    $+32, BX
+	ADDQ    $+32, SI
+	SUBQ    $+8, DI
+	JMP     one_2
+
+tail_3:
+	TESTQ      DI, DI
+	JZ         done_4
+	LEAQ       synLaneMask<>+0(SB), R8
+	NEGQ       DI
+	VMOVDQU    32(R8)(DI*4), Y1
+	VMASKMOVPS (AX), Y1, Y2
+	VMASKMOVPS (DX), Y1, Y3
+	VDIVPS     Y3, Y0, Y0
+	VMULPS     Y0, Y2, Y3
+	VMASKMOVPS Y3, Y1, (BX)
+	VMASKMOVPS (CX), Y1, Y3
+	VMULPS     Y3, Y2, Y2
+	VMULPS     Y0, Y2, Y2
+	VXORPS     sign_bit_v8_80000000<>+0(SB), Y2, Y2
+	VMASKMOVPS Y2, Y1, (SI)
+
+done_4:
+	VZEROUPPER
+	RET
+
+DATA gate_one_v8_3f800000<>+0(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+4(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+8(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+12(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+16(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+20(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+24(SB)/4, $0x3f800000
+DATA gate_one_v8_3f800000<>+28(SB)/4, $0x3f800000
+GLOBL gate_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
+
+DATA sign_bit_v8_80000000<>+0(SB)/4, $0x80000000
+DATA sign_bit_v8_80000000<>+4(SB)/4, $0x80000000
+DATA sign_bit_v8_80000000<>+8(SB)/4, $0x80000000
+DATA sign_bit_v8_80000000<>+12(SB)/4, $0x80000000
+DATA sign_bit_v8_80000000<>+16(SB)/4, $0x80000000
+DATA sign_bit_v8_80000000<>+20(SB)/4, $0x80000000
+DATA sign_bit_v8_80000000<>+24(SB)/4, $0x80000000
+DATA sign_bit_v8_80000000<>+28(SB)/4, $0x80000000
+GLOBL sign_bit_v8_80000000<>(SB), RODATA|NOPTR, $32
+
+// func aftKVBackAVX2(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
+// Requires: AVX
+TEXT ·aftKVBackAVX2(SB), NOSPLIT, $0-152
+	MOVQ ek_base+8(FP), AX
+	MOVQ v_base+32(FP), CX
+	MOVQ g1_base+56(FP), DX
+	MOVQ g2_base+80(FP), BX
+	MOVQ dk_base+104(FP), SI
+	MOVQ dv_base+128(FP), DI
+	MOVQ t+0(FP), R8
+
+many_1:
+	CMPQ    R8, $+16
+	JLT     one_2
+	VMOVUPS (AX), Y0
+	VMOVUPS (DX), Y1
+	VMULPS  Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	VMULPS  (CX), Y1, Y1
+	VADDPS  (BX), Y1, Y1
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, (SI)
+	VMOVUPS 32(AX), Y0
+	VMOVUPS 32(DX), Y1
+	VMULPS  Y1, Y0, Y2
+	VMOVUPS Y2, 32(DI)
+	VMULPS  32(CX), Y1, Y1
+	VADDPS  32(BX), Y1, Y1
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, 32(SI)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	ADDQ    $+64, DX
+	ADDQ    $+64, BX
+	ADDQ    $+64, SI
+	ADDQ    $+64, DI
+	SUBQ    $+16, R8
+	JMP     many_1
+
+one_2:
+	CMPQ    R8, $+8
+	JLT     tail_3
+	VMOVUPS (AX), Y0
+	VMOVUPS (DX), Y1
+	VMULPS  Y1, Y0, Y2
+	VMOVUPS Y2, (DI)
+	VMULPS  (CX), Y1, Y1
+	VADDPS  (BX), Y1, Y1
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, (SI)
+	ADDQ    $+32, AX
+	ADDQ    $+32, CX
+	ADDQ    $+32, DX
+	ADDQ    $+32, BX
+	ADDQ    $+32, SI
+	ADDQ    $+32, DI
+	SUBQ    $+8, R8
+	JMP     one_2
+
+tail_3:
+	TESTQ      R8, R8
+	JZ         done_4
+	LEAQ       synLaneMask<>+0(SB), R9
+	NEGQ       R8
+	VMOVDQU    32(R9)(R8*4), Y0
+	VMASKMOVPS (AX), Y0, Y1
+	VMASKMOVPS (DX), Y0, Y2
+	VMULPS     Y2, Y1, Y3
+	VMASKMOVPS Y3, Y0, (DI)
+	VMASKMOVPS (CX), Y0, Y3
+	VMULPS     Y3, Y2, Y2
+	VMASKMOVPS (BX), Y0, Y3
+	VADDPS     Y3, Y2, Y2
+	VMULPS     Y2, Y1, Y1
+	VMASKMOVPS Y1, Y0, (SI)
+
+done_4:
+	VZEROUPPER
+	RET
+
 // func gateAVX2(t int, q []float32, z []float32, y []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·gateAVX2(SB), NOSPLIT, $0-80
@@ -3554,16 +4207,6 @@ tail_3:
 done_4:
 	VZEROUPPER
 	RET
-
-DATA gate_one_v8_3f800000<>+0(SB)/4, $0x3f800000
-DATA gate_one_v8_3f800000<>+4(SB)/4, $0x3f800000
-DATA gate_one_v8_3f800000<>+8(SB)/4, $0x3f800000
-DATA gate_one_v8_3f800000<>+12(SB)/4, $0x3f800000
-DATA gate_one_v8_3f800000<>+16(SB)/4, $0x3f800000
-DATA gate_one_v8_3f800000<>+20(SB)/4, $0x3f800000
-DATA gate_one_v8_3f800000<>+24(SB)/4, $0x3f800000
-DATA gate_one_v8_3f800000<>+28(SB)/4, $0x3f800000
-GLOBL gate_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
 
 // func gateBackAVX2(t int, dy []float32, q []float32, z []float32, dq []float32)
 // Requires: AVX

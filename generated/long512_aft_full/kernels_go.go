@@ -125,6 +125,53 @@ func expGo(t int, x []float32) {
 	}
 }
 
+// aftFactorsGo sets ek = e^min(k − kappa, 88) and kv = ek·v over t floats (kernels.AFTFactorsFunc).
+func aftFactorsGo(t int, k, kappa, v, kv, ek []float32) {
+	k, kappa, v, kv, ek = k[:t], kappa[:t], v[:t], kv[:t], ek[:t]
+	for i := range k {
+		x := float64(min(k[i]-kappa[i], 88))
+		var e float64
+		{
+			x := x
+			ev := 0.0
+			if x > -104 {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				ev = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			e = ev
+		}
+		ek[i] = float32(e)
+		kv[i] = ek[i] * v[i]
+	}
+}
+
+// aftQuotBackGo sets dnum = dz/den and dden = −dz·z/den over t floats, through r = 1/den (kernels.AFTQuotBackFunc).
+func aftQuotBackGo(t int, dz, z, den, dnum, dden []float32) {
+	dz, z, den, dnum, dden = dz[:t], z[:t], den[:t], dnum[:t], dden[:t]
+	for i := range dz {
+		r := 1 / den[i]
+		dnum[i] = dz[i] * r
+		dden[i] = -(dz[i] * z[i] * r)
+	}
+}
+
+// aftKVBackGo sets dv = ek·g1 and dk = ek·(v·g1 + g2) over t floats (kernels.AFTKVBackFunc).
+func aftKVBackGo(t int, ek, v, g1, g2, dk, dv []float32) {
+	ek, v, g1, g2, dk, dv = ek[:t], v[:t], g1[:t], g2[:t], dk[:t], dv[:t]
+	for i := range ek {
+		e, g := ek[i], g1[i]
+		dv[i] = e * g
+		dk[i] = e * (v[i]*g + g2[i])
+	}
+}
+
 // gateGo replaces the t floats of q by σ(q) = 1/(1 + e^min(−q, 88)) and sets y = σ(q)·z (kernels.GateFunc).
 func gateGo(t int, q, z, y []float32) {
 	q, z, y = q[:t], z[:t], y[:t]

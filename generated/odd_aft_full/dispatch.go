@@ -25,6 +25,27 @@ func expGoChecked(t int, x []float32) {
 	}
 	expGo(t, x)
 }
+func aftFactorsGoChecked(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
+	checkAFTFactors(t, k, kappa, v, kv, ek)
+	if t == 0 {
+		return
+	}
+	aftFactorsGo(t, k, kappa, v, kv, ek)
+}
+func aftQuotBackGoChecked(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32) {
+	checkAFTQuotBack(t, dz, z, den, dnum, dden)
+	if t == 0 {
+		return
+	}
+	aftQuotBackGo(t, dz, z, den, dnum, dden)
+}
+func aftKVBackGoChecked(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32) {
+	checkAFTKVBack(t, ek, v, g1, g2, dk, dv)
+	if t == 0 {
+		return
+	}
+	aftKVBackGo(t, ek, v, g1, g2, dk, dv)
+}
 func gateGoChecked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -111,8 +132,11 @@ func adamWGoChecked(t int, p []float32, g []float32, m []float32, v []float32, d
 // goSet is the unrolled-Go kernel set, available on every platform.
 func goSet() kernels.Set {
 	return kernels.Set{
+		AFTFactors:    aftFactorsGoChecked,
 		AFTFull:       aftFullGoChecked,
 		AFTFullBack:   aftFullBackGoChecked,
+		AFTKVBack:     aftKVBackGoChecked,
+		AFTQuotBack:   aftQuotBackGoChecked,
 		AdamW:         adamWGoChecked,
 		Exp:           expGoChecked,
 		Gate:          gateGoChecked,

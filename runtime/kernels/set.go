@@ -296,6 +296,25 @@ type GateFunc func(t int, q, z, y []float32)
 // bits.
 type GateBackFunc func(t int, dy, q, z, dq []float32)
 
+// AFTFactorsFunc is the factorised aft_full's key factors over t
+// consecutive floats (a row of one sequence's channels): ek[i] =
+// e^min(k[i] − kappa[i], 88), with ExpFunc's accuracy, then kv[i] =
+// ek[i]·v[i].
+type AFTFactorsFunc func(t int, k, kappa, v, kv, ek []float32)
+
+// AFTQuotBackFunc is the backward of the factorised aft_full's quotient
+// z = num/den over t consecutive floats: with r = 1/den[i] rounded to
+// float32, dnum[i] = dz[i]·r and dden[i] = −(dz[i]·z[i])·r, each rounded in
+// that order, so every level gives the same bits. A den of 0 gives
+// infinities; the caller computes such elements otherwise.
+type AFTQuotBackFunc func(t int, dz, z, den, dnum, dden []float32)
+
+// AFTKVBackFunc is the factorised aft_full's key-and-value gradient over t
+// consecutive floats, from G = [g1 | g2]: dv[i] = ek[i]·g1[i] and dk[i] =
+// ek[i]·(v[i]·g1[i] + g2[i]), each operation rounded to float32 in that
+// order (no fused multiply-add), so every level gives the same bits.
+type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
+
 // GemmTileFunc is the register-blocked micro-kernel of the linear layers'
 // matrix products (runtime/mat): with MR×NR the level's tile shape (its
 // GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it computes
@@ -384,6 +403,10 @@ type Set struct {
 
 	// aft_full's exponentials (a row-wise kernel of its spec only).
 	Exp ExpFunc
+	// The factorised aft_full's element-wise passes (its specs only).
+	AFTFactors  AFTFactorsFunc
+	AFTQuotBack AFTQuotBackFunc
+	AFTKVBack   AFTKVBackFunc
 	// Every aft variant's σ(Q) gate, forward and backward.
 	Gate     GateFunc
 	GateBack GateBackFunc

@@ -46,6 +46,9 @@ func (m *Model) needAttnFree(need func(ok bool, name string)) {
 		need(k.AFTFull != nil, "AFTFull")
 		need(k.AFTFullBack != nil, "AFTFullBack")
 		need(k.Exp != nil, "Exp")
+		need(k.AFTFactors != nil, "AFTFactors")
+		need(k.AFTQuotBack != nil, "AFTQuotBack")
+		need(k.AFTKVBack != nil, "AFTKVBack")
 	case kindAFTLocal:
 		need(k.AFTLocal != nil, "AFTLocal")
 		need(k.AFTLocalBack != nil, "AFTLocalBack")

@@ -75,10 +75,10 @@ type aftFullJob struct {
 
 const (
 	aftPhaseEw = iota // Ew's rows (tasks: rowBlock rows)
-	aftPhaseX         // a sequence's X = [Ek ⊙ V | Ek]
-	aftPhaseZ         // a sequence's Z, then the Gate kernel's Y = σ(Q) ⊙ Z, σ(Q) over Q
-	aftPhaseD         // the GateBack kernel's dQ and dZ over dY for a sequence, then its D
-	aftPhaseKV        // a sequence's dK, dV
+	aftPhaseX         // a sequence's X = [Ek ⊙ V | Ek] (AFTFactors)
+	aftPhaseZ         // a sequence's Z, then Gate's Y = σ(Q) ⊙ Z, σ(Q) over Q
+	aftPhaseD         // a sequence's dQ and dZ over dY (GateBack), then D (AFTQuotBack)
+	aftPhaseKV        // a sequence's dK, dV (AFTKVBack)
 	aftPhaseDw        // dw of block b's rows (tasks: rowBlock rows)
 )
 
@@ -118,18 +118,11 @@ func (j *aftFullJob) Run(_, task int) {
 		}
 		for i := 0; i < t; i++ {
 			x := lw.x[i*nx+s*2*d : i*nx+(s+1)*2*d]
-			kv, ek := x[:d], x[d:2*d]
-			vi := v[i*d : i*d+d]
-			for c, kc := range k[i*d : i*d+d] {
-				ek[c] = kc - kappa[c]
-			}
-			m.Kernels.Exp(d, ek)
-			for c, e := range ek {
-				kv[c] = e * vi[c]
-			}
+			m.Kernels.AFTFactors(d, k[i*d:i*d+d], kappa, v[i*d:i*d+d], x[:d], x[d:2*d])
 		}
 	case aftPhaseZ:
 		s := task
+		tiny := false
 		for i := 0; i < t; i++ {
 			r := (s*t + i) * d
 			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
@@ -139,9 +132,11 @@ func (j *aftFullJob) Run(_, task int) {
 					z[c] = num[c] / den[c]
 				} else {
 					z[c] = m.aftExact(ws, j.l, s, i, c, 0)
+					tiny = true
 				}
 			}
 		}
+		ws.aTiny[j.l*ws.b+s] = tiny
 		// Y = σ(Q) ⊙ Z, σ(Q) over Q, for the whole sequence.
 		r0, r1 := s*t*d, (s+1)*t*d
 		m.Kernels.Gate(t*d, lw.q[r0:r1], lw.z[r0:r1], lw.y[r0:r1])
@@ -150,36 +145,35 @@ func (j *aftFullJob) Run(_, task int) {
 		// dQ, and dZ over dY, for the whole sequence.
 		r0, r1 := s*t*d, (s+1)*t*d
 		m.Kernels.GateBack(t*d, ws.dy[r0:r1], lw.q[r0:r1], lw.z[r0:r1], ws.dq[r0:r1])
-		tiny := false
+		tiny := ws.aTiny[j.l*ws.b+s]
 		for i := 0; i < t; i++ {
 			r := (s*t + i) * d
 			den := lw.nd[i*nx+s*2*d+d : i*nx+(s+1)*2*d]
 			dd := ws.aD[i*nx+s*2*d : i*nx+(s+1)*2*d]
 			dz, z := ws.dy[r:r+d], lw.z[r:r+d]
+			if !tiny {
+				m.Kernels.AFTQuotBack(d, dz, z, den, dd[:d], dd[d:2*d])
+				continue
+			}
+			// The sequence has directly computed (i, c) (phase Z): theirs
+			// are aftExact's, the serial pass after the products.
 			for c, g := range dz {
 				if dc := den[c]; dc >= aftTiny {
 					rc := 1 / dc
 					dd[c] = g * rc
-					dd[d+c] = -g * z[c] * rc
+					dd[d+c] = -(g * z[c] * rc)
 				} else {
-					dd[c], dd[d+c] = 0, 0 // aftExactBack's
-					tiny = true
+					dd[c], dd[d+c] = 0, 0
 				}
 			}
 		}
-		ws.aTiny[s] = tiny
 	case aftPhaseKV:
 		s := task
 		for jj := 0; jj < t; jj++ {
 			r := (s*t + jj) * d
 			x := lw.x[jj*nx+s*2*d : jj*nx+(s+1)*2*d]
 			g := ws.aG[jj*nx+s*2*d : jj*nx+(s+1)*2*d]
-			v, dk, dv := lw.v[r:r+d], ws.dk[r:r+d], ws.dv[r:r+d]
-			for c, vc := range v {
-				ek, g1 := x[d+c], g[c]
-				dv[c] = ek * g1
-				dk[c] = ek * (vc*g1 + g[d+c])
-			}
+			m.Kernels.AFTKVBack(d, x[d:2*d], lw.v[r:r+d], g[:d], g[d:2*d], ws.dk[r:r+d], ws.dv[r:r+d])
 		}
 	case aftPhaseDw:
 		i0, i1, off := aftBlockOf(j.b)
@@ -284,7 +278,7 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 	// The directly computed (i, c), in a fixed order, in the sequences
 	// phase D found them in.
 	for s := 0; s < ws.b; s++ {
-		if !ws.aTiny[s] {
+		if !ws.aTiny[l*ws.b+s] {
 			continue
 		}
 		for i := 0; i < t; i++ {

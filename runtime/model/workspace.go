@@ -54,7 +54,7 @@ type Workspace struct {
 	// D and G [N, batch·2d]; dEw of one row block [aftBlock, N].
 	aKappa, aD, aG, aDEw []float32
 	aX                   mat.Panels // X packed once per layer for its row blocks' products
-	aTiny                []bool     // [batch]: the sequence has a directly computed (i, c)
+	aTiny                []bool     // [layers, batch]: the layer's sequence has directly computed (i, c)
 	pU                   []float32  // [tasks][window]: aft_conv's u
 	dmixW                []float64  // [components]
 }
@@ -172,7 +172,7 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 			break
 		}
 		ws.aKappa = mat.Alloc(batch * d)
-		ws.aTiny = make([]bool, batch)
+		ws.aTiny = make([]bool, len(m.layers)*batch)
 		ws.aD, ws.aG = mat.Alloc(rows*2*d), mat.Alloc(rows*2*d)
 		ws.aDEw = mat.Alloc(min(n, aftBlock) * n)
 	case kindAFTLocal:

@@ -35,6 +35,27 @@ func BenchmarkExp(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "Exp")
 }
 
+// BenchmarkAFTFactors measures AFTFactors on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAFTFactors(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AFTFactors")
+}
+
+// BenchmarkAFTQuotBack measures AFTQuotBack on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAFTQuotBack(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AFTQuotBack")
+}
+
+// BenchmarkAFTKVBack measures AFTKVBack on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAFTKVBack(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AFTKVBack")
+}
+
 // BenchmarkGate measures Gate on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).
