@@ -41,8 +41,9 @@ func (s *simd) superBlocks() int {
 }
 
 const (
-	svLongN = 1024 // N from which the forward runs super-blocks
-	svChunk = 256  // keys per chunk of a super-block's shared part
+	svLongN    = 1024 // N from which the forward runs super-blocks
+	svChunk    = 256  // keys per chunk of a super-block's shared part
+	svPrefetch = 96   // rows of a ahead that the backward's dv loop prefetches
 )
 
 // fwdSuper emits softmax and Y for the G blocks of R rows from row s0 up
@@ -238,6 +239,12 @@ func (s *simd) dvSuper(G, R int, J0 reg.GPVirtual) {
 			c.Label(loop)
 			c.CMPQ(i, end)
 			c.JGE(operand.LabelRef(out))
+			if !own {
+				// a's rows are 4N bytes apart, each in a page of its own
+				// from N 1024 on, where the hardware prefetchers stop: the
+				// line svPrefetch rows ahead is asked for now.
+				c.PREFETCHT0(operand.Mem{Base: ap, Disp: 4 * N * svPrefetch})
+			}
 			step(0, R-1)
 			c.ADDQ(imm(4*N), ap)
 			c.ADDQ(imm(4*D), dyp)

@@ -2452,7 +2452,7 @@ DATA sv_one_3f800000<>+0(SB)/4, $0x3f800000
 GLOBL sv_one_3f800000<>(SB), RODATA|NOPTR, $4
 
 // func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
-// Requires: AVX, AVX512DQ, AVX512F, BMI2, CMOV
+// Requires: AVX, AVX512DQ, AVX512F, BMI2, CMOV, MMX+
 TEXT ·softmaxValueBackAVX512(SB), $65536-128
 	XORQ AX, AX
 
@@ -2720,6 +2720,7 @@ svbs_rect_9:
 svs_dv_10:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_11
+	PREFETCHT0   393216(R8)
 	VMOVUPS      (R9), Z24
 	VMOVUPS      64(R9), Z25
 	VMOVUPS      128(R9), Z26
@@ -12476,7 +12477,7 @@ DATA sv_one_v8_3f800000<>+28(SB)/4, $0x3f800000
 GLOBL sv_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
 
 // func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
-// Requires: AVX, CMOV, FMA3
+// Requires: AVX, CMOV, FMA3, MMX+
 TEXT ·softmaxValueBackAVX2(SB), $32768-128
 	XORQ AX, AX
 
@@ -13020,6 +13021,7 @@ svbs_rect_15:
 svs_dv_16:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_17
+	PREFETCHT0   393216(R8)
 	VMOVUPS      (R9), Y12
 	VMOVUPS      32(R9), Y13
 	VBROADCASTSS (R8), Y14
@@ -13085,6 +13087,7 @@ svs_dv_out_17:
 svs_dv_18:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_19
+	PREFETCHT0   393216(R8)
 	VMOVUPS      64(R9), Y12
 	VMOVUPS      96(R9), Y13
 	VBROADCASTSS (R8), Y14
@@ -13150,6 +13153,7 @@ svs_dv_out_19:
 svs_dv_20:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_21
+	PREFETCHT0   393216(R8)
 	VMOVUPS      128(R9), Y12
 	VMOVUPS      160(R9), Y13
 	VBROADCASTSS (R8), Y14
@@ -13215,6 +13219,7 @@ svs_dv_out_21:
 svs_dv_22:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_23
+	PREFETCHT0   393216(R8)
 	VMOVUPS      192(R9), Y12
 	VMOVUPS      224(R9), Y13
 	VBROADCASTSS (R8), Y14

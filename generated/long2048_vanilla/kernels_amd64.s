@@ -2452,7 +2452,7 @@ DATA sv_one_3f800000<>+0(SB)/4, $0x3f800000
 GLOBL sv_one_3f800000<>(SB), RODATA|NOPTR, $4
 
 // func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
-// Requires: AVX, AVX512DQ, AVX512F, BMI2, CMOV
+// Requires: AVX, AVX512DQ, AVX512F, BMI2, CMOV, MMX+
 TEXT ·softmaxValueBackAVX512(SB), $131072-128
 	XORQ AX, AX
 
@@ -2720,6 +2720,7 @@ svbs_rect_9:
 svs_dv_10:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_11
+	PREFETCHT0   786432(R8)
 	VMOVUPS      (R9), Z24
 	VMOVUPS      64(R9), Z25
 	VMOVUPS      128(R9), Z26
@@ -14781,7 +14782,7 @@ DATA sv_one_v8_3f800000<>+28(SB)/4, $0x3f800000
 GLOBL sv_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
 
 // func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
-// Requires: AVX, CMOV, FMA3
+// Requires: AVX, CMOV, FMA3, MMX+
 TEXT ·softmaxValueBackAVX2(SB), $65536-128
 	XORQ AX, AX
 
@@ -15325,6 +15326,7 @@ svbs_rect_15:
 svs_dv_16:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_17
+	PREFETCHT0   786432(R8)
 	VMOVUPS      (R9), Y12
 	VMOVUPS      32(R9), Y13
 	VBROADCASTSS (R8), Y14
@@ -15390,6 +15392,7 @@ svs_dv_out_17:
 svs_dv_18:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_19
+	PREFETCHT0   786432(R8)
 	VMOVUPS      64(R9), Y12
 	VMOVUPS      96(R9), Y13
 	VBROADCASTSS (R8), Y14
@@ -15455,6 +15458,7 @@ svs_dv_out_19:
 svs_dv_20:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_21
+	PREFETCHT0   786432(R8)
 	VMOVUPS      128(R9), Y12
 	VMOVUPS      160(R9), Y13
 	VBROADCASTSS (R8), Y14
@@ -15520,6 +15524,7 @@ svs_dv_out_21:
 svs_dv_22:
 	CMPQ         R10, SI
 	JGE          svs_dv_out_23
+	PREFETCHT0   786432(R8)
 	VMOVUPS      192(R9), Y12
 	VMOVUPS      224(R9), Y13
 	VBROADCASTSS (R8), Y14
