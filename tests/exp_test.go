@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"testing"
 
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
@@ -89,4 +90,69 @@ var expMutants = []mutant{
 			return r
 		}
 	}},
+}
+
+// TestExpKernelsPropagateNaN checks that the kernels built on the clamped
+// exponential (Exp, Gate, AFTFactors) turn a NaN argument into a NaN
+// result at every level, as the Go level's min and exp do, and leave the
+// elements around it as they are: a NaN upstream must reach the loss, not
+// become e^88. 37 elements: whole vectors and a tail at either width.
+func TestExpKernelsPropagateNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	const n = 37
+	in := func() []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+			if i%5 == 2 {
+				x[i] = nan
+			}
+		}
+		return x
+	}
+	check := func(what string, got []float32) {
+		t.Helper()
+		for i, y := range got {
+			if isNaN := y != y; isNaN != (i%5 == 2) {
+				t.Errorf("%s: element %d = %g (argument %g)", what, i, y, in()[i])
+				return
+			}
+		}
+	}
+	tested := 0
+	for _, name := range kernels.Names() {
+		for _, s := range levelsOf(t, name) {
+			what := name + " " + s.ISA.String()
+			if s.Exp != nil {
+				x := in()
+				s.Exp(n, x)
+				check(what+" Exp", x)
+				tested++
+			}
+			if s.Gate != nil {
+				q, z, y := in(), make([]float32, n), make([]float32, n)
+				for i := range z {
+					z[i] = 1
+				}
+				s.Gate(n, q, z, y)
+				check(what+" Gate's σ", q)
+				check(what+" Gate's y", y)
+				tested++
+			}
+			if s.AFTFactors != nil {
+				k, kappa, v := in(), make([]float32, n), make([]float32, n)
+				kv, ek := make([]float32, n), make([]float32, n)
+				for i := range v {
+					v[i] = 1
+				}
+				s.AFTFactors(n, k, kappa, v, kv, ek)
+				check(what+" AFTFactors' ek", ek)
+				check(what+" AFTFactors' kv", kv)
+				tested++
+			}
+		}
+	}
+	if tested == 0 {
+		t.Fatal("no linked spec has Exp, Gate or AFTFactors")
+	}
 }

@@ -32,10 +32,11 @@ func (r *rowKit) aftFactors() {
 	c := r.c
 	k, kappa, v, kv, ek := r.base("k"), r.base("kappa"), r.base("v"), r.base("kv"), r.base("ek")
 	s := newSIMD(r.f, r.isa)
+	hi := r.splatReg("exp_hi", expClampHi)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{k, kappa, v, kv, ek}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		x := r.get(at(k), mask)
 		c.VSUBPS(r.memOrLoad(at(kappa), mask), x, x)
-		r.withConst(c.VMINPS_BCST, c.VMINPS, "exp_hi", expClampHi, x, x)
+		r.clampExp(hi, x)
 		e := s.exp(x)
 		r.storeM(e, mask, at(ek))
 		c.VMULPS(r.memOrLoad(at(v), mask), e, e)

@@ -26,12 +26,19 @@ const expUnroll = 4
 func emitExp(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).exp() }
 
 func (r *rowKit) exp() {
-	c := r.c
 	x := r.base("x")
 	s := newSIMD(r.f, r.isa)
+	hi := r.splatReg("exp_hi", expClampHi)
 	r.flatN(1, expUnroll, []reg.GPVirtual{x}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		v := r.get(at(x), mask)
-		r.withConst(c.VMINPS_BCST, c.VMINPS, "exp_hi", expClampHi, v, v)
+		r.clampExp(hi, v)
 		r.storeM(s.exp(v), mask, at(x))
 	})
 }
+
+// clampExp sets v = min(v, expClampHi), hi holding the bound in every
+// lane. v is VMINPS's second source, the one it returns when either is a
+// NaN: a NaN stays NaN, as in the Go level's min (the bound as a
+// broadcast memory operand would have to be that source, and would turn
+// a NaN into e^88).
+func (r *rowKit) clampExp(hi, v reg.VecVirtual) { r.c.VMINPS(v, hi, v) }

@@ -51,12 +51,12 @@ func (r *rowKit) gate() {
 	c := r.c
 	q, z, y := r.base("q"), r.base("z"), r.base("y")
 	s := newSIMD(r.f, r.isa)
-	one, zero := r.splatReg("gate_one", 1), r.vec()
+	one, zero, hi := r.splatReg("gate_one", 1), r.vec(), r.splatReg("exp_hi", expClampHi)
 	r.zero(zero)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{q, z, y}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		v := r.vec()
 		c.VSUBPS(r.memOrLoad(at(q), mask), zero, v) // −q
-		r.withConst(c.VMINPS_BCST, c.VMINPS, "exp_hi", expClampHi, v, v)
+		r.clampExp(hi, v)
 		e := s.exp(v)
 		c.VADDPS(one, e, e)
 		c.VDIVPS(e, one, e) // σ

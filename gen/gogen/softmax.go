@@ -118,7 +118,7 @@ func expNeg(name string, x jen.Code) []jen.Code {
 	return []jen.Code{
 		jen.Id("x").Op(":=").Add(x),
 		jen.Id(name).Op(":=").Lit(0.0),
-		jen.If(jen.Id("x").Op(">").Lit(-104)).Block(
+		jen.If(jen.Op("!").Parens(jen.Id("x").Op("<=").Lit(-104))).Block(
 			jen.Const().Defs(
 				jen.Id("log2e").Op("=").Lit(math.Log2E),
 				jen.Id("ln2").Op("=").Lit(math.Ln2),

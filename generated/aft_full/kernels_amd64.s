@@ -252,72 +252,73 @@ win_2:
 // func expAVX512(t int, x []float32)
 // Requires: AVX, AVX512F, BMI2
 TEXT ·expAVX512(SB), NOSPLIT, $0-32
-	MOVQ x_base+8(FP), AX
-	MOVQ t+0(FP), CX
+	MOVQ         x_base+8(FP), AX
+	VBROADCASTSS exp_hi_42b00000<>+0(SB), Z0
+	MOVQ         t+0(FP), CX
 
 many_1:
 	CMPQ             CX, $+64
 	JLT              one_2
-	VMOVUPS          (AX), Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, (AX)
-	VMOVUPS          64(AX), Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, 64(AX)
-	VMOVUPS          128(AX), Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, 128(AX)
-	VMOVUPS          192(AX), Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, 192(AX)
+	VMOVUPS          (AX), Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, (AX)
+	VMOVUPS          64(AX), Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, 64(AX)
+	VMOVUPS          128(AX), Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, 128(AX)
+	VMOVUPS          192(AX), Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, 192(AX)
 	ADDQ             $+256, AX
 	SUBQ             $+64, CX
 	JMP              many_1
@@ -325,21 +326,21 @@ many_1:
 one_2:
 	CMPQ             CX, $+16
 	JLT              tail_3
-	VMOVUPS          (AX), Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, (AX)
+	VMOVUPS          (AX), Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, (AX)
 	ADDQ             $+64, AX
 	SUBQ             $+16, CX
 	JMP              one_2
@@ -350,21 +351,21 @@ tail_3:
 	MOVL             $0x0000ffff, DX
 	BZHIL            CX, DX, DX
 	KMOVW            DX, K1
-	VMOVUPS.Z        (AX), K1, Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VMOVUPS.Z        (AX), K1, Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z2
 	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K2, Z1
-	VMOVUPS          Z1, K1, (AX)
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z0
+	VSCALEFPS.Z      Z2, Z0, K2, Z0
+	VMOVUPS          Z0, K1, (AX)
 
 done_4:
 	VZEROUPPER
@@ -376,88 +377,89 @@ GLOBL exp_hi_42b00000<>(SB), RODATA|NOPTR, $4
 // func aftFactorsAVX512(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
 // Requires: AVX, AVX512F, BMI2
 TEXT ·aftFactorsAVX512(SB), NOSPLIT, $0-128
-	MOVQ k_base+8(FP), AX
-	MOVQ kappa_base+32(FP), CX
-	MOVQ v_base+56(FP), DX
-	MOVQ kv_base+80(FP), BX
-	MOVQ ek_base+104(FP), SI
-	MOVQ t+0(FP), DI
+	MOVQ         k_base+8(FP), AX
+	MOVQ         kappa_base+32(FP), CX
+	MOVQ         v_base+56(FP), DX
+	MOVQ         kv_base+80(FP), BX
+	MOVQ         ek_base+104(FP), SI
+	VBROADCASTSS exp_hi_42b00000<>+0(SB), Z0
+	MOVQ         t+0(FP), DI
 
 many_1:
 	CMPQ             DI, $+64
 	JLT              one_2
-	VMOVUPS          (AX), Z0
-	VSUBPS           (CX), Z0, Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, (SI)
-	VMULPS           (DX), Z1, Z1
-	VMOVUPS          Z1, (BX)
-	VMOVUPS          64(AX), Z0
-	VSUBPS           64(CX), Z0, Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, 64(SI)
-	VMULPS           64(DX), Z1, Z1
-	VMOVUPS          Z1, 64(BX)
-	VMOVUPS          128(AX), Z0
-	VSUBPS           128(CX), Z0, Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, 128(SI)
-	VMULPS           128(DX), Z1, Z1
-	VMOVUPS          Z1, 128(BX)
-	VMOVUPS          192(AX), Z0
-	VSUBPS           192(CX), Z0, Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, 192(SI)
-	VMULPS           192(DX), Z1, Z1
-	VMOVUPS          Z1, 192(BX)
+	VMOVUPS          (AX), Z1
+	VSUBPS           (CX), Z1, Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, (SI)
+	VMULPS           (DX), Z2, Z2
+	VMOVUPS          Z2, (BX)
+	VMOVUPS          64(AX), Z1
+	VSUBPS           64(CX), Z1, Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, 64(SI)
+	VMULPS           64(DX), Z2, Z2
+	VMOVUPS          Z2, 64(BX)
+	VMOVUPS          128(AX), Z1
+	VSUBPS           128(CX), Z1, Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, 128(SI)
+	VMULPS           128(DX), Z2, Z2
+	VMOVUPS          Z2, 128(BX)
+	VMOVUPS          192(AX), Z1
+	VSUBPS           192(CX), Z1, Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, 192(SI)
+	VMULPS           192(DX), Z2, Z2
+	VMOVUPS          Z2, 192(BX)
 	ADDQ             $+256, AX
 	ADDQ             $+256, CX
 	ADDQ             $+256, DX
@@ -469,24 +471,24 @@ many_1:
 one_2:
 	CMPQ             DI, $+16
 	JLT              tail_3
-	VMOVUPS          (AX), Z0
-	VSUBPS           (CX), Z0, Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VMOVUPS          Z1, (SI)
-	VMULPS           (DX), Z1, Z1
-	VMOVUPS          Z1, (BX)
+	VMOVUPS          (AX), Z1
+	VSUBPS           (CX), Z1, Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z2
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z2
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z2
+	VSCALEFPS.Z      Z3, Z2, K1, Z2
+	VMOVUPS          Z2, (SI)
+	VMULPS           (DX), Z2, Z2
+	VMOVUPS          Z2, (BX)
 	ADDQ             $+64, AX
 	ADDQ             $+64, CX
 	ADDQ             $+64, DX
@@ -501,26 +503,26 @@ tail_3:
 	MOVL             $0x0000ffff, R8
 	BZHIL            DI, R8, R8
 	KMOVW            R8, K1
-	VMOVUPS.Z        (AX), K1, Z0
-	VMOVUPS.Z        (CX), K1, Z1
-	VSUBPS           Z1, Z0, Z0
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VMOVUPS.Z        (AX), K1, Z1
+	VMOVUPS.Z        (CX), K1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VMINPS           Z1, Z0, Z1
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z2
 	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K2, Z1
-	VMOVUPS          Z1, K1, (SI)
-	VMOVUPS.Z        (DX), K1, Z0
-	VMULPS           Z0, Z1, Z1
-	VMOVUPS          Z1, K1, (BX)
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z1
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z1
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z1, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z1, Z0
+	VSCALEFPS.Z      Z2, Z0, K2, Z0
+	VMOVUPS          Z0, K1, (SI)
+	VMOVUPS.Z        (DX), K1, Z1
+	VMULPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (BX)
 
 done_4:
 	VZEROUPPER
@@ -729,88 +731,89 @@ TEXT ·gateAVX512(SB), NOSPLIT, $0-80
 	MOVQ         z_base+32(FP), CX
 	MOVQ         y_base+56(FP), DX
 	VBROADCASTSS gate_one_3f800000<>+0(SB), Z0
+	VBROADCASTSS exp_hi_42b00000<>+0(SB), Z2
 	VXORPS       Z1, Z1, Z1
 	MOVQ         t+0(FP), BX
 
 many_1:
 	CMPQ             BX, $+64
 	JLT              one_2
-	VSUBPS           (AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, (AX)
-	VMULPS           (CX), Z3, Z3
-	VMOVUPS          Z3, (DX)
-	VSUBPS           64(AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, 64(AX)
-	VMULPS           64(CX), Z3, Z3
-	VMOVUPS          Z3, 64(DX)
-	VSUBPS           128(AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, 128(AX)
-	VMULPS           128(CX), Z3, Z3
-	VMOVUPS          Z3, 128(DX)
-	VSUBPS           192(AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, 192(AX)
-	VMULPS           192(CX), Z3, Z3
-	VMOVUPS          Z3, 192(DX)
+	VSUBPS           (AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, (AX)
+	VMULPS           (CX), Z4, Z4
+	VMOVUPS          Z4, (DX)
+	VSUBPS           64(AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, 64(AX)
+	VMULPS           64(CX), Z4, Z4
+	VMOVUPS          Z4, 64(DX)
+	VSUBPS           128(AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, 128(AX)
+	VMULPS           128(CX), Z4, Z4
+	VMOVUPS          Z4, 128(DX)
+	VSUBPS           192(AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, 192(AX)
+	VMULPS           192(CX), Z4, Z4
+	VMOVUPS          Z4, 192(DX)
 	ADDQ             $+256, AX
 	ADDQ             $+256, CX
 	ADDQ             $+256, DX
@@ -820,25 +823,25 @@ many_1:
 one_2:
 	CMPQ             BX, $+16
 	JLT              tail_3
-	VSUBPS           (AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, (AX)
-	VMULPS           (CX), Z3, Z3
-	VMOVUPS          Z3, (DX)
+	VSUBPS           (AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, (AX)
+	VMULPS           (CX), Z4, Z4
+	VMOVUPS          Z4, (DX)
 	ADDQ             $+64, AX
 	ADDQ             $+64, CX
 	ADDQ             $+64, DX
@@ -851,9 +854,9 @@ tail_3:
 	MOVL             $0x0000ffff, SI
 	BZHIL            BX, SI, SI
 	KMOVW            SI, K1
-	VMOVUPS.Z        (AX), K1, Z2
-	VSUBPS           Z2, Z1, Z1
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z1, Z1
+	VMOVUPS.Z        (AX), K1, Z3
+	VSUBPS           Z3, Z1, Z1
+	VMINPS           Z1, Z2, Z1
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K2
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
 	VRNDSCALEPS      $0x00, Z3, Z3
@@ -3079,121 +3082,15 @@ win_4:
 // func expAVX2(t int, x []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·expAVX2(SB), NOSPLIT, $0-32
-	MOVQ x_base+8(FP), AX
-	MOVQ t+0(FP), CX
+	MOVQ    x_base+8(FP), AX
+	VMOVUPS exp_hi_v8_42b00000<>+0(SB), Y0
+	MOVQ    t+0(FP), CX
 
 many_1:
 	CMPQ        CX, $+32
 	JLT         one_2
-	VMOVUPS     (AX), Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, (AX)
-	VMOVUPS     32(AX), Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, 32(AX)
-	VMOVUPS     64(AX), Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, 64(AX)
-	VMOVUPS     96(AX), Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, 96(AX)
-	ADDQ        $+128, AX
-	SUBQ        $+32, CX
-	JMP         many_1
-
-one_2:
-	CMPQ        CX, $+8
-	JLT         tail_3
-	VMOVUPS     (AX), Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, (AX)
-	ADDQ        $+32, AX
-	SUBQ        $+8, CX
-	JMP         one_2
-
-tail_3:
-	TESTQ       CX, CX
-	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DX
-	NEGQ        CX
-	VMOVDQU     32(DX)(CX*4), Y0
-	VMASKMOVPS  (AX), Y0, Y1
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y1, Y1
+	VMOVUPS     (AX), Y1
+	VMINPS      Y1, Y0, Y1
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
 	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
 	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
@@ -3209,7 +3106,114 @@ tail_3:
 	VMULPS      Y2, Y1, Y1
 	VFMADD231PS Y3, Y1, Y2
 	VANDNPS     Y2, Y4, Y2
-	VMASKMOVPS  Y2, Y0, (AX)
+	VMOVUPS     Y2, (AX)
+	VMOVUPS     32(AX), Y1
+	VMINPS      Y1, Y0, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMOVUPS     Y2, 32(AX)
+	VMOVUPS     64(AX), Y1
+	VMINPS      Y1, Y0, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMOVUPS     Y2, 64(AX)
+	VMOVUPS     96(AX), Y1
+	VMINPS      Y1, Y0, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMOVUPS     Y2, 96(AX)
+	ADDQ        $+128, AX
+	SUBQ        $+32, CX
+	JMP         many_1
+
+one_2:
+	CMPQ        CX, $+8
+	JLT         tail_3
+	VMOVUPS     (AX), Y1
+	VMINPS      Y1, Y0, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMOVUPS     Y2, (AX)
+	ADDQ        $+32, AX
+	SUBQ        $+8, CX
+	JMP         one_2
+
+tail_3:
+	TESTQ       CX, CX
+	JZ          done_4
+	LEAQ        synLaneMask<>+0(SB), DX
+	NEGQ        CX
+	VMOVDQU     32(DX)(CX*4), Y1
+	VMASKMOVPS  (AX), Y1, Y2
+	VMINPS      Y2, Y0, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y3
+	VPSLLD      $0x17, Y3, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y3
+	VMULPS      Y0, Y2, Y2
+	VFMADD231PS Y3, Y2, Y0
+	VANDNPS     Y0, Y4, Y0
+	VMASKMOVPS  Y0, Y1, (AX)
 
 done_4:
 	VZEROUPPER
@@ -3246,108 +3250,20 @@ GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 // func aftFactorsAVX2(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·aftFactorsAVX2(SB), NOSPLIT, $0-128
-	MOVQ k_base+8(FP), AX
-	MOVQ kappa_base+32(FP), CX
-	MOVQ v_base+56(FP), DX
-	MOVQ kv_base+80(FP), BX
-	MOVQ ek_base+104(FP), SI
-	MOVQ t+0(FP), DI
+	MOVQ    k_base+8(FP), AX
+	MOVQ    kappa_base+32(FP), CX
+	MOVQ    v_base+56(FP), DX
+	MOVQ    kv_base+80(FP), BX
+	MOVQ    ek_base+104(FP), SI
+	VMOVUPS exp_hi_v8_42b00000<>+0(SB), Y0
+	MOVQ    t+0(FP), DI
 
 many_1:
 	CMPQ        DI, $+16
 	JLT         one_2
-	VMOVUPS     (AX), Y0
-	VSUBPS      (CX), Y0, Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, (SI)
-	VMULPS      (DX), Y1, Y1
-	VMOVUPS     Y1, (BX)
-	VMOVUPS     32(AX), Y0
-	VSUBPS      32(CX), Y0, Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, 32(SI)
-	VMULPS      32(DX), Y1, Y1
-	VMOVUPS     Y1, 32(BX)
-	ADDQ        $+64, AX
-	ADDQ        $+64, CX
-	ADDQ        $+64, DX
-	ADDQ        $+64, BX
-	ADDQ        $+64, SI
-	SUBQ        $+16, DI
-	JMP         many_1
-
-one_2:
-	CMPQ        DI, $+8
-	JLT         tail_3
-	VMOVUPS     (AX), Y0
-	VSUBPS      (CX), Y0, Y0
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y3
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y2
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y2
-	VPSLLD      $0x17, Y2, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y2, Y2
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y2, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y2, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y2
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y2
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y2
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y2, Y0, Y1
-	VANDNPS     Y1, Y3, Y1
-	VMOVUPS     Y1, (SI)
-	VMULPS      (DX), Y1, Y1
-	VMOVUPS     Y1, (BX)
-	ADDQ        $+32, AX
-	ADDQ        $+32, CX
-	ADDQ        $+32, DX
-	ADDQ        $+32, BX
-	ADDQ        $+32, SI
-	SUBQ        $+8, DI
-	JMP         one_2
-
-tail_3:
-	TESTQ       DI, DI
-	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), R8
-	NEGQ        DI
-	VMOVDQU     32(R8)(DI*4), Y0
-	VMASKMOVPS  (AX), Y0, Y1
-	VMASKMOVPS  (CX), Y0, Y2
-	VSUBPS      Y2, Y1, Y1
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y1, Y1
+	VMOVUPS     (AX), Y1
+	VSUBPS      (CX), Y1, Y1
+	VMINPS      Y1, Y0, Y1
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
 	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
 	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
@@ -3363,10 +3279,99 @@ tail_3:
 	VMULPS      Y2, Y1, Y1
 	VFMADD231PS Y3, Y1, Y2
 	VANDNPS     Y2, Y4, Y2
-	VMASKMOVPS  Y2, Y0, (SI)
-	VMASKMOVPS  (DX), Y0, Y1
-	VMULPS      Y1, Y2, Y2
-	VMASKMOVPS  Y2, Y0, (BX)
+	VMOVUPS     Y2, (SI)
+	VMULPS      (DX), Y2, Y2
+	VMOVUPS     Y2, (BX)
+	VMOVUPS     32(AX), Y1
+	VSUBPS      32(CX), Y1, Y1
+	VMINPS      Y1, Y0, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMOVUPS     Y2, 32(SI)
+	VMULPS      32(DX), Y2, Y2
+	VMOVUPS     Y2, 32(BX)
+	ADDQ        $+64, AX
+	ADDQ        $+64, CX
+	ADDQ        $+64, DX
+	ADDQ        $+64, BX
+	ADDQ        $+64, SI
+	SUBQ        $+16, DI
+	JMP         many_1
+
+one_2:
+	CMPQ        DI, $+8
+	JLT         tail_3
+	VMOVUPS     (AX), Y1
+	VSUBPS      (CX), Y1, Y1
+	VMINPS      Y1, Y0, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y4, Y2
+	VMOVUPS     Y2, (SI)
+	VMULPS      (DX), Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $+32, AX
+	ADDQ        $+32, CX
+	ADDQ        $+32, DX
+	ADDQ        $+32, BX
+	ADDQ        $+32, SI
+	SUBQ        $+8, DI
+	JMP         one_2
+
+tail_3:
+	TESTQ       DI, DI
+	JZ          done_4
+	LEAQ        synLaneMask<>+0(SB), R8
+	NEGQ        DI
+	VMOVDQU     32(R8)(DI*4), Y1
+	VMASKMOVPS  (AX), Y1, Y2
+	VMASKMOVPS  (CX), Y1, Y3
+	VSUBPS      Y3, Y2, Y2
+	VMINPS      Y2, Y0, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y4
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y3
+	VPSLLD      $0x17, Y3, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y3
+	VMULPS      Y0, Y2, Y2
+	VFMADD231PS Y3, Y2, Y0
+	VANDNPS     Y0, Y4, Y0
+	VMASKMOVPS  Y0, Y1, (SI)
+	VMASKMOVPS  (DX), Y1, Y2
+	VMULPS      Y2, Y0, Y0
+	VMASKMOVPS  Y0, Y1, (BX)
 
 done_4:
 	VZEROUPPER
@@ -3557,56 +3562,57 @@ TEXT ·gateAVX2(SB), NOSPLIT, $0-80
 	MOVQ    z_base+32(FP), CX
 	MOVQ    y_base+56(FP), DX
 	VMOVUPS gate_one_v8_3f800000<>+0(SB), Y0
+	VMOVUPS exp_hi_v8_42b00000<>+0(SB), Y2
 	VXORPS  Y1, Y1, Y1
 	MOVQ    t+0(FP), BX
 
 many_1:
 	CMPQ        BX, $+16
 	JLT         one_2
-	VSUBPS      (AX), Y1, Y2
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
-	VPSLLD      $0x17, Y4, Y3
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
-	VMULPS      Y3, Y2, Y2
-	VFMADD231PS Y4, Y2, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMOVUPS     Y3, (AX)
-	VMULPS      (CX), Y3, Y3
-	VMOVUPS     Y3, (DX)
-	VSUBPS      32(AX), Y1, Y2
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
-	VPSLLD      $0x17, Y4, Y3
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
-	VMULPS      Y3, Y2, Y2
-	VFMADD231PS Y4, Y2, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMOVUPS     Y3, 32(AX)
-	VMULPS      32(CX), Y3, Y3
-	VMOVUPS     Y3, 32(DX)
+	VSUBPS      (AX), Y1, Y3
+	VMINPS      Y3, Y2, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VADDPS      Y0, Y4, Y4
+	VDIVPS      Y4, Y0, Y4
+	VMOVUPS     Y4, (AX)
+	VMULPS      (CX), Y4, Y4
+	VMOVUPS     Y4, (DX)
+	VSUBPS      32(AX), Y1, Y3
+	VMINPS      Y3, Y2, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VADDPS      Y0, Y4, Y4
+	VDIVPS      Y4, Y0, Y4
+	VMOVUPS     Y4, 32(AX)
+	VMULPS      32(CX), Y4, Y4
+	VMOVUPS     Y4, 32(DX)
 	ADDQ        $+64, AX
 	ADDQ        $+64, CX
 	ADDQ        $+64, DX
@@ -3616,28 +3622,28 @@ many_1:
 one_2:
 	CMPQ        BX, $+8
 	JLT         tail_3
-	VSUBPS      (AX), Y1, Y2
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
-	VPSLLD      $0x17, Y4, Y3
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
-	VMULPS      Y3, Y2, Y2
-	VFMADD231PS Y4, Y2, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMOVUPS     Y3, (AX)
-	VMULPS      (CX), Y3, Y3
-	VMOVUPS     Y3, (DX)
+	VSUBPS      (AX), Y1, Y3
+	VMINPS      Y3, Y2, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VADDPS      Y0, Y4, Y4
+	VDIVPS      Y4, Y0, Y4
+	VMOVUPS     Y4, (AX)
+	VMULPS      (CX), Y4, Y4
+	VMOVUPS     Y4, (DX)
 	ADDQ        $+32, AX
 	ADDQ        $+32, CX
 	ADDQ        $+32, DX
@@ -3649,14 +3655,14 @@ tail_3:
 	JZ          done_4
 	LEAQ        synLaneMask<>+0(SB), SI
 	NEGQ        BX
-	VMOVDQU     32(SI)(BX*4), Y2
-	VMASKMOVPS  (AX), Y2, Y3
-	VSUBPS      Y3, Y1, Y1
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y1, Y1
+	VMOVDQU     32(SI)(BX*4), Y3
+	VMASKMOVPS  (AX), Y3, Y4
+	VSUBPS      Y4, Y1, Y1
+	VMINPS      Y1, Y2, Y1
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y5
 	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
 	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y4
-	VPSLLD      $0x17, Y4, Y3
+	VPSLLD      $0x17, Y4, Y2
 	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
 	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y1
 	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y1
@@ -3665,15 +3671,15 @@ tail_3:
 	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y4
 	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y4
 	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y4
-	VMULPS      Y3, Y1, Y1
-	VFMADD231PS Y4, Y1, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMASKMOVPS  Y3, Y2, (AX)
-	VMASKMOVPS  (CX), Y2, Y0
-	VMULPS      Y0, Y3, Y3
-	VMASKMOVPS  Y3, Y2, (DX)
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y4, Y1, Y2
+	VANDNPS     Y2, Y5, Y2
+	VADDPS      Y0, Y2, Y2
+	VDIVPS      Y2, Y0, Y2
+	VMASKMOVPS  Y2, Y3, (AX)
+	VMASKMOVPS  (CX), Y3, Y0
+	VMULPS      Y0, Y2, Y2
+	VMASKMOVPS  Y2, Y3, (DX)
 
 done_4:
 	VZEROUPPER

@@ -451,88 +451,89 @@ TEXT ·gateAVX512(SB), NOSPLIT, $0-80
 	MOVQ         z_base+32(FP), CX
 	MOVQ         y_base+56(FP), DX
 	VBROADCASTSS gate_one_3f800000<>+0(SB), Z0
+	VBROADCASTSS exp_hi_42b00000<>+0(SB), Z2
 	VXORPS       Z1, Z1, Z1
 	MOVQ         t+0(FP), BX
 
 many_1:
 	CMPQ             BX, $+64
 	JLT              one_2
-	VSUBPS           (AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, (AX)
-	VMULPS           (CX), Z3, Z3
-	VMOVUPS          Z3, (DX)
-	VSUBPS           64(AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, 64(AX)
-	VMULPS           64(CX), Z3, Z3
-	VMOVUPS          Z3, 64(DX)
-	VSUBPS           128(AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, 128(AX)
-	VMULPS           128(CX), Z3, Z3
-	VMOVUPS          Z3, 128(DX)
-	VSUBPS           192(AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, 192(AX)
-	VMULPS           192(CX), Z3, Z3
-	VMOVUPS          Z3, 192(DX)
+	VSUBPS           (AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, (AX)
+	VMULPS           (CX), Z4, Z4
+	VMOVUPS          Z4, (DX)
+	VSUBPS           64(AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, 64(AX)
+	VMULPS           64(CX), Z4, Z4
+	VMOVUPS          Z4, 64(DX)
+	VSUBPS           128(AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, 128(AX)
+	VMULPS           128(CX), Z4, Z4
+	VMOVUPS          Z4, 128(DX)
+	VSUBPS           192(AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, 192(AX)
+	VMULPS           192(CX), Z4, Z4
+	VMOVUPS          Z4, 192(DX)
 	ADDQ             $+256, AX
 	ADDQ             $+256, CX
 	ADDQ             $+256, DX
@@ -542,25 +543,25 @@ many_1:
 one_2:
 	CMPQ             BX, $+16
 	JLT              tail_3
-	VSUBPS           (AX), Z1, Z2
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z2, Z2
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
-	VRNDSCALEPS      $0x00, Z4, Z4
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
-	VSCALEFPS.Z      Z4, Z3, K1, Z3
-	VADDPS           Z0, Z3, Z3
-	VDIVPS           Z3, Z0, Z3
-	VMOVUPS          Z3, (AX)
-	VMULPS           (CX), Z3, Z3
-	VMOVUPS          Z3, (DX)
+	VSUBPS           (AX), Z1, Z3
+	VMINPS           Z3, Z2, Z3
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z3, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z3, Z5
+	VRNDSCALEPS      $0x00, Z5, Z5
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z5, Z3
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z5, Z3
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z4
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z3, Z4
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z3, Z4
+	VSCALEFPS.Z      Z5, Z4, K1, Z4
+	VADDPS           Z0, Z4, Z4
+	VDIVPS           Z4, Z0, Z4
+	VMOVUPS          Z4, (AX)
+	VMULPS           (CX), Z4, Z4
+	VMOVUPS          Z4, (DX)
 	ADDQ             $+64, AX
 	ADDQ             $+64, CX
 	ADDQ             $+64, DX
@@ -573,9 +574,9 @@ tail_3:
 	MOVL             $0x0000ffff, SI
 	BZHIL            BX, SI, SI
 	KMOVW            SI, K1
-	VMOVUPS.Z        (AX), K1, Z2
-	VSUBPS           Z2, Z1, Z1
-	VMINPS.BCST      exp_hi_42b00000<>+0(SB), Z1, Z1
+	VMOVUPS.Z        (AX), K1, Z3
+	VSUBPS           Z3, Z1, Z1
+	VMINPS           Z1, Z2, Z1
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z1, K2
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z1, Z3
 	VRNDSCALEPS      $0x00, Z3, Z3
@@ -3471,56 +3472,57 @@ TEXT ·gateAVX2(SB), NOSPLIT, $0-80
 	MOVQ    z_base+32(FP), CX
 	MOVQ    y_base+56(FP), DX
 	VMOVUPS gate_one_v8_3f800000<>+0(SB), Y0
+	VMOVUPS exp_hi_v8_42b00000<>+0(SB), Y2
 	VXORPS  Y1, Y1, Y1
 	MOVQ    t+0(FP), BX
 
 many_1:
 	CMPQ        BX, $+16
 	JLT         one_2
-	VSUBPS      (AX), Y1, Y2
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
-	VPSLLD      $0x17, Y4, Y3
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
-	VMULPS      Y3, Y2, Y2
-	VFMADD231PS Y4, Y2, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMOVUPS     Y3, (AX)
-	VMULPS      (CX), Y3, Y3
-	VMOVUPS     Y3, (DX)
-	VSUBPS      32(AX), Y1, Y2
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
-	VPSLLD      $0x17, Y4, Y3
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
-	VMULPS      Y3, Y2, Y2
-	VFMADD231PS Y4, Y2, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMOVUPS     Y3, 32(AX)
-	VMULPS      32(CX), Y3, Y3
-	VMOVUPS     Y3, 32(DX)
+	VSUBPS      (AX), Y1, Y3
+	VMINPS      Y3, Y2, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VADDPS      Y0, Y4, Y4
+	VDIVPS      Y4, Y0, Y4
+	VMOVUPS     Y4, (AX)
+	VMULPS      (CX), Y4, Y4
+	VMOVUPS     Y4, (DX)
+	VSUBPS      32(AX), Y1, Y3
+	VMINPS      Y3, Y2, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VADDPS      Y0, Y4, Y4
+	VDIVPS      Y4, Y0, Y4
+	VMOVUPS     Y4, 32(AX)
+	VMULPS      32(CX), Y4, Y4
+	VMOVUPS     Y4, 32(DX)
 	ADDQ        $+64, AX
 	ADDQ        $+64, CX
 	ADDQ        $+64, DX
@@ -3530,28 +3532,28 @@ many_1:
 one_2:
 	CMPQ        BX, $+8
 	JLT         tail_3
-	VSUBPS      (AX), Y1, Y2
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y2, Y2
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
-	VPSLLD      $0x17, Y4, Y3
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
-	VMULPS      Y3, Y2, Y2
-	VFMADD231PS Y4, Y2, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMOVUPS     Y3, (AX)
-	VMULPS      (CX), Y3, Y3
-	VMOVUPS     Y3, (DX)
+	VSUBPS      (AX), Y1, Y3
+	VMINPS      Y3, Y2, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y5
+	VPSLLD      $0x17, Y5, Y4
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y5
+	VMULPS      Y4, Y3, Y3
+	VFMADD231PS Y5, Y3, Y4
+	VANDNPS     Y4, Y6, Y4
+	VADDPS      Y0, Y4, Y4
+	VDIVPS      Y4, Y0, Y4
+	VMOVUPS     Y4, (AX)
+	VMULPS      (CX), Y4, Y4
+	VMOVUPS     Y4, (DX)
 	ADDQ        $+32, AX
 	ADDQ        $+32, CX
 	ADDQ        $+32, DX
@@ -3563,14 +3565,14 @@ tail_3:
 	JZ          done_4
 	LEAQ        synLaneMask<>+0(SB), SI
 	NEGQ        BX
-	VMOVDQU     32(SI)(BX*4), Y2
-	VMASKMOVPS  (AX), Y2, Y3
-	VSUBPS      Y3, Y1, Y1
-	VMINPS      exp_hi_v8_42b00000<>+0(SB), Y1, Y1
+	VMOVDQU     32(SI)(BX*4), Y3
+	VMASKMOVPS  (AX), Y3, Y4
+	VSUBPS      Y4, Y1, Y1
+	VMINPS      Y1, Y2, Y1
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y5
 	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
 	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y4
-	VPSLLD      $0x17, Y4, Y3
+	VPSLLD      $0x17, Y4, Y2
 	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
 	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y1
 	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y1
@@ -3579,15 +3581,15 @@ tail_3:
 	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y4
 	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y4
 	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y4
-	VMULPS      Y3, Y1, Y1
-	VFMADD231PS Y4, Y1, Y3
-	VANDNPS     Y3, Y5, Y3
-	VADDPS      Y0, Y3, Y3
-	VDIVPS      Y3, Y0, Y3
-	VMASKMOVPS  Y3, Y2, (AX)
-	VMASKMOVPS  (CX), Y2, Y0
-	VMULPS      Y0, Y3, Y3
-	VMASKMOVPS  Y3, Y2, (DX)
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y4, Y1, Y2
+	VANDNPS     Y2, Y5, Y2
+	VADDPS      Y0, Y2, Y2
+	VDIVPS      Y2, Y0, Y2
+	VMASKMOVPS  Y2, Y3, (AX)
+	VMASKMOVPS  (CX), Y3, Y0
+	VMULPS      Y0, Y2, Y2
+	VMASKMOVPS  Y2, Y3, (DX)
 
 done_4:
 	VZEROUPPER

@@ -41,7 +41,7 @@ func softmaxValueGo(t int, b, a, v, y []float32) {
 		for j, bj := range br {
 			x := float64(bj) - float64(m)
 			e := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -754,7 +754,7 @@ func softmaxStatsGo(t int, x, mx, s []float32) {
 		for _, v := range xr {
 			x := float64(v) - float64(m)
 			e := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -785,7 +785,7 @@ func softmaxScaleGo(t int, x, lse, y []float32, scale float32) {
 		for c, v := range xr {
 			x := min(float64(v)-l, 0.0)
 			e := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453

@@ -108,7 +108,7 @@ func expGo(t int, x []float32) {
 		{
 			x := v
 			y := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -134,7 +134,7 @@ func aftFactorsGo(t int, k, kappa, v, kv, ek []float32) {
 		{
 			x := x
 			ev := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -181,7 +181,7 @@ func gateGo(t int, q, z, y []float32) {
 		{
 			x := v
 			ev := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -578,7 +578,7 @@ func softmaxStatsGo(t int, x, mx, s []float32) {
 		for _, v := range xr {
 			x := float64(v) - float64(m)
 			e := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -609,7 +609,7 @@ func softmaxScaleGo(t int, x, lse, y []float32, scale float32) {
 		for c, v := range xr {
 			x := min(float64(v)-l, 0.0)
 			e := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453

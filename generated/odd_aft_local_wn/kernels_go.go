@@ -170,7 +170,7 @@ func gateGo(t int, q, z, y []float32) {
 		{
 			x := v
 			ev := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -567,7 +567,7 @@ func softmaxStatsGo(t int, x, mx, s []float32) {
 		for _, v := range xr {
 			x := float64(v) - float64(m)
 			e := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
@@ -598,7 +598,7 @@ func softmaxScaleGo(t int, x, lse, y []float32, scale float32) {
 		for c, v := range xr {
 			x := min(float64(v)-l, 0.0)
 			e := 0.0
-			if x > -104 {
+			if !(x <= -104) {
 				const (
 					log2e = 1.4426950408889634
 					ln2   = 0.6931471805599453
