@@ -140,7 +140,7 @@ func compileAsm(ctx *build.Context, pkg string, argv []string) (asm, stubs []byt
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := compile(f); err != nil {
+	if err := asmgen.Compile(f); err != nil {
 		return nil, nil, err
 	}
 	pc := printer.Config{Argv: argv, Pkg: pkg}

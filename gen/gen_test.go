@@ -13,7 +13,7 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-func root(t *testing.T) string {
+func root(t testing.TB) string {
 	t.Helper()
 	r, err := filepath.Abs("..")
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
 	"github.com/mmcloughlin/avo/reg"
 
@@ -157,7 +156,7 @@ func aftFit(f *File, op catalog.Op, isa kernels.ISA, budgets []int, emit func(a 
 		emit(newAFTKit(tf, op, isa), b)
 		file, err := tf.Ctx.Result()
 		if err == nil {
-			err = pass.Compile.Execute(file)
+			err = Compile(file)
 		}
 		if err != nil {
 			continue
