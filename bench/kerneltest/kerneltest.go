@@ -236,11 +236,11 @@ func Benchmark(b *testing.B, spec specs.Spec, kernel string) {
 		size, n := fmt.Sprintf("t=%d", spec.N), spec.N
 		if op.Kind.RowWise() {
 			size = fmt.Sprintf("rows=%d", spec.N)
-			switch op.Kind {
-			case catalog.AdamW:
+			switch {
+			case op.Kind == catalog.AdamW:
 				n = spec.D * spec.FFN
 				size = fmt.Sprintf("params=%d", n)
-			case catalog.Exp, catalog.Gate, catalog.GateBack, catalog.AFTFactors, catalog.AFTQuotBack, catalog.AFTKVBack:
+			case op.Kind.Flat():
 				n = spec.N * spec.D // one sequence's [N, D] activations
 				size = fmt.Sprintf("floats=%d", n)
 			}

@@ -36,22 +36,11 @@ func (r *rowKit) gateUnroll() int {
 func emitGate(f *File, op catalog.Op, isa kernels.ISA)     { newRowKit(f, op, isa).gate() }
 func emitGateBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).gateBack() }
 
-// splatReg returns a new register holding v in every lane.
-func (r *rowKit) splatReg(name string, v float32) reg.VecVirtual {
-	x := r.vec()
-	if r.avx512() {
-		r.bcast(r.konst(name, v), x)
-	} else {
-		r.load(r.konst(name, v), x)
-	}
-	return x
-}
-
 func (r *rowKit) gate() {
 	c := r.c
 	q, z, y := r.base("q"), r.base("z"), r.base("y")
 	s := newSIMD(r.f, r.isa)
-	one, zero, hi := r.splatReg("gate_one", 1), r.vec(), r.splatReg("exp_hi", expClampHi)
+	one, zero, hi := s.bcast("gate_one", 1), r.vec(), s.bcast("exp_hi", expClampHi)
 	r.zero(zero)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{q, z, y}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		v := r.vec()
@@ -69,7 +58,7 @@ func (r *rowKit) gate() {
 func (r *rowKit) gateBack() {
 	c := r.c
 	dy, q, z, dq := r.base("dy"), r.base("q"), r.base("z"), r.base("dq")
-	one := r.splatReg("gate_one", 1)
+	one := newSIMD(r.f, r.isa).bcast("gate_one", 1)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{dy, q, z, dq}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		g, sg := r.get(at(dy), mask), r.get(at(q), mask)
 		a, om := r.vec(), r.vec()

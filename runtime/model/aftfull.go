@@ -276,7 +276,7 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 	}
 	*j = aftFullJob{}
 	// The directly computed (i, c), in a fixed order, in the sequences
-	// phase D found them in.
+	// phase Z found them in.
 	for s := 0; s < ws.b; s++ {
 		if !ws.aTiny[l*ws.b+s] {
 			continue
