@@ -62,9 +62,10 @@ import (
 const selfModule = "github.com/synthgen/synthgen"
 
 func main() {
-	// A short-lived process whose time goes to avo's register allocation,
-	// which allocates freely: collecting at 5× the live heap rather than
-	// 2× takes 15% off a long-row spec's generation, for ~170 MiB.
+	// A short-lived process whose time goes to avo's passes, which
+	// allocate freely: collecting at 5× the live heap rather than 2× takes
+	// 15–40% off a long-row spec's rendering (BenchmarkRender in gen under
+	// GOGC=400 and 100), for a larger heap.
 	debug.SetGCPercent(400)
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "synthgen:", err)
