@@ -40,9 +40,11 @@ func init() {
 // one at a time with W columns per block. Row i of a is read for the last
 // time right before db's row i is written, so db may alias a.
 //
-// From N = 1024 on, both run super-blocks of G register blocks that share
-// each pass over V and dY (softmax_long.go); the backward is in
-// softmax_back.go.
+// From N = 1024 on (softmax_long.go), the forward runs super-blocks of G
+// register blocks that share each pass over V, and the backward has no
+// phase 1: it computes dv in phase 2, from each block's rows of a before
+// they turn into db (dvRows), and takes 4·ri rows per block. The backward
+// is in softmax_back.go.
 //
 // Row tails use lane masks (K registers, or VMASKMOVPS with a mask table on
 // AVX2); so does the last vector of a head when DH is not a multiple of the

@@ -29,48 +29,39 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	s.initDH()
 	R, _ := s.blocking()
 
-	// Phase 1: dv = aᵀ·dy, blocks of R rows of dv from the top; the t mod R
-	// last rows one at a time.
-	j0 := c.GP64()
-	c.XORQ(j0, j0)
-	singles := s.label("svb_singles")
-	if G := s.superBlocks(); R > 1 && G > 1 {
-		// Long rows: super-blocks of G blocks while G whole blocks remain.
-		loop, rest := s.label("svb_supers"), s.label("svb_rest")
-		c.Label(loop)
-		t, e := c.GP64(), c.GP64()
-		c.Load(c.Param("t"), t)
-		c.LEAQ(operand.Mem{Base: j0, Disp: G * R}, e)
-		c.CMPQ(e, t)
-		c.JG(operand.LabelRef(rest))
-		s.dvSuper(G, R, j0)
-		c.ADDQ(imm(G*R), j0)
-		c.JMP(operand.LabelRef(loop))
-		c.Label(rest)
-	}
-	if R > 1 {
-		loop := s.label("svb_blocks")
-		c.Label(loop)
-		t, e := c.GP64(), c.GP64()
-		c.Load(c.Param("t"), t)
-		c.LEAQ(operand.Mem{Base: j0, Disp: R}, e)
-		c.CMPQ(e, t)
-		c.JG(operand.LabelRef(singles))
-		s.dvBlock(R, j0)
-		c.ADDQ(imm(R), j0)
-		c.JMP(operand.LabelRef(loop))
-	}
-	c.Label(singles)
-	{
-		t := c.GP64()
-		c.Load(c.Param("t"), t)
-		c.CMPQ(j0, t)
-		phase2 := s.label("svb_phase2")
-		c.JGE(operand.LabelRef(phase2))
-		s.dvBlock(1, j0)
-		c.INCQ(j0)
-		c.JMP(operand.LabelRef(singles))
-		c.Label(phase2)
+	fused := s.fusedDV()
+	if fused {
+		s.zeroDV()
+	} else {
+		// Phase 1: dv = aᵀ·dy, blocks of R rows of dv from the top; the t mod R
+		// last rows one at a time.
+		j0 := c.GP64()
+		c.XORQ(j0, j0)
+		singles := s.label("svb_singles")
+		if R > 1 {
+			loop := s.label("svb_blocks")
+			c.Label(loop)
+			t, e := c.GP64(), c.GP64()
+			c.Load(c.Param("t"), t)
+			c.LEAQ(operand.Mem{Base: j0, Disp: R}, e)
+			c.CMPQ(e, t)
+			c.JG(operand.LabelRef(singles))
+			s.dvBlock(R, j0)
+			c.ADDQ(imm(R), j0)
+			c.JMP(operand.LabelRef(loop))
+		}
+		c.Label(singles)
+		{
+			t := c.GP64()
+			c.Load(c.Param("t"), t)
+			c.CMPQ(j0, t)
+			phase2 := s.label("svb_phase2")
+			c.JGE(operand.LabelRef(phase2))
+			s.dvBlock(1, j0)
+			c.INCQ(j0)
+			c.JMP(operand.LabelRef(singles))
+			c.Label(phase2)
+		}
 	}
 
 	// Phase 2: g rows to gbuf, then s and db row by row. Blocks of RB rows
@@ -93,6 +84,9 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		c.JG(operand.LabelRef(single))
 	}
 	s.gRows(i0, gbuf)
+	if fused {
+		s.dvRows(i0, RB)
+	}
 	if RB == ri {
 		for r := 0; r < ri; r++ {
 			row := c.GP64()
@@ -123,7 +117,7 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		c.CMPQ(i0, t)
 		c.JGE(operand.LabelRef(done))
 	}
-	s.backRow(i0, gbuf)
+	s.backRow(i0, gbuf, fused)
 	c.INCQ(i0)
 	c.JMP(operand.LabelRef(single))
 	c.Label(done)
@@ -285,6 +279,13 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	jb, vp, gp := c.GP64(), s.param("v"), c.GP64()
 	c.XORQ(jb, jb)
 	c.LEAQ(gbuf, gp)
+	// Prefetching needs rj = 4 (a line every fourth block of columns) and
+	// whole quarters of the block's rows.
+	pf := s.f.Config.N >= svLongN && rj == 4 && (ri*G)%4 == 0
+	var ap reg.GPVirtual
+	if pf {
+		ap = s.rowPtr("a", i0, s.f.Config.N)
+	}
 	blocks, tail, done := s.label("svb_pblocks"), s.label("svb_ptail"), s.label("svb_pdone")
 	c.Label(blocks)
 	{
@@ -292,6 +293,9 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 		c.LEAQ(operand.Mem{Base: jb, Disp: rj}, e)
 		c.CMPQ(e, L)
 		c.JG(operand.LabelRef(tail))
+	}
+	if pf {
+		s.prefetchBlockRows(ap, jb, ri*G)
 	}
 	for g := 0; g < G; g++ {
 		s.gPairs(dyp, vp, gp, g)
@@ -316,6 +320,28 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 		s.gPairs(dyp, vp2, gp2, g)
 	}
 	c.Label(done)
+}
+
+// prefetchBlockRows asks for a quarter of the lines of the rb rows of a
+// from ap that the current block of columns jb … jb+rj−1 of gRows spans
+// (rj = 4: a line of 16 columns every fourth block), so that dvRows and
+// finishRow, which read those rows right after gRows, find them in cache:
+// at long rows they come from memory, and those passes are too short to
+// hide it. Block jb takes rows q·rb/4 … (q+1)·rb/4 − 1, q = (jb/4) mod 4,
+// at the line of column jb &^ 15.
+func (s *simd) prefetchBlockRows(ap, jb reg.GPVirtual, rb int) {
+	c, N := s.c, s.f.Config.N
+	row, col, p := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(jb, row)
+	c.ANDQ(imm(12), row)            // 4q
+	c.IMUL3Q(imm(rb*N/4), row, row) // byte offset of row q·rb/4
+	c.MOVQ(jb, col)
+	c.ANDQ(imm(^15), col)
+	c.LEAQ(operand.Mem{Base: row, Index: col, Scale: 4}, p)
+	c.ADDQ(ap, p)
+	for r := 0; r < rb/4; r++ {
+		c.PREFETCHT1(operand.Mem{Base: p, Disp: 4 * N * r})
+	}
 }
 
 // gPairs emits one ri × rj block of g: the rows of dy at dyp, of v at vp,
@@ -364,8 +390,8 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual, grp int) {
 }
 
 // backRow emits db's row i alone: g_i to gbuf (W columns at a time), then
-// finishRow.
-func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
+// (fused) row i's terms of dv, then finishRow.
+func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem, fused bool) {
 	c, W, D := s.c, s.W, s.f.Config.D
 	L := c.GP64()
 	c.LEAQ(operand.Mem{Base: i, Disp: 1}, L)
@@ -445,6 +471,9 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 		c.JL(operand.LabelRef(loop))
 	}
 	c.Label(gdone)
+	if fused {
+		s.dvRows(i, 1)
+	}
 	s.finishRow(i, gbuf)
 }
 

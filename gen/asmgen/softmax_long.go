@@ -5,16 +5,25 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// The softmax-value kernels at long rows (N ≥ svLongN). A register block's
-// products read the head rows of V (forward) or dY (the backward's dv) for
-// every key: 512 KiB at N 2048, rows D floats apart, which for D a
-// multiple of 256 map onto a quarter of L2's sets and fill them, so every
-// block read them from L3 (softmax-value forward fell from 57% of peak at
-// N 256 to 36% at N 2048, backward from 53% to 28%). Here G blocks share
-// each pass: a super-block's softmax first, then the keys all its rows
-// see, svChunk at a time, for the G blocks in turn (the chunk stays in L2),
-// then each block's own keys and corner. The additions are the plain
-// blocks' in their order, so the results are the same bit for bit.
+// The softmax-value kernels at long rows (N ≥ svLongN).
+//
+// Forward: a register block's products read the head rows of V for every
+// key: 512 KiB at N 2048, rows D floats apart, which for D a multiple of
+// 256 map onto a quarter of L2's sets and fill them, so every block read
+// them from L3 (softmax-value forward fell from 57% of peak at N 256 to 36%
+// at N 2048). Here G blocks share each pass: a super-block's softmax
+// first, then the keys all its rows see, svChunk at a time, for the G
+// blocks in turn (the chunk stays in L2), then each block's own keys and
+// corner. The additions are the plain blocks' in their order, so the
+// results are the same bit for bit.
+//
+// Backward: at long rows a (16 MiB a head at N 2048) comes from memory,
+// and the column pass that computed dv (phase 1) read all of it once more
+// than phase 2 does, a line of each row in turn. Here phase 2 computes dv
+// too, from the rows of its block while they are in cache (dvRows), and
+// asks for those rows while it computes their gradient rows
+// (prefetchBlockRows). The additions into each dv_j are phase 1's, in its
+// order: the results are the same bit for bit as the short rows' kernel.
 
 // rowGroups is the number of ri-row groups the backward's second phase
 // takes per pass over V when rows are long (N ≥ svLongN): each pass
@@ -41,9 +50,8 @@ func (s *simd) superBlocks() int {
 }
 
 const (
-	svLongN    = 1024 // N from which the forward runs super-blocks
-	svChunk    = 256  // keys per chunk of a super-block's shared part
-	svPrefetch = 96   // rows of a ahead that the backward's dv loop prefetches
+	svLongN = 1024 // N from which the forward runs super-blocks
+	svChunk = 256  // keys per chunk of a super-block's shared part
 )
 
 // fwdSuper emits softmax and Y for the G blocks of R rows from row s0 up
@@ -164,111 +172,98 @@ func (s *simd) fwdSuper(G, R int, s0 reg.GPVirtual) {
 	forBlocks("svs_own", func() { products(jc, blk, true, true) })
 }
 
-// dvSuper emits dv rows J0 … J0+G·R−1 (G blocks of R rows) as G dvBlocks
-// would, with their shared rows i ≥ J0+G·R taken in chunks of svChunk,
-// the G blocks' products of a chunk one after another (its dy rows, and
-// a's lines, still in L2 for the later ones): per block first its own rows
-// J0+b·R ≤ i < J0+G·R (the corner, then a loop), kept in dv, then the
-// chunks added in increasing i — dvBlock's additions in its order.
-func (s *simd) dvSuper(G, R int, J0 reg.GPVirtual) {
-	c, N, D := s.c, s.f.Config.N, s.f.Config.D
-	_, cv := s.blocking()
-	blk, g := c.GP64(), c.GP64()
-	forBlocks := func(name string, body func()) {
-		loop := s.label(name)
-		c.MOVQ(J0, blk)
-		c.MOVQ(imm(G), g)
-		c.Label(loop)
-		body()
-		c.ADDQ(imm(R), blk)
-		c.DECQ(g)
-		c.JNZ(operand.LabelRef(loop))
+// fusedDV reports whether the backward computes dv inside its row passes
+// (dvRows), rather than in a first phase of its own over the columns of a:
+// at long rows a comes from memory, and the first phase read it once more
+// than the row passes, in strides of a row.
+func (s *simd) fusedDV() bool { return s.f.Config.N >= svLongN }
+
+// zeroDV emits dv rows 0 … t−1 = 0, where dvRows then adds each row's terms.
+func (s *simd) zeroDV() {
+	c, D := s.c, s.f.Config.D
+	z := s.vec()
+	s.zero(z)
+	zs := make([]reg.VecVirtual, s.nv)
+	for k := range zs {
+		zs[k] = z
 	}
-	top := c.GP64() // J0 + G·R, the first shared row
-	c.LEAQ(operand.Mem{Base: J0, Disp: G * R}, top)
-	// products emits, per column chunk, dv rows blk … blk+R−1 (+)= Σ_i a_i,blk+r dy_i:
-	// own: from zero over the corner and the rows up to top; else over rows
-	// i0 ≤ i < end, added to dv.
-	products := func(own bool, i0, end reg.GPVirtual) {
-		for _, ch := range s.chunks(cv) {
-			c0, cw := ch[0], ch[1]
-			dm := s.chunkMask(c0, cw)
-			dvp := s.rowPtr("dv", blk, D)
-			acc := make([][]reg.VecVirtual, R)
-			for r := range acc {
-				acc[r] = s.vecs(cw)
-				if own {
-					for _, x := range acc[r] {
-						s.zero(x)
-					}
-				} else {
-					s.loadCols(operand.Mem{Base: dvp, Disp: 4 * D * r}, c0, acc[r], dm)
-				}
+	i, t, dvp := c.GP64(), c.GP64(), s.param("dv")
+	c.XORQ(i, i)
+	c.Load(c.Param("t"), t)
+	loop, done := s.label("svb_zero"), s.label("svb_zero_done")
+	c.Label(loop)
+	c.CMPQ(i, t)
+	c.JGE(operand.LabelRef(done))
+	s.storeCols(zs, operand.Mem{Base: dvp}, 0)
+	c.ADDQ(imm(4*D), dvp)
+	c.INCQ(i)
+	c.JMP(operand.LabelRef(loop))
+	c.Label(done)
+}
+
+// dvRows emits dv_j += Σ_r a_{i0+r, j} dy_{i0+r} for rows r = 0 … rb−1 and
+// every key j ≤ i0+r, before finishRow overwrites those rows of a (db may
+// alias a). Per column chunk, the keys j < i0 go R at a time (blocking's
+// register block, transposed: R rows of dv in registers, the rb rows of dy
+// streamed through), the i0 mod R left one at a time, then the corner
+// j = i0 … i0+rb−1, where row r feeds the keys up to i0+r. Each dv_j gets
+// its terms in increasing row order, one FMA each, starting from the zero
+// zeroDV stored: the column pass's additions in its order, so the bits are
+// the same as those of the unfused kernel.
+func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
+	c, N, D := s.c, s.f.Config.N, s.f.Config.D
+	R, cv := s.blocking()
+	for _, ch := range s.chunks(cv) {
+		c0, cw := ch[0], ch[1]
+		dm := s.chunkMask(c0, cw)
+		dyp := s.rowPtr("dy", i0, D)
+		// group adds to the g dv rows at dvp+dvoff the terms of rows
+		// r ≥ max(diag, 0): key q of the group (a at ap+aoff+4q) takes
+		// row r if q+diag ≤ r (diag < 0: every row).
+		group := func(ap, dvp reg.GPVirtual, aoff, dvoff, g, diag int) {
+			acc := make([][]reg.VecVirtual, g)
+			for q := range acc {
+				acc[q] = s.vecs(cw)
+				s.loadCols(operand.Mem{Base: dvp, Disp: dvoff + 4*D*q}, c0, acc[q], dm)
 			}
-			// ap = &a[row][blk], dyp = &dy[row] for the first row taken.
-			first := blk
-			if !own {
-				first = i0
-			}
-			ap, dyp := s.rowPtr("a", first, N), s.rowPtr("dy", first, D)
-			c.LEAQ(operand.Mem{Base: ap, Index: blk, Scale: 4}, ap)
 			vv := s.vecs(cw)
-			step := func(ii, last int) {
-				s.loadCols(operand.Mem{Base: dyp, Disp: 4 * D * ii}, c0, vv, dm)
-				for r := 0; r <= last; r++ {
+			for r := max(diag, 0); r < rb; r++ {
+				s.loadCols(operand.Mem{Base: dyp, Disp: 4 * D * r}, c0, vv, dm)
+				for q := 0; q < g && (diag < 0 || q+diag <= r); q++ {
 					b := s.vec()
-					c.VBROADCASTSS(operand.Mem{Base: ap, Disp: 4*N*ii + 4*r}, b)
+					c.VBROADCASTSS(operand.Mem{Base: ap, Disp: aoff + 4*N*r + 4*q}, b)
 					for k := range vv {
-						c.VFMADD231PS(vv[k], b, acc[r][k])
+						c.VFMADD231PS(vv[k], b, acc[q][k])
 					}
 				}
 			}
-			i := c.GP64()
-			if own {
-				for ii := 0; ii < R-1; ii++ { // row blk+ii feeds dv rows 0 … ii
-					step(ii, ii)
-				}
-				c.LEAQ(operand.Mem{Base: blk, Disp: R - 1}, i)
-				c.ADDQ(imm(4*N*(R-1)), ap)
-				c.ADDQ(imm(4*D*(R-1)), dyp)
-				end = top
-			} else {
-				c.MOVQ(i0, i)
-			}
-			loop, out := s.label("svs_dv"), s.label("svs_dv_out")
-			c.Label(loop)
-			c.CMPQ(i, end)
-			c.JGE(operand.LabelRef(out))
-			if !own {
-				// a's rows are 4N bytes apart, each in a page of its own
-				// from N 1024 on, where the hardware prefetchers stop: the
-				// line svPrefetch rows ahead is asked for now.
-				c.PREFETCHT0(operand.Mem{Base: ap, Disp: 4 * N * svPrefetch})
-			}
-			step(0, R-1)
-			c.ADDQ(imm(4*N), ap)
-			c.ADDQ(imm(4*D), dyp)
-			c.INCQ(i)
-			c.JMP(operand.LabelRef(loop))
-			c.Label(out)
-			for r := 0; r < R; r++ {
-				s.storeCols(acc[r], operand.Mem{Base: dvp, Disp: 4 * D * r}, c0)
+			for q := range acc {
+				s.storeCols(acc[q], operand.Mem{Base: dvp, Disp: dvoff + 4*D*q}, c0)
 			}
 		}
+		ap, dvp, j := s.rowPtr("a", i0, N), s.param("dv"), c.GP64()
+		c.XORQ(j, j)
+		keys := func(name string, g int) {
+			loop, done := s.label(name), s.label(name+"_done")
+			c.Label(loop)
+			e := c.GP64()
+			c.LEAQ(operand.Mem{Base: j, Disp: g}, e)
+			c.CMPQ(e, i0)
+			c.JG(operand.LabelRef(done))
+			group(ap, dvp, 0, 0, g, -1)
+			c.ADDQ(imm(4*g), ap)
+			c.ADDQ(imm(4*D*g), dvp)
+			c.ADDQ(imm(g), j)
+			c.JMP(operand.LabelRef(loop))
+			c.Label(done)
+		}
+		keys("svb_dvr", R)
+		if R > 1 {
+			keys("svb_dvr1", 1)
+		}
+		// Corner: j = i0 here.
+		for q0 := 0; q0 < rb; q0 += R {
+			group(ap, dvp, 4*q0, 4*D*q0, min(R, rb-q0), q0)
+		}
 	}
-	forBlocks("svbs_own", func() { products(true, nil, nil) })
-	ic, end, t := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(top, ic)
-	chunks, done := s.label("svbs_chunks"), s.label("svbs_done")
-	c.Label(chunks)
-	c.Load(c.Param("t"), t)
-	c.CMPQ(ic, t)
-	c.JGE(operand.LabelRef(done))
-	c.LEAQ(operand.Mem{Base: ic, Disp: svChunk}, end)
-	c.CMPQ(end, t)
-	c.CMOVQGT(t, end) // end = min(ic + svChunk, t)
-	forBlocks("svbs_rect", func() { products(false, ic, end) })
-	c.ADDQ(imm(svChunk), ic)
-	c.JMP(operand.LabelRef(chunks))
-	c.Label(done)
 }

@@ -26,17 +26,20 @@ import (
 
 // svConfigs are the sizes TestSoftmaxValueAsm generates kernels for: the
 // shipped specs' head widths (12, 32, 64) and awkward ones (1, 5, 20, 40,
-// 128), with row strides N that are not multiples of the vector width.
+// 128), with row strides N that are not multiples of the vector width, and
+// two with long rows (N ≥ svLongN), whose kernels take other paths.
 var svConfigs = []catalog.Config{
-	{N: 60, D: 36, Heads: 3},   // odd.json: DH 12
-	{N: 64, D: 64, Heads: 2},   // small.json: DH 32
-	{N: 256, D: 256, Heads: 4}, // mid.json: DH 64
-	{N: 512, D: 512, Heads: 8}, // big.json: DH 64, a 2 KiB gradient buffer
-	{N: 40, D: 60, Heads: 3},   // DH 20
-	{N: 33, D: 256, Heads: 2},  // DH 128: several column chunks
-	{N: 17, D: 5, Heads: 5},    // DH 1
-	{N: 24, D: 10, Heads: 2},   // DH 5
-	{N: 20, D: 40, Heads: 1},   // DH 40
+	{N: 1024, D: 256, Heads: 4}, // long1024_*.json: DH 64
+	{N: 1030, D: 40, Heads: 2},  // long rows, DH 20, N no multiple of 16
+	{N: 60, D: 36, Heads: 3},    // odd.json: DH 12
+	{N: 64, D: 64, Heads: 2},    // small.json: DH 32
+	{N: 256, D: 256, Heads: 4},  // mid.json: DH 64
+	{N: 512, D: 512, Heads: 8},  // big.json: DH 64, a 2 KiB gradient buffer
+	{N: 40, D: 60, Heads: 3},    // DH 20
+	{N: 33, D: 256, Heads: 2},   // DH 128: several column chunks
+	{N: 17, D: 5, Heads: 5},     // DH 1
+	{N: 24, D: 10, Heads: 2},    // DH 5
+	{N: 20, D: 40, Heads: 1},    // DH 40
 }
 
 func svName(cfg catalog.Config) string {
