@@ -64,8 +64,9 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 
-	// Phase 2: g rows to gbuf, then s and db row by row. Blocks of RB rows
-	// from the top while t ≥ 16, the rest one row at a time.
+	// Phase 2: g rows to gbuf, at long rows the rows' terms of dv (fused,
+	// no phase 1), then s and db row by row. Blocks of RB rows from the
+	// top while t ≥ 16, the rest one row at a time.
 	i0 := c.GP64()
 	c.XORQ(i0, i0)
 	rows, single, done := s.label("svb_rows"), s.label("svb_row"), s.label("svb_done")
