@@ -50,7 +50,7 @@ func (s *simd) superBlocks() int {
 }
 
 const (
-	svLongN = 1024 // N from which the forward runs super-blocks
+	svLongN = 1024 // N from which both kernels take the paths of this file
 	svChunk = 256  // keys per chunk of a super-block's shared part
 )
 
