@@ -117,6 +117,16 @@ func (s *simd) bcast(name string, v float32) reg.VecVirtual {
 	return r
 }
 
+// bcastFMA emits acc[k] += x·vv[k] for every k, x the float at m broadcast:
+// the step of the register-blocked products.
+func (s *simd) bcastFMA(m operand.Mem, vv, acc []reg.VecVirtual) {
+	b := s.vec()
+	s.c.VBROADCASTSS(m, b)
+	for k := range vv {
+		s.c.VFMADD231PS(vv[k], b, acc[k])
+	}
+}
+
 // zero clears r. VXORPS (AVX512DQ on ZMM), not VPXORD: avo knows only the
 // former as a zeroing idiom, and would otherwise take r as live before it.
 func (s *simd) zero(r reg.VecVirtual) { s.c.VXORPS(r, r, r) }
@@ -541,11 +551,7 @@ func (s *simd) fwdBlock(rb int, i0 reg.GPVirtual) {
 		step := func(vmem operand.Mem, first, adisp int) {
 			s.loadCols(vmem, c0, vv, dm)
 			for r := first; r < rb; r++ {
-				b := s.vec()
-				c.VBROADCASTSS(operand.Mem{Base: ap, Index: j, Scale: 4, Disp: 4*N*r + adisp}, b)
-				for k := range vv {
-					c.VFMADD231PS(vv[k], b, acc[r][k])
-				}
+				s.bcastFMA(operand.Mem{Base: ap, Index: j, Scale: 4, Disp: 4*N*r + adisp}, vv, acc[r])
 			}
 		}
 		loop := s.label("sv_prod")

@@ -118,7 +118,7 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		c.CMPQ(i0, t)
 		c.JGE(operand.LabelRef(done))
 	}
-	s.backRow(i0, gbuf, fused)
+	s.backRow(i0, gbuf)
 	c.INCQ(i0)
 	c.JMP(operand.LabelRef(single))
 	c.Label(done)
@@ -146,11 +146,7 @@ func (s *simd) dvBlock(rb int, j0 reg.GPVirtual) {
 		step := func(ii, last int) { // row i = j0+ii (relative to the pointers) for dv rows ≤ last
 			s.loadCols(operand.Mem{Base: dyp, Disp: 4 * D * ii}, c0, vv, dm)
 			for r := 0; r <= last; r++ {
-				b := s.vec()
-				c.VBROADCASTSS(operand.Mem{Base: ap, Disp: 4*N*ii + 4*r}, b)
-				for k := range vv {
-					c.VFMADD231PS(vv[k], b, acc[r][k])
-				}
+				s.bcastFMA(operand.Mem{Base: ap, Disp: 4*N*ii + 4*r}, vv, acc[r])
 			}
 		}
 		// Corner: row i = j0+ii feeds dv rows 0 … ii.
@@ -392,7 +388,7 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual, grp int) {
 
 // backRow emits db's row i alone: g_i to gbuf (W columns at a time), then
 // (fused) row i's terms of dv, then finishRow.
-func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem, fused bool) {
+func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 	c, W, D := s.c, s.W, s.f.Config.D
 	L := c.GP64()
 	c.LEAQ(operand.Mem{Base: i, Disp: 1}, L)
@@ -472,7 +468,7 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem, fused bool) {
 		c.JL(operand.LabelRef(loop))
 	}
 	c.Label(gdone)
-	if fused {
+	if s.fusedDV() {
 		s.dvRows(i, 1)
 	}
 	s.finishRow(i, gbuf)

@@ -118,11 +118,7 @@ func (s *simd) fwdSuper(G, R int, s0 reg.GPVirtual) {
 			step := func(vmem operand.Mem, first, adisp int) {
 				s.loadCols(vmem, c0, vv, dm)
 				for r := first; r < R; r++ {
-					b := s.vec()
-					c.VBROADCASTSS(operand.Mem{Base: ap, Index: j, Scale: 4, Disp: 4*N*r + adisp}, b)
-					for k := range vv {
-						c.VFMADD231PS(vv[k], b, acc[r][k])
-					}
+					s.bcastFMA(operand.Mem{Base: ap, Index: j, Scale: 4, Disp: 4*N*r + adisp}, vv, acc[r])
 				}
 			}
 			loop, out := s.label("svs_prod"), s.label("svs_prod_out")
@@ -230,11 +226,7 @@ func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 			for r := max(diag, 0); r < rb; r++ {
 				s.loadCols(operand.Mem{Base: dyp, Disp: 4 * D * r}, c0, vv, dm)
 				for q := 0; q < g && (diag < 0 || q+diag <= r); q++ {
-					b := s.vec()
-					c.VBROADCASTSS(operand.Mem{Base: ap, Disp: aoff + 4*N*r + 4*q}, b)
-					for k := range vv {
-						c.VFMADD231PS(vv[k], b, acc[q][k])
-					}
+					s.bcastFMA(operand.Mem{Base: ap, Disp: aoff + 4*N*r + 4*q}, vv, acc[q])
 				}
 			}
 			for q := range acc {
