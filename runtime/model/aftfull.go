@@ -151,18 +151,16 @@ func (j *aftFullJob) Run(_, task int) {
 			den := lw.nd[i*nx+s*2*d+d : i*nx+(s+1)*2*d]
 			dd := ws.aD[i*nx+s*2*d : i*nx+(s+1)*2*d]
 			dz, z := ws.dy[r:r+d], lw.z[r:r+d]
+			m.Kernels.AFTQuotBack(d, dz, z, den, dd[:d], dd[d:2*d])
 			if !tiny {
-				m.Kernels.AFTQuotBack(d, dz, z, den, dd[:d], dd[d:2*d])
 				continue
 			}
-			// The sequence has directly computed (i, c) (phase Z): theirs
-			// are aftExact's, the serial pass after the products.
-			for c, g := range dz {
-				if dc := den[c]; dc >= aftTiny {
-					rc := 1 / dc
-					dd[c] = g * rc
-					dd[d+c] = -(g * z[c] * rc)
-				} else {
+			// The sequence has directly computed (i, c) (phase Z): their
+			// gradient is aftExact's, the serial pass after the products,
+			// so D leaves them out (the kernel's quotient by a tiny or zero
+			// den is no use).
+			for c, dc := range den {
+				if dc < aftTiny {
 					dd[c], dd[d+c] = 0, 0
 				}
 			}
