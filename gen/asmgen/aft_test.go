@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
 
 	"github.com/synthgen/synthgen/gen/catalog"
@@ -32,7 +31,7 @@ func TestAFTEmitsAtAnyWidth(t *testing.T) {
 				}
 				file, err := f.Ctx.Result()
 				if err == nil {
-					err = pass.Compile.Execute(file)
+					err = Compile(file)
 				}
 				if err != nil {
 					t.Errorf("%s: %v", name, err)

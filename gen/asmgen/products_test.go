@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
 
 	"github.com/synthgen/synthgen/gen/catalog"
@@ -87,7 +86,7 @@ func synRender(t *testing.T, cf synTestConfig) (asm, stubs []byte) {
 	if err != nil {
 		t.Fatalf("%s: %v", cf.name, err)
 	}
-	if err := pass.Compile.Execute(r); err != nil {
+	if err := Compile(r); err != nil {
 		t.Fatalf("%s: compile: %v", cf.name, err)
 	}
 	pc := printer.Config{Argv: []string{"synthgen-test"}, Pkg: "k"}

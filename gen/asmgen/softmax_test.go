@@ -17,7 +17,6 @@ import (
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
 
 	"github.com/synthgen/synthgen/gen/catalog"
@@ -72,7 +71,7 @@ func compile(f *File, pkg string) (asm, stubs []byte, err error) {
 		}
 		return nil, nil, fmt.Errorf("build: %w", err)
 	}
-	if err := pass.Compile.Execute(r); err != nil {
+	if err := Compile(r); err != nil {
 		return nil, nil, fmt.Errorf("compile: %w", err)
 	}
 	pc := printer.Config{Argv: []string{"asmgen-test"}, Pkg: pkg}
