@@ -43,8 +43,9 @@ func init() {
 // From N = 1024 on (softmax_long.go), the forward runs super-blocks of G
 // register blocks that share each pass over V, and the backward has no
 // phase 1: it computes dv in phase 2, from each block's rows of a before
-// they turn into db (dvRows), and takes 4·ri rows per block. The backward
-// is in softmax_back.go.
+// they turn into db (dvRows), into a stack copy of stride DH, takes 16
+// rows per block, and computes their gradient rows from a transposed copy
+// of V (gPanels, softmax_panels.go). The backward is in softmax_back.go.
 //
 // Row tails use lane masks (K registers, or VMASKMOVPS with a mask table on
 // AVX2); so does the last vector of a head when DH is not a multiple of the
@@ -61,6 +62,10 @@ type simd struct {
 
 	dh, nv, part int          // head width, its vectors, lanes of the last one (0: full)
 	kdh          reg.Register // AVX-512: the mask of the last head vector
+
+	// dvCopy is, when set, the stack copy of dv's head rows (stride DH)
+	// that the backward accumulates into at long rows.
+	dvCopy *operand.Mem
 }
 
 // newSIMD prepares emission at level isa (AVX2 or AVX512) for f's sizes.

@@ -17,20 +17,34 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	s := newSIMD(f, isa)
 	c := s.c
 	N := f.Config.N
-	// The gradient rows buffer, RB rows of N floats; a frame over 512
-	// bytes drops NOSPLIT (the assembler then adds the stack check).
+	// The gradient rows buffer, RB rows of GS floats; at long rows also the
+	// transposed V and dv's stack copy, each with a line to spare for
+	// lineAddr. A frame over 512 bytes drops NOSPLIT (the assembler then
+	// adds the stack check).
+	fused := s.fusedDV()
 	ri, _ := s.pairBlock()
-	RB := ri * s.rowGroups()
-	frame := (4*N*RB + 7) &^ 7
+	RB, GS, spare := ri, N, 0
+	if fused {
+		RB, GS, spare = svLongRows, s.gStride(), 64
+	}
+	frame := (4*GS*RB + spare + 7) &^ 7
 	gbuf := c.AllocLocal(frame)
+	var vt operand.Mem
+	if fused {
+		nvt, ndv := 4*s.dh*GS+spare, 4*s.dh*N+spare
+		vt = c.AllocLocal(nvt)
+		dvc := c.AllocLocal(ndv)
+		s.dvCopy = &dvc
+		frame += nvt + ndv
+	}
 	if frame > 512 {
 		c.Attributes(0)
 	}
 	s.initDH()
 	R, _ := s.blocking()
 
-	fused := s.fusedDV()
 	if fused {
+		s.transposeV(vt)
 		s.zeroDV()
 	} else {
 		// Phase 1: dv = aᵀ·dy, blocks of R rows of dv from the top; the t mod R
@@ -64,9 +78,10 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 
-	// Phase 2: g rows to gbuf, at long rows the rows' terms of dv (fused,
-	// no phase 1), then s and db row by row. Blocks of RB rows from the
-	// top while t ≥ 16, the rest one row at a time.
+	// Phase 2: g rows to gbuf (at long rows from the transposed V), at long
+	// rows the rows' terms of dv (fused, no phase 1), then s and db row by
+	// row. Blocks of RB rows from the top while t ≥ 16, the rest one row at
+	// a time.
 	i0 := c.GP64()
 	c.XORQ(i0, i0)
 	rows, single, done := s.label("svb_rows"), s.label("svb_row"), s.label("svb_done")
@@ -84,11 +99,13 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		c.CMPQ(e, t)
 		c.JG(operand.LabelRef(single))
 	}
-	s.gRows(i0, gbuf)
 	if fused {
+		s.gPanels(i0, RB, gbuf, vt)
 		s.dvRows(i0, RB)
+	} else {
+		s.gRows(i0, gbuf)
 	}
-	if RB == ri {
+	if !fused {
 		for r := 0; r < ri; r++ {
 			row := c.GP64()
 			c.LEAQ(operand.Mem{Base: i0, Disp: r}, row)
@@ -101,8 +118,8 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		c.Label(loop)
 		row, gp, off := c.GP64(), c.GP64(), c.GP64()
 		c.LEAQ(operand.Mem{Base: i0, Index: rr, Scale: 1}, row)
-		c.LEAQ(gbuf, gp)
-		c.IMUL3Q(imm(4*N), rr, off)
+		s.lineAddr(gbuf, gp)
+		c.IMUL3Q(imm(4*GS), rr, off)
 		c.ADDQ(off, gp)
 		s.finishRow(row, operand.Mem{Base: gp})
 		c.INCQ(rr)
@@ -122,6 +139,9 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	c.INCQ(i0)
 	c.JMP(operand.LabelRef(single))
 	c.Label(done)
+	if fused {
+		s.copyDVOut()
+	}
 	c.VZEROUPPER()
 	c.RET()
 }
@@ -269,20 +289,12 @@ func (s *simd) pairBlock() (ri, rj int) {
 func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	c, D := s.c, s.f.Config.D
 	ri, rj := s.pairBlock()
-	G := s.rowGroups()
 	dyp := s.rowPtr("dy", i0, D)
 	L := c.GP64()
-	c.LEAQ(operand.Mem{Base: i0, Disp: ri * G}, L)
+	c.LEAQ(operand.Mem{Base: i0, Disp: ri}, L)
 	jb, vp, gp := c.GP64(), s.param("v"), c.GP64()
 	c.XORQ(jb, jb)
 	c.LEAQ(gbuf, gp)
-	// Prefetching needs rj = 4 (a line every fourth block of columns) and
-	// whole quarters of the block's rows.
-	pf := s.f.Config.N >= svLongN && rj == 4 && (ri*G)%4 == 0
-	var ap reg.GPVirtual
-	if pf {
-		ap = s.rowPtr("a", i0, s.f.Config.N)
-	}
 	blocks, tail, done := s.label("svb_pblocks"), s.label("svb_ptail"), s.label("svb_pdone")
 	c.Label(blocks)
 	{
@@ -291,12 +303,7 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 		c.CMPQ(e, L)
 		c.JG(operand.LabelRef(tail))
 	}
-	if pf {
-		s.prefetchBlockRows(ap, jb, ri*G)
-	}
-	for g := 0; g < G; g++ {
-		s.gPairs(dyp, vp, gp, g)
-	}
+	s.gPairs(dyp, vp, gp)
 	c.ADDQ(imm(rj), jb)
 	c.ADDQ(imm(4*rj), gp)
 	c.ADDQ(imm(4*rj*D), vp)
@@ -313,40 +320,15 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	vp2, gp2 := s.rowPtr("v", jb, D), c.GP64()
 	c.LEAQ(gbuf, gp2)
 	c.LEAQ(operand.Mem{Base: gp2, Index: jb, Scale: 4}, gp2)
-	for g := 0; g < G; g++ {
-		s.gPairs(dyp, vp2, gp2, g)
-	}
+	s.gPairs(dyp, vp2, gp2)
 	c.Label(done)
-}
-
-// prefetchBlockRows asks for a quarter of the lines of the rb rows of a
-// from ap that the current block of columns jb … jb+rj−1 of gRows spans
-// (rj = 4: a line of 16 columns every fourth block), so that dvRows and
-// finishRow, which read those rows right after gRows, find them in cache:
-// at long rows they come from memory, and those passes are too short to
-// hide it. Block jb takes rows q·rb/4 … (q+1)·rb/4 − 1, q = (jb/4) mod 4,
-// at the line of column jb &^ 15.
-func (s *simd) prefetchBlockRows(ap, jb reg.GPVirtual, rb int) {
-	c, N := s.c, s.f.Config.N
-	row, col, p := c.GP64(), c.GP64(), c.GP64()
-	c.MOVQ(jb, row)
-	c.ANDQ(imm(12), row)            // 4q
-	c.IMUL3Q(imm(rb*N/4), row, row) // byte offset of row q·rb/4
-	c.MOVQ(jb, col)
-	c.ANDQ(imm(^15), col)
-	c.LEAQ(operand.Mem{Base: row, Index: col, Scale: 4}, p)
-	c.ADDQ(ap, p)
-	for r := 0; r < rb/4; r++ {
-		c.PREFETCHT1(operand.Mem{Base: p, Disp: 4 * N * r})
-	}
 }
 
 // gPairs emits one ri × rj block of g: the rows of dy at dyp, of v at vp,
 // to gbuf at gp (row stride N).
-func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual, grp int) {
+func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual) {
 	c, N, D := s.c, s.f.Config.N, s.f.Config.D
 	ri, rj := s.pairBlock()
-	r0 := ri * grp // the first row of the pointers' block this call takes
 	sig := s.sigma()
 	acc := s.vecs(s.W)
 	for _, x := range acc {
@@ -366,7 +348,7 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual, grp int) {
 			}
 		}
 		for r := range d {
-			load(operand.Mem{Base: dyp, Disp: 4*D*(r0+r) + 4*s.W*cv}, d[r])
+			load(operand.Mem{Base: dyp, Disp: 4*D*r + 4*s.W*cv}, d[r])
 		}
 		for q := range w {
 			load(operand.Mem{Base: vp, Disp: 4*D*q + 4*s.W*cv}, w[q])
@@ -377,7 +359,7 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual, grp int) {
 	}
 	g := s.reduceW(acc)
 	for r := 0; r < ri; r++ {
-		m := operand.Mem{Base: gp, Disp: 4 * N * (r0 + r)}
+		m := operand.Mem{Base: gp, Disp: 4 * N * r}
 		if s.isa == kernels.AVX512 {
 			c.VEXTRACTF32X4(operand.U8(r), g, m)
 		} else {

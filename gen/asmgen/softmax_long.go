@@ -20,21 +20,12 @@ import (
 // Backward: at long rows a (16 MiB a head at N 2048) comes from memory,
 // and the column pass that computed dv (phase 1) read all of it once more
 // than phase 2 does, a line of each row in turn. Here phase 2 computes dv
-// too, from the rows of its block while they are in cache (dvRows), and
-// asks for those rows while it computes their gradient rows
-// (prefetchBlockRows). The additions into each dv_j are phase 1's, in its
-// order: the results are the same bit for bit as the short rows' kernel.
-
-// rowGroups is the number of ri-row groups the backward's second phase
-// takes per pass over V when rows are long (N ≥ svLongN): each pass
-// reads V's rows j < i0 + ri·G once for all of them (the pair blocks'
-// V rows come from L1 for the later groups), rather than once per ri rows.
-func (s *simd) rowGroups() int {
-	if s.f.Config.N < svLongN {
-		return 1
-	}
-	return 4
-}
+// too, from the rows of its block while they are in cache (dvRows), into a
+// stack copy of stride DH (dv's head rows, D floats apart, fall in a
+// quarter of L2's sets), copied out at the end. The additions into each
+// dv_j are phase 1's, in its order: dv's bits are the same as the short
+// rows' kernel's. Its gradient rows come from a transposed copy of V
+// (softmax_panels.go).
 
 // superBlocks is the number G of R-row blocks the forward groups into a
 // super-block when rows are long (N ≥ svLongN): a block's products read V's
@@ -176,14 +167,15 @@ func (s *simd) fusedDV() bool { return s.f.Config.N >= svLongN }
 
 // zeroDV emits dv rows 0 … t−1 = 0, where dvRows then adds each row's terms.
 func (s *simd) zeroDV() {
-	c, D := s.c, s.f.Config.D
+	c := s.c
 	z := s.vec()
 	s.zero(z)
 	zs := make([]reg.VecVirtual, s.nv)
 	for k := range zs {
 		zs[k] = z
 	}
-	i, t, dvp := c.GP64(), c.GP64(), s.param("dv")
+	dvp, ds := s.dvRowPtr(), s.dvStride()
+	i, t := c.GP64(), c.GP64()
 	c.XORQ(i, i)
 	c.Load(c.Param("t"), t)
 	loop, done := s.label("svb_zero"), s.label("svb_zero_done")
@@ -191,15 +183,15 @@ func (s *simd) zeroDV() {
 	c.CMPQ(i, t)
 	c.JGE(operand.LabelRef(done))
 	s.storeCols(zs, operand.Mem{Base: dvp}, 0)
-	c.ADDQ(imm(4*D), dvp)
+	c.ADDQ(imm(4*ds), dvp)
 	c.INCQ(i)
 	c.JMP(operand.LabelRef(loop))
 	c.Label(done)
 }
 
 // dvRows emits dv_j += Σ_r a_{i0+r, j} dy_{i0+r} for rows r = 0 … rb−1 and
-// every key j ≤ i0+r, before finishRow overwrites those rows of a (db may
-// alias a). Per column chunk, the keys j < i0 go R at a time (blocking's
+// every key j ≤ i0+r, into dv's stack copy, before finishRow overwrites
+// those rows of a (db may alias a). Per column chunk, the keys j < i0 go R at a time (blocking's
 // register block, transposed: R rows of dv in registers, the rb rows of dy
 // streamed through), the i0 mod R left one at a time, then the corner
 // j = i0 … i0+rb−1, where row r feeds the keys up to i0+r. Each dv_j gets
@@ -207,7 +199,7 @@ func (s *simd) zeroDV() {
 // zeroDV stored: the column pass's additions in its order, so the bits are
 // the same as those of the unfused kernel.
 func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
-	c, N, D := s.c, s.f.Config.N, s.f.Config.D
+	c, N, D, ds := s.c, s.f.Config.N, s.f.Config.D, s.dvStride()
 	R, cv := s.blocking()
 	for _, ch := range s.chunks(cv) {
 		c0, cw := ch[0], ch[1]
@@ -220,7 +212,7 @@ func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 			acc := make([][]reg.VecVirtual, g)
 			for q := range acc {
 				acc[q] = s.vecs(cw)
-				s.loadCols(operand.Mem{Base: dvp, Disp: dvoff + 4*D*q}, c0, acc[q], dm)
+				s.loadCols(operand.Mem{Base: dvp, Disp: dvoff + 4*ds*q}, c0, acc[q], dm)
 			}
 			vv := s.vecs(cw)
 			for r := max(diag, 0); r < rb; r++ {
@@ -230,10 +222,10 @@ func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 				}
 			}
 			for q := range acc {
-				s.storeCols(acc[q], operand.Mem{Base: dvp, Disp: dvoff + 4*D*q}, c0)
+				s.storeCols(acc[q], operand.Mem{Base: dvp, Disp: dvoff + 4*ds*q}, c0)
 			}
 		}
-		ap, dvp, j := s.rowPtr("a", i0, N), s.param("dv"), c.GP64()
+		ap, dvp, j := s.rowPtr("a", i0, N), s.dvRowPtr(), c.GP64()
 		c.XORQ(j, j)
 		keys := func(name string, g int) {
 			loop, done := s.label(name), s.label(name+"_done")
@@ -244,7 +236,7 @@ func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 			c.JG(operand.LabelRef(done))
 			group(ap, dvp, 0, 0, g, -1)
 			c.ADDQ(imm(4*g), ap)
-			c.ADDQ(imm(4*D*g), dvp)
+			c.ADDQ(imm(4*ds*g), dvp)
 			c.ADDQ(imm(g), j)
 			c.JMP(operand.LabelRef(loop))
 			c.Label(done)
@@ -255,7 +247,7 @@ func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 		}
 		// Corner: j = i0 here.
 		for q0 := 0; q0 < rb; q0 += R {
-			group(ap, dvp, 4*q0, 4*D*q0, min(R, rb-q0), q0)
+			group(ap, dvp, 4*q0, 4*ds*q0, min(R, rb-q0), q0)
 		}
 	}
 }

@@ -13,7 +13,7 @@
 //     is read or written; kernels never touch entries with j > i.
 //   - "Overwrite" outputs are written whole; "accumulate" outputs are added to.
 //
-// Exact formulas are in docs/kernels.md.
+// Each kernel type's doc comment below gives its exact formula.
 package kernels
 
 // SoftmaxValueFunc is the fused causal softmax and value product for one

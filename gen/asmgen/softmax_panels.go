@@ -1,0 +1,202 @@
+package asmgen
+
+import (
+	"math/bits"
+
+	"github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
+)
+
+// The backward's gradient rows at long rows (N ≥ svLongN), as a
+// register-blocked product with V transposed.
+//
+// At short rows gRows computes g_ij = dy_i·v_j in blocks of ri × rj pairs,
+// W dot products over the head's columns summed by a shuffle tree
+// (reduceW): at DH 64 that is 45 shuffles and adds for 64 FMAs, and V's
+// head rows, D floats apart, are read in pieces of a row. At long rows the
+// kernel first copies V's head, transposed, into panels of P = 2W keys
+// (transposeV: panel p holds v_jc at c·P + j − p·P, 8 KiB at DH 64, read
+// front to back), and gPanels computes each panel's g for TR rows at once:
+// per column c, two vectors of the panel's row c and TR broadcasts of
+// dy_ic, 2·TR FMAs and no reductions, the results whole rows of W
+// columns. The copy is DH·t moves, under 1% of the kernel's work.
+
+// svLongRows is the rows per block of the backward at long rows: 16 rows
+// share each pass over the panels, and their rows of a (128 KiB at N 2048)
+// stay in L2 for dvRows and finishRow.
+const svLongRows = 16
+
+// panelKeys is P, the keys of one panel of the transposed V.
+func (s *simd) panelKeys() int { return 2 * s.W }
+
+// panelRows is TR, the rows of g one pass over a panel computes: 2·TR
+// accumulators, two panel vectors and a broadcast fit the register file.
+func (s *simd) panelRows() int {
+	if s.isa == kernels.AVX512 {
+		return 8
+	}
+	return 4
+}
+
+// gStride is the row stride of the gradient rows buffer, in floats: N,
+// rounded up to whole panels at long rows.
+func (s *simd) gStride() int {
+	N := s.f.Config.N
+	if !s.fusedDV() {
+		return N
+	}
+	P := s.panelKeys()
+	return (N + P - 1) / P * P
+}
+
+// transposeV emits vt = V's head by panels of P keys: vt[p·P·DH + c·P + q]
+// = v[(p·P+q)·D + c] for p·P+q < t, and 0 for the last panel's keys ≥ t.
+func (s *simd) transposeV(vt operand.Mem) {
+	c, D, P, DH := s.c, s.f.Config.D, s.panelKeys(), s.dh
+	t, end, j := c.GP64(), c.GP64(), c.GP64()
+	c.Load(c.Param("t"), t)
+	c.LEAQ(operand.Mem{Base: t, Disp: P - 1}, end)
+	c.ANDQ(imm(^(P - 1)), end)
+	c.XORQ(j, j)
+	vp := s.param("v")
+	loop, zeros, done := s.label("svt_keys"), s.label("svt_zeros"), s.label("svt_done")
+	c.Label(loop)
+	c.CMPQ(j, end)
+	c.JGE(operand.LabelRef(done))
+	dst, q, p := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(j, q)
+	c.ANDQ(imm(P-1), q)
+	c.MOVQ(j, p)
+	c.SHRQ(operand.U8(bits.TrailingZeros(uint(P))), p)
+	c.IMUL3Q(imm(4*P*DH), p, p)
+	s.lineAddr(vt, dst)
+	c.ADDQ(p, dst)
+	c.LEAQ(operand.Mem{Base: dst, Index: q, Scale: 4}, dst)
+	c.CMPQ(j, t)
+	c.JGE(operand.LabelRef(zeros))
+	x := c.GP32()
+	for cc := 0; cc < DH; cc++ {
+		c.MOVL(operand.Mem{Base: vp, Disp: 4 * cc}, x)
+		c.MOVL(x, operand.Mem{Base: dst, Disp: 4 * P * cc})
+	}
+	c.ADDQ(imm(4*D), vp)
+	c.INCQ(j)
+	c.JMP(operand.LabelRef(loop))
+	c.Label(zeros)
+	for cc := 0; cc < DH; cc++ {
+		c.MOVL(operand.U32(0), operand.Mem{Base: dst, Disp: 4 * P * cc})
+	}
+	c.INCQ(j)
+	c.JMP(operand.LabelRef(loop))
+	c.Label(done)
+}
+
+// gPanels emits the gradient rows i0 … i0+rb−1 to gbuf (row stride
+// gStride) for the keys j < i0+rb, rounded up to whole panels (keys past a
+// row's diagonal, or ≥ t with v taken as 0, are computed and not read),
+// from the transposed V at vt; rb is a multiple of panelRows. Each panel
+// also asks for the block's lines of a under it, which dvRows and
+// finishRow read next.
+func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
+	c, N, D, W := s.c, s.f.Config.N, s.f.Config.D, s.W
+	P, TR, GS, DH := s.panelKeys(), s.panelRows(), s.gStride(), s.dh
+	np := c.GP64()
+	c.LEAQ(operand.Mem{Base: i0, Disp: rb + P - 1}, np)
+	c.SHRQ(operand.U8(bits.TrailingZeros(uint(P))), np)
+	vtp, gp := c.GP64(), c.GP64()
+	s.lineAddr(vt, vtp)
+	s.lineAddr(gbuf, gp)
+	ap, dyp := s.rowPtr("a", i0, N), s.rowPtr("dy", i0, D)
+	loop := s.label("svg_panels")
+	c.Label(loop)
+	for r := 0; r < rb; r++ {
+		for l := 0; l < 4*P; l += 64 {
+			c.PREFETCHT1(operand.Mem{Base: ap, Disp: 4*N*r + l})
+		}
+	}
+	for tile := 0; tile < rb/TR; tile++ {
+		acc := make([][2]reg.VecVirtual, TR)
+		for r := range acc {
+			for k := range acc[r] {
+				acc[r][k] = s.vec()
+				s.zero(acc[r][k])
+			}
+		}
+		for cc := 0; cc < DH; cc++ {
+			w0, w1 := s.vec(), s.vec()
+			c.VMOVUPS(operand.Mem{Base: vtp, Disp: 4 * P * cc}, w0)
+			c.VMOVUPS(operand.Mem{Base: vtp, Disp: 4*P*cc + 4*W}, w1)
+			for r := 0; r < TR; r++ {
+				b := s.vec()
+				c.VBROADCASTSS(operand.Mem{Base: dyp, Disp: 4*D*(tile*TR+r) + 4*cc}, b)
+				c.VFMADD231PS(w0, b, acc[r][0])
+				c.VFMADD231PS(w1, b, acc[r][1])
+			}
+		}
+		for r := 0; r < TR; r++ {
+			for k := 0; k < 2; k++ {
+				c.VMOVUPS(acc[r][k], operand.Mem{Base: gp, Disp: 4*GS*(tile*TR+r) + 4*W*k})
+			}
+		}
+	}
+	c.ADDQ(imm(4*P*DH), vtp)
+	c.ADDQ(imm(4*P), gp)
+	c.ADDQ(imm(4*P), ap)
+	c.DECQ(np)
+	c.JNZ(operand.LabelRef(loop))
+}
+
+// lineAddr emits p = the address of the stack buffer m rounded up to a
+// whole 64-byte line (m has 63 bytes to spare): Go's stack is only 8-byte
+// aligned, and a vector load or store across two lines costs two.
+func (s *simd) lineAddr(m operand.Mem, p reg.GPVirtual) {
+	s.c.LEAQ(m.Offset(63), p)
+	s.c.ANDQ(imm(^63), p)
+}
+
+// dvStride is the row stride, in floats, of the dv rows the backward
+// writes: DH for its stack copy at long rows, else D.
+func (s *simd) dvStride() int {
+	if s.dvCopy != nil {
+		return s.dh
+	}
+	return s.f.Config.D
+}
+
+// dvRowPtr returns a pointer to dv's first row, in its stack copy when
+// there is one.
+func (s *simd) dvRowPtr() reg.GPVirtual {
+	if s.dvCopy == nil {
+		return s.param("dv")
+	}
+	p := s.c.GP64()
+	s.lineAddr(*s.dvCopy, p)
+	return p
+}
+
+// copyDVOut emits dv's rows j < t = their stack copy's.
+func (s *simd) copyDVOut() {
+	c, D := s.c, s.f.Config.D
+	src, dst := s.dvRowPtr(), s.param("dv")
+	i, t := c.GP64(), c.GP64()
+	c.XORQ(i, i)
+	c.Load(c.Param("t"), t)
+	loop, done := s.label("svb_dvout"), s.label("svb_dvout_done")
+	c.Label(loop)
+	c.CMPQ(i, t)
+	c.JGE(operand.LabelRef(done))
+	vv := s.vecs(s.nv)
+	var dm mask
+	if s.part != 0 {
+		dm = s.dhMask()
+	}
+	s.loadCols(operand.Mem{Base: src}, 0, vv, dm)
+	s.storeCols(vv, operand.Mem{Base: dst}, 0)
+	c.ADDQ(imm(4*s.dh), src)
+	c.ADDQ(imm(4*D), dst)
+	c.INCQ(i)
+	c.JMP(operand.LabelRef(loop))
+	c.Label(done)
+}
