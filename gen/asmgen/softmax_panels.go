@@ -23,10 +23,12 @@ import (
 // dy_ic, 2·TR FMAs and no reductions, the results whole rows of W
 // columns. The copy is DH·t moves, under 1% of the kernel's work.
 
-// svLongRows is the rows per block of the backward at long rows: 16 rows
-// share each pass over the panels, and their rows of a (128 KiB at N 2048)
-// stay in L2 for dvRows and finishRow.
-const svLongRows = 16
+// svLongRows is the rows per block of the backward at long rows: the rows
+// that share each pass over the panels and over dv's copy, whose rows of a
+// (64 KiB at N 2048) and gradient rows stay in cache for dvRows and
+// finishRow. Measured with BenchmarkLongRows at N 2048: 8 rows beat 16 by
+// about 1.5 points (AVX-512) and 3 (AVX2); 32 lost 5–7.
+const svLongRows = 8
 
 // panelKeys is P, the keys of one panel of the transposed V.
 func (s *simd) panelKeys() int { return 2 * s.W }
