@@ -45,7 +45,8 @@ func init() {
 // phase 1: it computes dv in phase 2, from each block's rows of a before
 // they turn into db (dvRows), into a stack copy of stride DH, takes
 // svLongRows rows per block, and computes their gradient rows from a
-// transposed copy of V (gPanels, softmax_panels.go). The backward is in softmax_back.go.
+// transposed copy of V (gPanels, softmax_panels.go). The backward is in
+// softmax_back.go.
 //
 // Row tails use lane masks (K registers, or VMASKMOVPS with a mask table on
 // AVX2); so does the last vector of a head when DH is not a multiple of the

@@ -99,19 +99,16 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		c.CMPQ(e, t)
 		c.JG(operand.LabelRef(single))
 	}
-	if fused {
-		s.gPanels(i0, RB, gbuf, vt)
-		s.dvRows(i0, RB)
-	} else {
-		s.gRows(i0, gbuf)
-	}
 	if !fused {
+		s.gRows(i0, gbuf)
 		for r := 0; r < ri; r++ {
 			row := c.GP64()
 			c.LEAQ(operand.Mem{Base: i0, Disp: r}, row)
 			s.finishRow(row, gbuf.Offset(4*N*r))
 		}
 	} else {
+		s.gPanels(i0, RB, gbuf, vt)
+		s.dvRows(i0, RB)
 		// A loop over the block's rows: RB copies would bloat the code.
 		rr, loop := c.GP64(), s.label("svb_finish")
 		c.XORQ(rr, rr)

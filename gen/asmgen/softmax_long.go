@@ -41,7 +41,7 @@ func (s *simd) superBlocks() int {
 }
 
 const (
-	svLongN = 1024 // N from which both kernels take the paths of this file
+	svLongN = 1024 // N from which both kernels take their long-row paths
 	svChunk = 256  // keys per chunk of a super-block's shared part
 )
 
@@ -191,13 +191,13 @@ func (s *simd) zeroDV() {
 
 // dvRows emits dv_j += Σ_r a_{i0+r, j} dy_{i0+r} for rows r = 0 … rb−1 and
 // every key j ≤ i0+r, into dv's stack copy, before finishRow overwrites
-// those rows of a (db may alias a). Per column chunk, the keys j < i0 go R at a time (blocking's
-// register block, transposed: R rows of dv in registers, the rb rows of dy
-// streamed through), the i0 mod R left one at a time, then the corner
-// j = i0 … i0+rb−1, where row r feeds the keys up to i0+r. Each dv_j gets
-// its terms in increasing row order, one FMA each, starting from the zero
-// zeroDV stored: the column pass's additions in its order, so the bits are
-// the same as those of the unfused kernel.
+// those rows of a (db may alias a). Per column chunk, the keys j < i0 go R
+// at a time (blocking's register block, transposed: R rows of dv in
+// registers, the rb rows of dy streamed through), the i0 mod R left one at
+// a time, then the corner j = i0 … i0+rb−1, where row r feeds the keys up
+// to i0+r. Each dv_j gets its terms in increasing row order, one FMA each,
+// starting from the zero zeroDV stored: the column pass's additions in its
+// order, so the bits are the same as those of the unfused kernel.
 func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 	c, N, D, ds := s.c, s.f.Config.N, s.f.Config.D, s.dvStride()
 	R, cv := s.blocking()
