@@ -40,13 +40,13 @@ func init() {
 // one at a time with W columns per block. Row i of a is read for the last
 // time right before db's row i is written, so db may alias a.
 //
-// From N = 1024 on (softmax_long.go), the forward runs super-blocks of G
-// register blocks that share each pass over V, and the backward has no
-// phase 1: it computes dv in phase 2, from each block's rows of a before
-// they turn into db (dvRows), into a stack copy of stride DH, takes
-// svLongRows rows per block, and computes their gradient rows from a
-// transposed copy of V (gPanels, softmax_panels.go). The backward is in
-// softmax_back.go.
+// From N = 1024 on (softmax_long.go), the forward reads V from a stack
+// copy of stride DH and asks for the next block's rows of b during each
+// block's softmax, and the backward has no phase 1: it computes dv in
+// phase 2, from each block's rows of a before they turn into db (dvRows),
+// into a stack copy of stride DH, takes svLongRows rows per block, and
+// computes their gradient rows from a transposed copy of V (gPanels,
+// softmax_panels.go). The backward is in softmax_back.go.
 //
 // Row tails use lane masks (K registers, or VMASKMOVPS with a mask table on
 // AVX2); so does the last vector of a head when DH is not a multiple of the
@@ -67,6 +67,14 @@ type simd struct {
 	// dvCopy is, when set, the stack copy of dv's head rows (stride DH)
 	// that the backward accumulates into at long rows.
 	dvCopy *operand.Mem
+	// vCopy is, when set, the stack copy of V's head rows (stride DH) that
+	// the forward's products read at long rows.
+	vCopy *operand.Mem
+	// pfAhead is, when positive, how many rows above its own the forward's
+	// softmax asks for b's line at the same column while it computes each
+	// vector's exponentials: at long rows, the next block's rows of b, from
+	// memory, during this block's softmax and products.
+	pfAhead int
 }
 
 // newSIMD prepares emission at level isa (AVX2 or AVX512) for f's sizes.
@@ -437,6 +445,9 @@ func (s *simd) softmaxRows(i0 reg.GPVirtual, g0, n int) {
 		e := s.exp(x)
 		c.VADDPS(e, sum[r], sum[r])
 		c.VMOVUPS(e, at(ap, j, r, 0))
+		if s.pfAhead > 0 {
+			c.PREFETCHT0(at(bp, j, r, 0).Offset(-4 * N * s.pfAhead))
+		}
 	}, func(j reg.GPVirtual, r, vec int, m mask) {
 		x := s.vec()
 		s.loadZ(m, at(bp, j, r, vec), x)
@@ -479,25 +490,15 @@ func emitSoftmaxValue(f *File, op catalog.Op, isa kernels.ISA) {
 	c := s.c
 	s.initDH()
 	R, _ := s.blocking()
+	if f.Config.N >= svLongN {
+		s.copyV()
+		s.pfAhead = R
+	}
 
 	i0 := c.GP64()
 	c.Load(c.Param("t"), i0)
 	done := s.label("sv_done")
 	singles := s.label("sv_singles")
-	if G := s.superBlocks(); R > 1 && G > 1 {
-		// Long rows: super-blocks of G blocks from the bottom up while
-		// there are G whole blocks; i0 is then the first row of the next.
-		loop, rest := s.label("sv_supers"), s.label("sv_rest")
-		c.SUBQ(imm(G*R), i0)
-		c.Label(loop)
-		c.CMPQ(i0, imm(0))
-		c.JL(operand.LabelRef(rest))
-		s.fwdSuper(G, R, i0)
-		c.SUBQ(imm(G*R), i0)
-		c.JMP(operand.LabelRef(loop))
-		c.Label(rest)
-		c.ADDQ(imm(G*R), i0)
-	}
 	if R > 1 {
 		// Blocks of R rows from the bottom up; the t mod R top rows remain.
 		loop := s.label("sv_blocks")
@@ -549,7 +550,7 @@ func (s *simd) fwdBlock(rb int, i0 reg.GPVirtual) {
 			}
 		}
 		ap := s.rowPtr("a", i0, N)
-		vp := s.param("v")
+		vp, vs := s.vRowPtr(), s.vStride()
 		dm := s.chunkMask(c0, cw)
 		j := c.GP64()
 		c.XORQ(j, j)
@@ -563,13 +564,13 @@ func (s *simd) fwdBlock(rb int, i0 reg.GPVirtual) {
 		loop := s.label("sv_prod")
 		c.Label(loop)
 		step(operand.Mem{Base: vp}, 0, 0)
-		c.ADDQ(imm(4*D), vp)
+		c.ADDQ(imm(4*vs), vp)
 		c.INCQ(j)
 		c.CMPQ(j, i0)
 		c.JLE(operand.LabelRef(loop))
 		// Corner: j = i0+jj takes rows jj … rb−1.
 		for jj := 1; jj < rb; jj++ {
-			step(operand.Mem{Base: vp, Disp: 4 * D * (jj - 1)}, jj, 4*(jj-1))
+			step(operand.Mem{Base: vp, Disp: 4 * vs * (jj - 1)}, jj, 4*(jj-1))
 		}
 		yp := s.rowPtr("y", i0, D)
 		for r := 0; r < rb; r++ {

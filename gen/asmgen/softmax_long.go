@@ -7,15 +7,16 @@ import (
 
 // The softmax-value kernels at long rows (N ≥ svLongN).
 //
-// Forward: a register block's products read the head rows of V for every
-// key: 512 KiB at N 2048, rows D floats apart, which for D a multiple of
-// 256 map onto a quarter of L2's sets and fill them, so every block read
-// them from L3 (softmax-value forward fell from 57% of peak at N 256 to 36%
-// at N 2048). Here G blocks share each pass: a super-block's softmax
-// first, then the keys all its rows see, svChunk at a time, for the G
-// blocks in turn (the chunk stays in L2), then each block's own keys and
-// corner. The additions are the plain blocks' in their order, so the
-// results are the same bit for bit.
+// Forward: a block's products read the head rows of V for every key: 512
+// KiB at N 2048, rows D floats apart, which for D a multiple of 256 map
+// onto a quarter of L2's sets and fill them, so every block read them from
+// L3. At long rows the kernel first copies V's head into a stack buffer of
+// stride DH (copyV; 512 KiB at N 2048, DH 64, which L2 holds with a block's
+// rows), and the products read the copy. A block's rows of b come from
+// memory; while its softmax computes exponentials it asks for the next
+// block's (pfAhead), which arrive during this block's products. The
+// additions are the short rows' kernel's, in its order: the results are
+// the same bit for bit.
 //
 // Backward: at long rows a (16 MiB a head at N 2048) comes from memory,
 // and the column pass that computed dv (phase 1) read all of it once more
@@ -27,136 +28,73 @@ import (
 // rows' kernel's. Its gradient rows come from a transposed copy of V
 // (softmax_panels.go).
 
-// superBlocks is the number G of R-row blocks the forward groups into a
-// super-block when rows are long (N ≥ svLongN): a block's products read V's
-// head rows j ≤ i once each, 512 KiB at N 2048 with rows 1 KiB apart,
-// which fill the L2 sets they map to and come from L3 for every block;
-// grouped, each chunk of svChunk keys is read once for G blocks. 1 (no
-// grouping) for shorter rows, where V stays in L2.
-func (s *simd) superBlocks() int {
-	if s.f.Config.N < svLongN {
-		return 1
-	}
-	return 24
+// svLongN is the N from which both kernels take their long-row paths.
+const svLongN = 1024
+
+// copyV gives the forward its stack copy of V's head rows (a line to
+// spare for lineAddr; the frame drops NOSPLIT, so the assembler adds the
+// stack check) and emits the copy of rows j < t.
+func (s *simd) copyV() {
+	c := s.c
+	vc := c.AllocLocal((4*s.dh*s.f.Config.N + 64 + 7) &^ 7)
+	c.Attributes(0)
+	src, dst := s.param("v"), c.GP64()
+	s.lineAddr(vc, dst)
+	s.copyHeadRows("sv_vin", src, s.f.Config.D, dst, s.dh)
+	s.vCopy = &vc
 }
 
-const (
-	svLongN = 1024 // N from which both kernels take their long-row paths
-	svChunk = 256  // keys per chunk of a super-block's shared part
-)
+// vStride is the row stride, in floats, of the V rows the forward's
+// products read: DH for its stack copy at long rows, else D.
+func (s *simd) vStride() int {
+	if s.vCopy != nil {
+		return s.dh
+	}
+	return s.f.Config.D
+}
 
-// fwdSuper emits softmax and Y for the G blocks of R rows from row s0 up
-// (rows s0 … s0+G·R−1): the softmax of every row; then Y over the keys
-// j ≤ s0, which every row sees, in chunks of svChunk keys, the G blocks'
-// products of a chunk one after another (its V rows are still in L2 for
-// the later ones); then each block's own keys s0 < j ≤ its first row, and
-// its corner, as fwdBlock does. Y starts at zero and gathers the chunks in
-// increasing j: the additions are fwdBlock's, in its order.
-func (s *simd) fwdSuper(G, R int, s0 reg.GPVirtual) {
-	c, N, D := s.c, s.f.Config.N, s.f.Config.D
-	_, cv := s.blocking()
-	blk, g := c.GP64(), c.GP64()
-	// forBlocks emits body once, run for blk = s0, s0+R, …, s0+(G−1)·R.
-	forBlocks := func(name string, body func()) {
-		loop := s.label(name)
-		c.MOVQ(s0, blk)
-		c.MOVQ(imm(G), g)
-		c.Label(loop)
-		body()
-		c.ADDQ(imm(R), blk)
-		c.DECQ(g)
-		c.JNZ(operand.LabelRef(loop))
+// vRowPtr returns a pointer to V's first row, in its stack copy when there
+// is one.
+func (s *simd) vRowPtr() reg.GPVirtual {
+	if s.vCopy == nil {
+		return s.param("v")
 	}
-	forBlocks("svs_softmax", func() {
-		for g0 := 0; g0 < R; g0 += s.group() {
-			s.softmaxRows(blk, g0, min(s.group(), R-g0))
-		}
-	})
-	// Y rows of the super-block = 0.
-	{
-		z := s.vec()
-		s.zero(z)
-		forBlocks("svs_zero", func() {
-			yp := s.rowPtr("y", blk, D)
-			for r := 0; r < R; r++ {
-				zs := make([]reg.VecVirtual, s.nv)
-				for k := range zs {
-					zs[k] = z
-				}
-				s.storeCols(zs, operand.Mem{Base: yp, Disp: 4 * D * r}, 0)
-			}
-		})
+	p := s.c.GP64()
+	s.lineAddr(*s.vCopy, p)
+	return p
+}
+
+// copyHeadRows emits, for rows i < t, the DH floats at dst + i·ds floats
+// = those at src + i·ss (src and dst advance).
+func (s *simd) copyHeadRows(name string, src reg.GPVirtual, ss int, dst reg.GPVirtual, ds int) {
+	c := s.c
+	i, t := c.GP64(), c.GP64()
+	c.XORQ(i, i)
+	c.Load(c.Param("t"), t)
+	loop, done := s.label(name), s.label(name+"_done")
+	c.Label(loop)
+	c.CMPQ(i, t)
+	c.JGE(operand.LabelRef(done))
+	vv := s.vecs(s.nv)
+	var dm mask
+	if s.part != 0 {
+		dm = s.dhMask()
 	}
-	// products emits, for every column chunk of the head, Y rows blk … blk+R−1
-	// += Σ_j a_ij v_j over j from the register j while j < end (or j ≤ end
-	// with incl), then, with corner, the keys blk+1 … blk+R−1.
-	products := func(j0 reg.GPVirtual, end reg.GPVirtual, incl, corner bool) {
-		for _, ch := range s.chunks(cv) {
-			c0, cw := ch[0], ch[1]
-			yp := s.rowPtr("y", blk, D)
-			dm := s.chunkMask(c0, cw)
-			acc := make([][]reg.VecVirtual, R)
-			for r := range acc {
-				acc[r] = s.vecs(cw)
-				s.loadCols(operand.Mem{Base: yp, Disp: 4 * D * r}, c0, acc[r], dm)
-			}
-			ap := s.rowPtr("a", blk, N)
-			vp, j := c.GP64(), c.GP64()
-			c.MOVQ(j0, j)
-			c.IMUL3Q(imm(4*D), j, vp)
-			c.ADDQ(s.param("v"), vp)
-			vv := s.vecs(cw)
-			step := func(vmem operand.Mem, first, adisp int) {
-				s.loadCols(vmem, c0, vv, dm)
-				for r := first; r < R; r++ {
-					s.bcastFMA(operand.Mem{Base: ap, Index: j, Scale: 4, Disp: 4*N*r + adisp}, vv, acc[r])
-				}
-			}
-			loop, out := s.label("svs_prod"), s.label("svs_prod_out")
-			c.Label(loop)
-			c.CMPQ(j, end)
-			if incl {
-				c.JG(operand.LabelRef(out))
-			} else {
-				c.JGE(operand.LabelRef(out))
-			}
-			step(operand.Mem{Base: vp}, 0, 0)
-			c.ADDQ(imm(4*D), vp)
-			c.INCQ(j)
-			c.JMP(operand.LabelRef(loop))
-			c.Label(out)
-			if corner {
-				// j = blk+1 here: key blk+jj takes rows jj … R−1.
-				for jj := 1; jj < R; jj++ {
-					step(operand.Mem{Base: vp, Disp: 4 * D * (jj - 1)}, jj, 4*(jj-1))
-				}
-			}
-			for r := 0; r < R; r++ {
-				s.storeCols(acc[r], operand.Mem{Base: yp, Disp: 4 * D * r}, c0)
-			}
-		}
-	}
-	// The shared keys j ≤ s0, chunk by chunk.
-	jc, end := c.GP64(), c.GP64()
-	c.XORQ(jc, jc)
-	chunks, tail := s.label("svs_chunks"), s.label("svs_tail")
-	c.Label(chunks)
-	c.CMPQ(jc, s0)
-	c.JG(operand.LabelRef(tail))
-	{
-		lim := c.GP64()
-		c.LEAQ(operand.Mem{Base: jc, Disp: svChunk}, end)
-		c.LEAQ(operand.Mem{Base: s0, Disp: 1}, lim)
-		c.CMPQ(end, lim)
-		c.CMOVQGT(lim, end) // end = min(jc + svChunk, s0 + 1)
-	}
-	forBlocks("svs_rect", func() { products(jc, end, false, false) })
-	c.ADDQ(imm(svChunk), jc)
-	c.JMP(operand.LabelRef(chunks))
-	c.Label(tail)
-	// Each block's own keys s0 < j ≤ blk, then its corner.
-	c.LEAQ(operand.Mem{Base: s0, Disp: 1}, jc)
-	forBlocks("svs_own", func() { products(jc, blk, true, true) })
+	s.loadCols(operand.Mem{Base: src}, 0, vv, dm)
+	s.storeCols(vv, operand.Mem{Base: dst}, 0)
+	c.ADDQ(imm(4*ss), src)
+	c.ADDQ(imm(4*ds), dst)
+	c.INCQ(i)
+	c.JMP(operand.LabelRef(loop))
+	c.Label(done)
+}
+
+// lineAddr emits p = the address of the stack buffer m rounded up to a
+// whole 64-byte line (m has 63 bytes to spare): Go's stack is only 8-byte
+// aligned, and a vector load or store across two lines costs two.
+func (s *simd) lineAddr(m operand.Mem, p reg.GPVirtual) {
+	s.c.LEAQ(m.Offset(63), p)
+	s.c.ANDQ(imm(^63), p)
 }
 
 // fusedDV reports whether the backward computes dv inside its row passes

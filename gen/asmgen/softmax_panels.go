@@ -153,14 +153,6 @@ func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	c.JNZ(operand.LabelRef(loop))
 }
 
-// lineAddr emits p = the address of the stack buffer m rounded up to a
-// whole 64-byte line (m has 63 bytes to spare): Go's stack is only 8-byte
-// aligned, and a vector load or store across two lines costs two.
-func (s *simd) lineAddr(m operand.Mem, p reg.GPVirtual) {
-	s.c.LEAQ(m.Offset(63), p)
-	s.c.ANDQ(imm(^63), p)
-}
-
 // dvStride is the row stride, in floats, of the dv rows the backward
 // writes: DH for its stack copy at long rows, else D.
 func (s *simd) dvStride() int {
@@ -183,25 +175,5 @@ func (s *simd) dvRowPtr() reg.GPVirtual {
 
 // copyDVOut emits dv's rows j < t = their stack copy's.
 func (s *simd) copyDVOut() {
-	c, D := s.c, s.f.Config.D
-	src, dst := s.dvRowPtr(), s.param("dv")
-	i, t := c.GP64(), c.GP64()
-	c.XORQ(i, i)
-	c.Load(c.Param("t"), t)
-	loop, done := s.label("svb_dvout"), s.label("svb_dvout_done")
-	c.Label(loop)
-	c.CMPQ(i, t)
-	c.JGE(operand.LabelRef(done))
-	vv := s.vecs(s.nv)
-	var dm mask
-	if s.part != 0 {
-		dm = s.dhMask()
-	}
-	s.loadCols(operand.Mem{Base: src}, 0, vv, dm)
-	s.storeCols(vv, operand.Mem{Base: dst}, 0)
-	c.ADDQ(imm(4*s.dh), src)
-	c.ADDQ(imm(4*D), dst)
-	c.INCQ(i)
-	c.JMP(operand.LabelRef(loop))
-	c.Label(done)
+	s.copyHeadRows("svb_dvout", s.dvRowPtr(), s.dh, s.param("dv"), s.f.Config.D)
 }

@@ -5,166 +5,185 @@
 #include "textflag.h"
 
 // func softmaxValueAVX512(t int, b []float32, a []float32, v []float32, y []float32)
-// Requires: AVX, AVX512DQ, AVX512F, BMI2, CMOV
-TEXT ·softmaxValueAVX512(SB), NOSPLIT, $0-104
+// Requires: AVX, AVX512DQ, AVX512F, BMI2, MMX+
+TEXT ·softmaxValueAVX512(SB), $262208-104
+	MOVQ v_base+56(FP), AX
+	LEAQ 63(SP), CX
+	ANDQ $0xffffffc0, CX
+	XORQ DX, DX
+	MOVQ t+0(FP), BX
+
+sv_vin_1:
+	CMPQ    DX, BX
+	JGE     sv_vin_done_2
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS Z0, (CX)
+	VMOVUPS Z1, 64(CX)
+	VMOVUPS Z2, 128(CX)
+	VMOVUPS Z3, 192(CX)
+	ADDQ    $0x00000400, AX
+	ADDQ    $0x00000100, CX
+	INCQ    DX
+	JMP     sv_vin_1
+
+sv_vin_done_2:
 	MOVQ t+0(FP), AX
-	SUBQ $0x00000090, AX
+	SUBQ $0x00000006, AX
 
-sv_supers_3:
-	CMPQ AX, $0x00000000
-	JL   sv_rest_4
-	MOVQ AX, CX
-	MOVQ $0x00000018, DX
-
-svs_softmax_5:
-	MOVQ         b_base+8(FP), BX
-	IMUL3Q       $0x00001000, CX, SI
-	ADDQ         SI, BX
-	MOVQ         a_base+32(FP), SI
-	IMUL3Q       $0x00001000, CX, DI
-	ADDQ         DI, SI
-	LEAQ         1(CX), DI
-	MOVQ         DI, R8
-	ANDQ         $0xfffffff0, DI
-	SUBQ         DI, R8
+sv_blocks_5:
+	CMPQ         AX, $0x00000000
+	JL           sv_singles_4
+	MOVQ         b_base+8(FP), CX
+	IMUL3Q       $0x00001000, AX, DX
+	ADDQ         DX, CX
+	MOVQ         a_base+32(FP), DX
+	IMUL3Q       $0x00001000, AX, BX
+	ADDQ         BX, DX
+	LEAQ         1(AX), BX
+	MOVQ         BX, SI
+	ANDQ         $0xfffffff0, BX
+	SUBQ         BX, SI
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z1
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z2
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z3
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z4
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z5
-	XORQ         R9, R9
+	XORQ         DI, DI
 
 sv_max_6:
-	CMPQ   R9, DI
+	CMPQ   DI, BX
 	JAE    sv_max_tail_7
-	VMAXPS (BX)(R9*4), Z0, Z0
-	VMAXPS 4096(BX)(R9*4), Z1, Z1
-	VMAXPS 8192(BX)(R9*4), Z2, Z2
-	VMAXPS 12288(BX)(R9*4), Z3, Z3
-	VMAXPS 16384(BX)(R9*4), Z4, Z4
-	VMAXPS 20480(BX)(R9*4), Z5, Z5
-	ADDQ   $0x00000010, R9
+	VMAXPS (CX)(DI*4), Z0, Z0
+	VMAXPS 4096(CX)(DI*4), Z1, Z1
+	VMAXPS 8192(CX)(DI*4), Z2, Z2
+	VMAXPS 12288(CX)(DI*4), Z3, Z3
+	VMAXPS 16384(CX)(DI*4), Z4, Z4
+	VMAXPS 20480(CX)(DI*4), Z5, Z5
+	ADDQ   $0x00000010, DI
 	JMP    sv_max_6
 
 sv_max_tail_7:
-	LEAQ      (R8), R10
-	LEAQ      -16(R8), R11
-	MOVQ      R11, R12
-	SARQ      $0x3f, R12
-	NOTQ      R12
-	ANDQ      R12, R11
-	SUBQ      R11, R10
-	MOVL      $0x0000ffff, R12
-	BZHIL     R10, R12, R12
-	KMOVW     R12, K1
+	LEAQ      (SI), R8
+	LEAQ      -16(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
 	MOVL      $0x0000ffff, R10
-	BZHIL     R11, R10, R10
-	KMOVW     R10, K2
-	VMOVUPS.Z (BX)(R9*4), K1, Z6
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z (CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z0, K1, Z0
-	LEAQ      1(R8), R10
-	LEAQ      -15(R8), R11
-	MOVQ      R11, R12
-	SARQ      $0x3f, R12
-	NOTQ      R12
-	ANDQ      R12, R11
-	SUBQ      R11, R10
-	MOVL      $0x0000ffff, R12
-	BZHIL     R10, R12, R12
-	KMOVW     R12, K1
+	LEAQ      1(SI), R8
+	LEAQ      -15(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
 	MOVL      $0x0000ffff, R10
-	BZHIL     R11, R10, R10
-	KMOVW     R10, K2
-	VMOVUPS.Z 4096(BX)(R9*4), K1, Z6
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 4096(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z1, K1, Z1
-	CMPQ      R11, $0x00000000
+	CMPQ      R9, $0x00000000
 	JE        sv_max_one_8
-	VMOVUPS.Z 4160(BX)(R9*4), K2, Z6
+	VMOVUPS.Z 4160(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z1, K2, Z1
 
 sv_max_one_8:
-	LEAQ      2(R8), R10
-	LEAQ      -14(R8), R11
-	MOVQ      R11, R12
-	SARQ      $0x3f, R12
-	NOTQ      R12
-	ANDQ      R12, R11
-	SUBQ      R11, R10
-	MOVL      $0x0000ffff, R12
-	BZHIL     R10, R12, R12
-	KMOVW     R12, K1
+	LEAQ      2(SI), R8
+	LEAQ      -14(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
 	MOVL      $0x0000ffff, R10
-	BZHIL     R11, R10, R10
-	KMOVW     R10, K2
-	VMOVUPS.Z 8192(BX)(R9*4), K1, Z6
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 8192(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z2, K1, Z2
-	CMPQ      R11, $0x00000000
+	CMPQ      R9, $0x00000000
 	JE        sv_max_one_9
-	VMOVUPS.Z 8256(BX)(R9*4), K2, Z6
+	VMOVUPS.Z 8256(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z2, K2, Z2
 
 sv_max_one_9:
-	LEAQ      3(R8), R10
-	LEAQ      -13(R8), R11
-	MOVQ      R11, R12
-	SARQ      $0x3f, R12
-	NOTQ      R12
-	ANDQ      R12, R11
-	SUBQ      R11, R10
-	MOVL      $0x0000ffff, R12
-	BZHIL     R10, R12, R12
-	KMOVW     R12, K1
+	LEAQ      3(SI), R8
+	LEAQ      -13(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
 	MOVL      $0x0000ffff, R10
-	BZHIL     R11, R10, R10
-	KMOVW     R10, K2
-	VMOVUPS.Z 12288(BX)(R9*4), K1, Z6
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 12288(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z3, K1, Z3
-	CMPQ      R11, $0x00000000
+	CMPQ      R9, $0x00000000
 	JE        sv_max_one_10
-	VMOVUPS.Z 12352(BX)(R9*4), K2, Z6
+	VMOVUPS.Z 12352(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z3, K2, Z3
 
 sv_max_one_10:
-	LEAQ      4(R8), R10
-	LEAQ      -12(R8), R11
-	MOVQ      R11, R12
-	SARQ      $0x3f, R12
-	NOTQ      R12
-	ANDQ      R12, R11
-	SUBQ      R11, R10
-	MOVL      $0x0000ffff, R12
-	BZHIL     R10, R12, R12
-	KMOVW     R12, K1
+	LEAQ      4(SI), R8
+	LEAQ      -12(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
 	MOVL      $0x0000ffff, R10
-	BZHIL     R11, R10, R10
-	KMOVW     R10, K2
-	VMOVUPS.Z 16384(BX)(R9*4), K1, Z6
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 16384(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z4, K1, Z4
-	CMPQ      R11, $0x00000000
+	CMPQ      R9, $0x00000000
 	JE        sv_max_one_11
-	VMOVUPS.Z 16448(BX)(R9*4), K2, Z6
+	VMOVUPS.Z 16448(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z4, K2, Z4
 
 sv_max_one_11:
-	LEAQ      5(R8), R10
-	LEAQ      -11(R8), R11
-	MOVQ      R11, R12
-	SARQ      $0x3f, R12
-	NOTQ      R12
-	ANDQ      R12, R11
-	SUBQ      R11, R10
-	MOVL      $0x0000ffff, R12
-	BZHIL     R10, R12, R12
-	KMOVW     R12, K1
+	LEAQ      5(SI), R8
+	LEAQ      -11(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
 	MOVL      $0x0000ffff, R10
-	BZHIL     R11, R10, R10
-	KMOVW     R10, K2
-	VMOVUPS.Z 20480(BX)(R9*4), K1, Z6
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 20480(CX)(DI*4), K1, Z6
 	VMAXPS    Z6, Z5, K1, Z5
-	CMPQ      R11, $0x00000000
+	CMPQ      R9, $0x00000000
 	JE        sv_max_one_12
-	VMOVUPS.Z 20544(BX)(R9*4), K2, Z6
+	VMOVUPS.Z 20544(CX)(DI*4), K2, Z6
 	VMAXPS    Z6, Z5, K2, Z5
 
 sv_max_one_12:
@@ -234,12 +253,12 @@ sv_max_one_12:
 	VXORPS       Z9, Z9, Z9
 	VXORPS       Z10, Z10, Z10
 	VXORPS       Z11, Z11, Z11
-	XORQ         R9, R9
+	XORQ         DI, DI
 
 sv_exp_13:
-	CMPQ             R9, DI
+	CMPQ             DI, BX
 	JAE              sv_exp_tail_14
-	VMOVUPS          (BX)(R9*4), Z12
+	VMOVUPS          (CX)(DI*4), Z12
 	VSUBPS           Z0, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
@@ -254,8 +273,9 @@ sv_exp_13:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
 	VSCALEFPS.Z      Z14, Z13, K1, Z13
 	VADDPS           Z13, Z6, Z6
-	VMOVUPS          Z13, (SI)(R9*4)
-	VMOVUPS          4096(BX)(R9*4), Z12
+	VMOVUPS          Z13, (DX)(DI*4)
+	PREFETCHT0       -24576(CX)(DI*4)
+	VMOVUPS          4096(CX)(DI*4), Z12
 	VSUBPS           Z1, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
@@ -270,8 +290,9 @@ sv_exp_13:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
 	VSCALEFPS.Z      Z14, Z13, K1, Z13
 	VADDPS           Z13, Z7, Z7
-	VMOVUPS          Z13, 4096(SI)(R9*4)
-	VMOVUPS          8192(BX)(R9*4), Z12
+	VMOVUPS          Z13, 4096(DX)(DI*4)
+	PREFETCHT0       -20480(CX)(DI*4)
+	VMOVUPS          8192(CX)(DI*4), Z12
 	VSUBPS           Z2, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
@@ -286,8 +307,9 @@ sv_exp_13:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
 	VSCALEFPS.Z      Z14, Z13, K1, Z13
 	VADDPS           Z13, Z8, Z8
-	VMOVUPS          Z13, 8192(SI)(R9*4)
-	VMOVUPS          12288(BX)(R9*4), Z12
+	VMOVUPS          Z13, 8192(DX)(DI*4)
+	PREFETCHT0       -16384(CX)(DI*4)
+	VMOVUPS          12288(CX)(DI*4), Z12
 	VSUBPS           Z3, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
@@ -302,8 +324,9 @@ sv_exp_13:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
 	VSCALEFPS.Z      Z14, Z13, K1, Z13
 	VADDPS           Z13, Z9, Z9
-	VMOVUPS          Z13, 12288(SI)(R9*4)
-	VMOVUPS          16384(BX)(R9*4), Z12
+	VMOVUPS          Z13, 12288(DX)(DI*4)
+	PREFETCHT0       -12288(CX)(DI*4)
+	VMOVUPS          16384(CX)(DI*4), Z12
 	VSUBPS           Z4, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
@@ -318,8 +341,9 @@ sv_exp_13:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
 	VSCALEFPS.Z      Z14, Z13, K1, Z13
 	VADDPS           Z13, Z10, Z10
-	VMOVUPS          Z13, 16384(SI)(R9*4)
-	VMOVUPS          20480(BX)(R9*4), Z12
+	VMOVUPS          Z13, 16384(DX)(DI*4)
+	PREFETCHT0       -8192(CX)(DI*4)
+	VMOVUPS          20480(CX)(DI*4), Z12
 	VSUBPS           Z5, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
@@ -334,25 +358,26 @@ sv_exp_13:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
 	VSCALEFPS.Z      Z14, Z13, K1, Z13
 	VADDPS           Z13, Z11, Z11
-	VMOVUPS          Z13, 20480(SI)(R9*4)
-	ADDQ             $0x00000010, R9
+	VMOVUPS          Z13, 20480(DX)(DI*4)
+	PREFETCHT0       -4096(CX)(DI*4)
+	ADDQ             $0x00000010, DI
 	JMP              sv_exp_13
 
 sv_exp_tail_14:
-	LEAQ             (R8), R10
-	LEAQ             -16(R8), R11
-	MOVQ             R11, R12
-	SARQ             $0x3f, R12
-	NOTQ             R12
-	ANDQ             R12, R11
-	SUBQ             R11, R10
-	MOVL             $0x0000ffff, R12
-	BZHIL            R10, R12, R12
-	KMOVW            R12, K1
+	LEAQ             (SI), R8
+	LEAQ             -16(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
 	MOVL             $0x0000ffff, R10
-	BZHIL            R11, R10, R10
-	KMOVW            R10, K2
-	VMOVUPS.Z        (BX)(R9*4), K1, Z12
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        (CX)(DI*4), K1, Z12
 	VSUBPS           Z0, Z12, Z12
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K2
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z13
@@ -367,21 +392,21 @@ sv_exp_tail_14:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z0
 	VSCALEFPS.Z      Z13, Z0, K2, Z0
 	VADDPS           Z0, Z6, K1, Z6
-	VMOVUPS          Z0, K1, (SI)(R9*4)
-	LEAQ             1(R8), R10
-	LEAQ             -15(R8), R11
-	MOVQ             R11, R12
-	SARQ             $0x3f, R12
-	NOTQ             R12
-	ANDQ             R12, R11
-	SUBQ             R11, R10
-	MOVL             $0x0000ffff, R12
-	BZHIL            R10, R12, R12
-	KMOVW            R12, K1
+	VMOVUPS          Z0, K1, (DX)(DI*4)
+	LEAQ             1(SI), R8
+	LEAQ             -15(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
 	MOVL             $0x0000ffff, R10
-	BZHIL            R11, R10, R10
-	KMOVW            R10, K2
-	VMOVUPS.Z        4096(BX)(R9*4), K1, Z0
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        4096(CX)(DI*4), K1, Z0
 	VSUBPS           Z1, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z13
@@ -396,10 +421,10 @@ sv_exp_tail_14:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z12
 	VSCALEFPS.Z      Z13, Z12, K3, Z12
 	VADDPS           Z12, Z7, K1, Z7
-	VMOVUPS          Z12, K1, 4096(SI)(R9*4)
-	CMPQ             R11, $0x00000000
+	VMOVUPS          Z12, K1, 4096(DX)(DI*4)
+	CMPQ             R9, $0x00000000
 	JE               sv_exp_one_15
-	VMOVUPS.Z        4160(BX)(R9*4), K2, Z0
+	VMOVUPS.Z        4160(CX)(DI*4), K2, Z0
 	VSUBPS           Z1, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z12
@@ -414,23 +439,23 @@ sv_exp_tail_14:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z12, Z1, K1, Z1
 	VADDPS           Z1, Z7, K2, Z7
-	VMOVUPS          Z1, K2, 4160(SI)(R9*4)
+	VMOVUPS          Z1, K2, 4160(DX)(DI*4)
 
 sv_exp_one_15:
-	LEAQ             2(R8), R10
-	LEAQ             -14(R8), R11
-	MOVQ             R11, R12
-	SARQ             $0x3f, R12
-	NOTQ             R12
-	ANDQ             R12, R11
-	SUBQ             R11, R10
-	MOVL             $0x0000ffff, R12
-	BZHIL            R10, R12, R12
-	KMOVW            R12, K1
+	LEAQ             2(SI), R8
+	LEAQ             -14(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
 	MOVL             $0x0000ffff, R10
-	BZHIL            R11, R10, R10
-	KMOVW            R10, K2
-	VMOVUPS.Z        8192(BX)(R9*4), K1, Z0
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        8192(CX)(DI*4), K1, Z0
 	VSUBPS           Z2, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z12
@@ -445,10 +470,10 @@ sv_exp_one_15:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z12, Z1, K3, Z1
 	VADDPS           Z1, Z8, K1, Z8
-	VMOVUPS          Z1, K1, 8192(SI)(R9*4)
-	CMPQ             R11, $0x00000000
+	VMOVUPS          Z1, K1, 8192(DX)(DI*4)
+	CMPQ             R9, $0x00000000
 	JE               sv_exp_one_16
-	VMOVUPS.Z        8256(BX)(R9*4), K2, Z0
+	VMOVUPS.Z        8256(CX)(DI*4), K2, Z0
 	VSUBPS           Z2, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
@@ -463,23 +488,23 @@ sv_exp_one_15:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z2, Z1, K1, Z1
 	VADDPS           Z1, Z8, K2, Z8
-	VMOVUPS          Z1, K2, 8256(SI)(R9*4)
+	VMOVUPS          Z1, K2, 8256(DX)(DI*4)
 
 sv_exp_one_16:
-	LEAQ             3(R8), R10
-	LEAQ             -13(R8), R11
-	MOVQ             R11, R12
-	SARQ             $0x3f, R12
-	NOTQ             R12
-	ANDQ             R12, R11
-	SUBQ             R11, R10
-	MOVL             $0x0000ffff, R12
-	BZHIL            R10, R12, R12
-	KMOVW            R12, K1
+	LEAQ             3(SI), R8
+	LEAQ             -13(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
 	MOVL             $0x0000ffff, R10
-	BZHIL            R11, R10, R10
-	KMOVW            R10, K2
-	VMOVUPS.Z        12288(BX)(R9*4), K1, Z0
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        12288(CX)(DI*4), K1, Z0
 	VSUBPS           Z3, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
@@ -494,10 +519,10 @@ sv_exp_one_16:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z2, Z1, K3, Z1
 	VADDPS           Z1, Z9, K1, Z9
-	VMOVUPS          Z1, K1, 12288(SI)(R9*4)
-	CMPQ             R11, $0x00000000
+	VMOVUPS          Z1, K1, 12288(DX)(DI*4)
+	CMPQ             R9, $0x00000000
 	JE               sv_exp_one_17
-	VMOVUPS.Z        12352(BX)(R9*4), K2, Z0
+	VMOVUPS.Z        12352(CX)(DI*4), K2, Z0
 	VSUBPS           Z3, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
@@ -512,23 +537,23 @@ sv_exp_one_16:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z2, Z1, K1, Z1
 	VADDPS           Z1, Z9, K2, Z9
-	VMOVUPS          Z1, K2, 12352(SI)(R9*4)
+	VMOVUPS          Z1, K2, 12352(DX)(DI*4)
 
 sv_exp_one_17:
-	LEAQ             4(R8), R10
-	LEAQ             -12(R8), R11
-	MOVQ             R11, R12
-	SARQ             $0x3f, R12
-	NOTQ             R12
-	ANDQ             R12, R11
-	SUBQ             R11, R10
-	MOVL             $0x0000ffff, R12
-	BZHIL            R10, R12, R12
-	KMOVW            R12, K1
+	LEAQ             4(SI), R8
+	LEAQ             -12(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
 	MOVL             $0x0000ffff, R10
-	BZHIL            R11, R10, R10
-	KMOVW            R10, K2
-	VMOVUPS.Z        16384(BX)(R9*4), K1, Z0
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        16384(CX)(DI*4), K1, Z0
 	VSUBPS           Z4, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
@@ -543,10 +568,10 @@ sv_exp_one_17:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z2, Z1, K3, Z1
 	VADDPS           Z1, Z10, K1, Z10
-	VMOVUPS          Z1, K1, 16384(SI)(R9*4)
-	CMPQ             R11, $0x00000000
+	VMOVUPS          Z1, K1, 16384(DX)(DI*4)
+	CMPQ             R9, $0x00000000
 	JE               sv_exp_one_18
-	VMOVUPS.Z        16448(BX)(R9*4), K2, Z0
+	VMOVUPS.Z        16448(CX)(DI*4), K2, Z0
 	VSUBPS           Z4, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
@@ -561,23 +586,23 @@ sv_exp_one_17:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z2, Z1, K1, Z1
 	VADDPS           Z1, Z10, K2, Z10
-	VMOVUPS          Z1, K2, 16448(SI)(R9*4)
+	VMOVUPS          Z1, K2, 16448(DX)(DI*4)
 
 sv_exp_one_18:
-	LEAQ             5(R8), R10
-	LEAQ             -11(R8), R11
-	MOVQ             R11, R12
-	SARQ             $0x3f, R12
-	NOTQ             R12
-	ANDQ             R12, R11
-	SUBQ             R11, R10
-	MOVL             $0x0000ffff, R12
-	BZHIL            R10, R12, R12
-	KMOVW            R12, K1
+	LEAQ             5(SI), R8
+	LEAQ             -11(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
 	MOVL             $0x0000ffff, R10
-	BZHIL            R11, R10, R10
-	KMOVW            R10, K2
-	VMOVUPS.Z        20480(BX)(R9*4), K1, Z0
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        20480(CX)(DI*4), K1, Z0
 	VSUBPS           Z5, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
@@ -592,10 +617,10 @@ sv_exp_one_18:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z2, Z1, K3, Z1
 	VADDPS           Z1, Z11, K1, Z11
-	VMOVUPS          Z1, K1, 20480(SI)(R9*4)
-	CMPQ             R11, $0x00000000
+	VMOVUPS          Z1, K1, 20480(DX)(DI*4)
+	CMPQ             R9, $0x00000000
 	JE               sv_exp_one_19
-	VMOVUPS.Z        20544(BX)(R9*4), K2, Z0
+	VMOVUPS.Z        20544(CX)(DI*4), K2, Z0
 	VSUBPS           Z5, Z0, Z0
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
 	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
@@ -610,7 +635,7 @@ sv_exp_one_18:
 	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
 	VSCALEFPS.Z      Z2, Z1, K1, Z1
 	VADDPS           Z1, Z11, K2, Z11
-	VMOVUPS          Z1, K2, 20544(SI)(R9*4)
+	VMOVUPS          Z1, K2, 20544(DX)(DI*4)
 
 sv_exp_one_19:
 	VSHUFF64X2   $0x4e, Z6, Z6, Z0
@@ -685,1204 +710,11 @@ sv_exp_one_19:
 	VMAXPS       Z11, Z5, Z11
 	VBROADCASTSS sv_one_3f800000<>+0(SB), Z5
 	VDIVPS       Z11, Z5, Z5
-	XORQ         BX, BX
-
-sv_scale_20:
-	CMPQ    BX, DI
-	JAE     sv_scale_tail_21
-	VMULPS  (SI)(BX*4), Z0, Z6
-	VMOVUPS Z6, (SI)(BX*4)
-	VMULPS  4096(SI)(BX*4), Z1, Z6
-	VMOVUPS Z6, 4096(SI)(BX*4)
-	VMULPS  8192(SI)(BX*4), Z2, Z6
-	VMOVUPS Z6, 8192(SI)(BX*4)
-	VMULPS  12288(SI)(BX*4), Z3, Z6
-	VMOVUPS Z6, 12288(SI)(BX*4)
-	VMULPS  16384(SI)(BX*4), Z4, Z6
-	VMOVUPS Z6, 16384(SI)(BX*4)
-	VMULPS  20480(SI)(BX*4), Z5, Z6
-	VMOVUPS Z6, 20480(SI)(BX*4)
-	ADDQ    $0x00000010, BX
-	JMP     sv_scale_20
-
-sv_scale_tail_21:
-	LEAQ      (R8), DI
-	LEAQ      -16(R8), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, DI
-	MOVL      $0x0000ffff, R10
-	BZHIL     DI, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, DI
-	BZHIL     R9, DI, DI
-	KMOVW     DI, K2
-	VMOVUPS.Z (SI)(BX*4), K1, Z6
-	VMULPS    Z6, Z0, Z6
-	VMOVUPS   Z6, K1, (SI)(BX*4)
-	LEAQ      1(R8), DI
-	LEAQ      -15(R8), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, DI
-	MOVL      $0x0000ffff, R10
-	BZHIL     DI, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, DI
-	BZHIL     R9, DI, DI
-	KMOVW     DI, K2
-	VMOVUPS.Z 4096(SI)(BX*4), K1, Z0
-	VMULPS    Z0, Z1, Z0
-	VMOVUPS   Z0, K1, 4096(SI)(BX*4)
-	CMPQ      R9, $0x00000000
-	JE        sv_scale_one_22
-	VMOVUPS.Z 4160(SI)(BX*4), K2, Z0
-	VMULPS    Z0, Z1, Z0
-	VMOVUPS   Z0, K2, 4160(SI)(BX*4)
-
-sv_scale_one_22:
-	LEAQ      2(R8), DI
-	LEAQ      -14(R8), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, DI
-	MOVL      $0x0000ffff, R10
-	BZHIL     DI, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, DI
-	BZHIL     R9, DI, DI
-	KMOVW     DI, K2
-	VMOVUPS.Z 8192(SI)(BX*4), K1, Z0
-	VMULPS    Z0, Z2, Z0
-	VMOVUPS   Z0, K1, 8192(SI)(BX*4)
-	CMPQ      R9, $0x00000000
-	JE        sv_scale_one_23
-	VMOVUPS.Z 8256(SI)(BX*4), K2, Z0
-	VMULPS    Z0, Z2, Z0
-	VMOVUPS   Z0, K2, 8256(SI)(BX*4)
-
-sv_scale_one_23:
-	LEAQ      3(R8), DI
-	LEAQ      -13(R8), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, DI
-	MOVL      $0x0000ffff, R10
-	BZHIL     DI, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, DI
-	BZHIL     R9, DI, DI
-	KMOVW     DI, K2
-	VMOVUPS.Z 12288(SI)(BX*4), K1, Z0
-	VMULPS    Z0, Z3, Z0
-	VMOVUPS   Z0, K1, 12288(SI)(BX*4)
-	CMPQ      R9, $0x00000000
-	JE        sv_scale_one_24
-	VMOVUPS.Z 12352(SI)(BX*4), K2, Z0
-	VMULPS    Z0, Z3, Z0
-	VMOVUPS   Z0, K2, 12352(SI)(BX*4)
-
-sv_scale_one_24:
-	LEAQ      4(R8), DI
-	LEAQ      -12(R8), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, DI
-	MOVL      $0x0000ffff, R10
-	BZHIL     DI, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, DI
-	BZHIL     R9, DI, DI
-	KMOVW     DI, K2
-	VMOVUPS.Z 16384(SI)(BX*4), K1, Z0
-	VMULPS    Z0, Z4, Z0
-	VMOVUPS   Z0, K1, 16384(SI)(BX*4)
-	CMPQ      R9, $0x00000000
-	JE        sv_scale_one_25
-	VMOVUPS.Z 16448(SI)(BX*4), K2, Z0
-	VMULPS    Z0, Z4, Z0
-	VMOVUPS   Z0, K2, 16448(SI)(BX*4)
-
-sv_scale_one_25:
-	LEAQ      5(R8), DI
-	LEAQ      -11(R8), R8
-	MOVQ      R8, R9
-	SARQ      $0x3f, R9
-	NOTQ      R9
-	ANDQ      R9, R8
-	SUBQ      R8, DI
-	MOVL      $0x0000ffff, R9
-	BZHIL     DI, R9, R9
-	KMOVW     R9, K1
-	MOVL      $0x0000ffff, DI
-	BZHIL     R8, DI, DI
-	KMOVW     DI, K2
-	VMOVUPS.Z 20480(SI)(BX*4), K1, Z0
-	VMULPS    Z0, Z5, Z0
-	VMOVUPS   Z0, K1, 20480(SI)(BX*4)
-	CMPQ      R8, $0x00000000
-	JE        sv_scale_one_26
-	VMOVUPS.Z 20544(SI)(BX*4), K2, Z0
-	VMULPS    Z0, Z5, Z0
-	VMOVUPS   Z0, K2, 20544(SI)(BX*4)
-
-sv_scale_one_26:
-	ADDQ   $0x00000006, CX
-	DECQ   DX
-	JNZ    svs_softmax_5
-	VXORPS Z0, Z0, Z0
-	MOVQ   AX, CX
-	MOVQ   $0x00000018, DX
-
-svs_zero_27:
-	MOVQ    y_base+80(FP), BX
-	IMUL3Q  $0x00000400, CX, SI
-	ADDQ    SI, BX
-	VMOVUPS Z0, (BX)
-	VMOVUPS Z0, 64(BX)
-	VMOVUPS Z0, 128(BX)
-	VMOVUPS Z0, 192(BX)
-	VMOVUPS Z0, 1024(BX)
-	VMOVUPS Z0, 1088(BX)
-	VMOVUPS Z0, 1152(BX)
-	VMOVUPS Z0, 1216(BX)
-	VMOVUPS Z0, 2048(BX)
-	VMOVUPS Z0, 2112(BX)
-	VMOVUPS Z0, 2176(BX)
-	VMOVUPS Z0, 2240(BX)
-	VMOVUPS Z0, 3072(BX)
-	VMOVUPS Z0, 3136(BX)
-	VMOVUPS Z0, 3200(BX)
-	VMOVUPS Z0, 3264(BX)
-	VMOVUPS Z0, 4096(BX)
-	VMOVUPS Z0, 4160(BX)
-	VMOVUPS Z0, 4224(BX)
-	VMOVUPS Z0, 4288(BX)
-	VMOVUPS Z0, 5120(BX)
-	VMOVUPS Z0, 5184(BX)
-	VMOVUPS Z0, 5248(BX)
-	VMOVUPS Z0, 5312(BX)
-	ADDQ    $0x00000006, CX
-	DECQ    DX
-	JNZ     svs_zero_27
-	XORQ    BX, BX
-
-svs_chunks_28:
-	CMPQ    BX, AX
-	JG      svs_tail_29
-	LEAQ    256(BX), SI
-	LEAQ    1(AX), CX
-	CMPQ    SI, CX
-	CMOVQGT CX, SI
-	MOVQ    AX, CX
-	MOVQ    $0x00000018, DX
-
-svs_rect_30:
-	MOVQ    y_base+80(FP), DI
-	IMUL3Q  $0x00000400, CX, R8
-	ADDQ    R8, DI
-	VMOVUPS (DI), Z0
-	VMOVUPS 64(DI), Z1
-	VMOVUPS 128(DI), Z2
-	VMOVUPS 192(DI), Z3
-	VMOVUPS 1024(DI), Z4
-	VMOVUPS 1088(DI), Z5
-	VMOVUPS 1152(DI), Z6
-	VMOVUPS 1216(DI), Z7
-	VMOVUPS 2048(DI), Z8
-	VMOVUPS 2112(DI), Z9
-	VMOVUPS 2176(DI), Z10
-	VMOVUPS 2240(DI), Z11
-	VMOVUPS 3072(DI), Z12
-	VMOVUPS 3136(DI), Z13
-	VMOVUPS 3200(DI), Z14
-	VMOVUPS 3264(DI), Z15
-	VMOVUPS 4096(DI), Z16
-	VMOVUPS 4160(DI), Z17
-	VMOVUPS 4224(DI), Z18
-	VMOVUPS 4288(DI), Z19
-	VMOVUPS 5120(DI), Z20
-	VMOVUPS 5184(DI), Z21
-	VMOVUPS 5248(DI), Z22
-	VMOVUPS 5312(DI), Z23
-	MOVQ    a_base+32(FP), R8
-	IMUL3Q  $0x00001000, CX, R9
-	ADDQ    R9, R8
-	MOVQ    BX, R10
-	IMUL3Q  $0x00000400, R10, R9
-	MOVQ    v_base+56(FP), R11
-	ADDQ    R11, R9
-
-svs_prod_31:
-	CMPQ         R10, SI
-	JGE          svs_prod_out_32
-	VMOVUPS      (R9), Z24
-	VMOVUPS      64(R9), Z25
-	VMOVUPS      128(R9), Z26
-	VMOVUPS      192(R9), Z27
-	VBROADCASTSS (R8)(R10*4), Z28
-	VFMADD231PS  Z24, Z28, Z0
-	VFMADD231PS  Z25, Z28, Z1
-	VFMADD231PS  Z26, Z28, Z2
-	VFMADD231PS  Z27, Z28, Z3
-	VBROADCASTSS 4096(R8)(R10*4), Z28
-	VFMADD231PS  Z24, Z28, Z4
-	VFMADD231PS  Z25, Z28, Z5
-	VFMADD231PS  Z26, Z28, Z6
-	VFMADD231PS  Z27, Z28, Z7
-	VBROADCASTSS 8192(R8)(R10*4), Z28
-	VFMADD231PS  Z24, Z28, Z8
-	VFMADD231PS  Z25, Z28, Z9
-	VFMADD231PS  Z26, Z28, Z10
-	VFMADD231PS  Z27, Z28, Z11
-	VBROADCASTSS 12288(R8)(R10*4), Z28
-	VFMADD231PS  Z24, Z28, Z12
-	VFMADD231PS  Z25, Z28, Z13
-	VFMADD231PS  Z26, Z28, Z14
-	VFMADD231PS  Z27, Z28, Z15
-	VBROADCASTSS 16384(R8)(R10*4), Z28
-	VFMADD231PS  Z24, Z28, Z16
-	VFMADD231PS  Z25, Z28, Z17
-	VFMADD231PS  Z26, Z28, Z18
-	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS 20480(R8)(R10*4), Z28
-	VFMADD231PS  Z24, Z28, Z20
-	VFMADD231PS  Z25, Z28, Z21
-	VFMADD231PS  Z26, Z28, Z22
-	VFMADD231PS  Z27, Z28, Z23
-	ADDQ         $0x00000400, R9
-	INCQ         R10
-	JMP          svs_prod_31
-
-svs_prod_out_32:
-	VMOVUPS Z0, (DI)
-	VMOVUPS Z1, 64(DI)
-	VMOVUPS Z2, 128(DI)
-	VMOVUPS Z3, 192(DI)
-	VMOVUPS Z4, 1024(DI)
-	VMOVUPS Z5, 1088(DI)
-	VMOVUPS Z6, 1152(DI)
-	VMOVUPS Z7, 1216(DI)
-	VMOVUPS Z8, 2048(DI)
-	VMOVUPS Z9, 2112(DI)
-	VMOVUPS Z10, 2176(DI)
-	VMOVUPS Z11, 2240(DI)
-	VMOVUPS Z12, 3072(DI)
-	VMOVUPS Z13, 3136(DI)
-	VMOVUPS Z14, 3200(DI)
-	VMOVUPS Z15, 3264(DI)
-	VMOVUPS Z16, 4096(DI)
-	VMOVUPS Z17, 4160(DI)
-	VMOVUPS Z18, 4224(DI)
-	VMOVUPS Z19, 4288(DI)
-	VMOVUPS Z20, 5120(DI)
-	VMOVUPS Z21, 5184(DI)
-	VMOVUPS Z22, 5248(DI)
-	VMOVUPS Z23, 5312(DI)
-	ADDQ    $0x00000006, CX
-	DECQ    DX
-	JNZ     svs_rect_30
-	ADDQ    $0x00000100, BX
-	JMP     svs_chunks_28
-
-svs_tail_29:
-	LEAQ 1(AX), BX
-	MOVQ AX, CX
-	MOVQ $0x00000018, DX
-
-svs_own_33:
-	MOVQ    y_base+80(FP), SI
-	IMUL3Q  $0x00000400, CX, DI
-	ADDQ    DI, SI
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	VMOVUPS 1024(SI), Z4
-	VMOVUPS 1088(SI), Z5
-	VMOVUPS 1152(SI), Z6
-	VMOVUPS 1216(SI), Z7
-	VMOVUPS 2048(SI), Z8
-	VMOVUPS 2112(SI), Z9
-	VMOVUPS 2176(SI), Z10
-	VMOVUPS 2240(SI), Z11
-	VMOVUPS 3072(SI), Z12
-	VMOVUPS 3136(SI), Z13
-	VMOVUPS 3200(SI), Z14
-	VMOVUPS 3264(SI), Z15
-	VMOVUPS 4096(SI), Z16
-	VMOVUPS 4160(SI), Z17
-	VMOVUPS 4224(SI), Z18
-	VMOVUPS 4288(SI), Z19
-	VMOVUPS 5120(SI), Z20
-	VMOVUPS 5184(SI), Z21
-	VMOVUPS 5248(SI), Z22
-	VMOVUPS 5312(SI), Z23
-	MOVQ    a_base+32(FP), DI
-	IMUL3Q  $0x00001000, CX, R8
-	ADDQ    R8, DI
-	MOVQ    BX, R9
-	IMUL3Q  $0x00000400, R9, R8
-	MOVQ    v_base+56(FP), R10
-	ADDQ    R10, R8
-
-svs_prod_34:
-	CMPQ         R9, CX
-	JG           svs_prod_out_35
-	VMOVUPS      (R8), Z24
-	VMOVUPS      64(R8), Z25
-	VMOVUPS      128(R8), Z26
-	VMOVUPS      192(R8), Z27
-	VBROADCASTSS (DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z0
-	VFMADD231PS  Z25, Z28, Z1
-	VFMADD231PS  Z26, Z28, Z2
-	VFMADD231PS  Z27, Z28, Z3
-	VBROADCASTSS 4096(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z4
-	VFMADD231PS  Z25, Z28, Z5
-	VFMADD231PS  Z26, Z28, Z6
-	VFMADD231PS  Z27, Z28, Z7
-	VBROADCASTSS 8192(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z8
-	VFMADD231PS  Z25, Z28, Z9
-	VFMADD231PS  Z26, Z28, Z10
-	VFMADD231PS  Z27, Z28, Z11
-	VBROADCASTSS 12288(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z12
-	VFMADD231PS  Z25, Z28, Z13
-	VFMADD231PS  Z26, Z28, Z14
-	VFMADD231PS  Z27, Z28, Z15
-	VBROADCASTSS 16384(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z16
-	VFMADD231PS  Z25, Z28, Z17
-	VFMADD231PS  Z26, Z28, Z18
-	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS 20480(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z20
-	VFMADD231PS  Z25, Z28, Z21
-	VFMADD231PS  Z26, Z28, Z22
-	VFMADD231PS  Z27, Z28, Z23
-	ADDQ         $0x00000400, R8
-	INCQ         R9
-	JMP          svs_prod_34
-
-svs_prod_out_35:
-	VMOVUPS      (R8), Z24
-	VMOVUPS      64(R8), Z25
-	VMOVUPS      128(R8), Z26
-	VMOVUPS      192(R8), Z27
-	VBROADCASTSS 4096(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z4
-	VFMADD231PS  Z25, Z28, Z5
-	VFMADD231PS  Z26, Z28, Z6
-	VFMADD231PS  Z27, Z28, Z7
-	VBROADCASTSS 8192(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z8
-	VFMADD231PS  Z25, Z28, Z9
-	VFMADD231PS  Z26, Z28, Z10
-	VFMADD231PS  Z27, Z28, Z11
-	VBROADCASTSS 12288(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z12
-	VFMADD231PS  Z25, Z28, Z13
-	VFMADD231PS  Z26, Z28, Z14
-	VFMADD231PS  Z27, Z28, Z15
-	VBROADCASTSS 16384(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z16
-	VFMADD231PS  Z25, Z28, Z17
-	VFMADD231PS  Z26, Z28, Z18
-	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS 20480(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z20
-	VFMADD231PS  Z25, Z28, Z21
-	VFMADD231PS  Z26, Z28, Z22
-	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      1024(R8), Z24
-	VMOVUPS      1088(R8), Z25
-	VMOVUPS      1152(R8), Z26
-	VMOVUPS      1216(R8), Z27
-	VBROADCASTSS 8196(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z8
-	VFMADD231PS  Z25, Z28, Z9
-	VFMADD231PS  Z26, Z28, Z10
-	VFMADD231PS  Z27, Z28, Z11
-	VBROADCASTSS 12292(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z12
-	VFMADD231PS  Z25, Z28, Z13
-	VFMADD231PS  Z26, Z28, Z14
-	VFMADD231PS  Z27, Z28, Z15
-	VBROADCASTSS 16388(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z16
-	VFMADD231PS  Z25, Z28, Z17
-	VFMADD231PS  Z26, Z28, Z18
-	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS 20484(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z20
-	VFMADD231PS  Z25, Z28, Z21
-	VFMADD231PS  Z26, Z28, Z22
-	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      2048(R8), Z24
-	VMOVUPS      2112(R8), Z25
-	VMOVUPS      2176(R8), Z26
-	VMOVUPS      2240(R8), Z27
-	VBROADCASTSS 12296(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z12
-	VFMADD231PS  Z25, Z28, Z13
-	VFMADD231PS  Z26, Z28, Z14
-	VFMADD231PS  Z27, Z28, Z15
-	VBROADCASTSS 16392(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z16
-	VFMADD231PS  Z25, Z28, Z17
-	VFMADD231PS  Z26, Z28, Z18
-	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS 20488(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z20
-	VFMADD231PS  Z25, Z28, Z21
-	VFMADD231PS  Z26, Z28, Z22
-	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      3072(R8), Z24
-	VMOVUPS      3136(R8), Z25
-	VMOVUPS      3200(R8), Z26
-	VMOVUPS      3264(R8), Z27
-	VBROADCASTSS 16396(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z16
-	VFMADD231PS  Z25, Z28, Z17
-	VFMADD231PS  Z26, Z28, Z18
-	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS 20492(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z20
-	VFMADD231PS  Z25, Z28, Z21
-	VFMADD231PS  Z26, Z28, Z22
-	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      4096(R8), Z24
-	VMOVUPS      4160(R8), Z25
-	VMOVUPS      4224(R8), Z26
-	VMOVUPS      4288(R8), Z27
-	VBROADCASTSS 20496(DI)(R9*4), Z28
-	VFMADD231PS  Z24, Z28, Z20
-	VFMADD231PS  Z25, Z28, Z21
-	VFMADD231PS  Z26, Z28, Z22
-	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	VMOVUPS      Z3, 192(SI)
-	VMOVUPS      Z4, 1024(SI)
-	VMOVUPS      Z5, 1088(SI)
-	VMOVUPS      Z6, 1152(SI)
-	VMOVUPS      Z7, 1216(SI)
-	VMOVUPS      Z8, 2048(SI)
-	VMOVUPS      Z9, 2112(SI)
-	VMOVUPS      Z10, 2176(SI)
-	VMOVUPS      Z11, 2240(SI)
-	VMOVUPS      Z12, 3072(SI)
-	VMOVUPS      Z13, 3136(SI)
-	VMOVUPS      Z14, 3200(SI)
-	VMOVUPS      Z15, 3264(SI)
-	VMOVUPS      Z16, 4096(SI)
-	VMOVUPS      Z17, 4160(SI)
-	VMOVUPS      Z18, 4224(SI)
-	VMOVUPS      Z19, 4288(SI)
-	VMOVUPS      Z20, 5120(SI)
-	VMOVUPS      Z21, 5184(SI)
-	VMOVUPS      Z22, 5248(SI)
-	VMOVUPS      Z23, 5312(SI)
-	ADDQ         $0x00000006, CX
-	DECQ         DX
-	JNZ          svs_own_33
-	SUBQ         $0x00000090, AX
-	JMP          sv_supers_3
-
-sv_rest_4:
-	ADDQ $0x00000090, AX
-	SUBQ $0x00000006, AX
-
-sv_blocks_36:
-	CMPQ         AX, $0x00000000
-	JL           sv_singles_2
-	MOVQ         b_base+8(FP), CX
-	IMUL3Q       $0x00001000, AX, DX
-	ADDQ         DX, CX
-	MOVQ         a_base+32(FP), DX
-	IMUL3Q       $0x00001000, AX, BX
-	ADDQ         BX, DX
-	LEAQ         1(AX), BX
-	MOVQ         BX, SI
-	ANDQ         $0xfffffff0, BX
-	SUBQ         BX, SI
-	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
-	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z1
-	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z2
-	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z3
-	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z4
-	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z5
-	XORQ         DI, DI
-
-sv_max_37:
-	CMPQ   DI, BX
-	JAE    sv_max_tail_38
-	VMAXPS (CX)(DI*4), Z0, Z0
-	VMAXPS 4096(CX)(DI*4), Z1, Z1
-	VMAXPS 8192(CX)(DI*4), Z2, Z2
-	VMAXPS 12288(CX)(DI*4), Z3, Z3
-	VMAXPS 16384(CX)(DI*4), Z4, Z4
-	VMAXPS 20480(CX)(DI*4), Z5, Z5
-	ADDQ   $0x00000010, DI
-	JMP    sv_max_37
-
-sv_max_tail_38:
-	LEAQ      (SI), R8
-	LEAQ      -16(SI), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, R8
-	MOVL      $0x0000ffff, R10
-	BZHIL     R8, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, R8
-	BZHIL     R9, R8, R8
-	KMOVW     R8, K2
-	VMOVUPS.Z (CX)(DI*4), K1, Z6
-	VMAXPS    Z6, Z0, K1, Z0
-	LEAQ      1(SI), R8
-	LEAQ      -15(SI), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, R8
-	MOVL      $0x0000ffff, R10
-	BZHIL     R8, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, R8
-	BZHIL     R9, R8, R8
-	KMOVW     R8, K2
-	VMOVUPS.Z 4096(CX)(DI*4), K1, Z6
-	VMAXPS    Z6, Z1, K1, Z1
-	CMPQ      R9, $0x00000000
-	JE        sv_max_one_39
-	VMOVUPS.Z 4160(CX)(DI*4), K2, Z6
-	VMAXPS    Z6, Z1, K2, Z1
-
-sv_max_one_39:
-	LEAQ      2(SI), R8
-	LEAQ      -14(SI), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, R8
-	MOVL      $0x0000ffff, R10
-	BZHIL     R8, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, R8
-	BZHIL     R9, R8, R8
-	KMOVW     R8, K2
-	VMOVUPS.Z 8192(CX)(DI*4), K1, Z6
-	VMAXPS    Z6, Z2, K1, Z2
-	CMPQ      R9, $0x00000000
-	JE        sv_max_one_40
-	VMOVUPS.Z 8256(CX)(DI*4), K2, Z6
-	VMAXPS    Z6, Z2, K2, Z2
-
-sv_max_one_40:
-	LEAQ      3(SI), R8
-	LEAQ      -13(SI), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, R8
-	MOVL      $0x0000ffff, R10
-	BZHIL     R8, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, R8
-	BZHIL     R9, R8, R8
-	KMOVW     R8, K2
-	VMOVUPS.Z 12288(CX)(DI*4), K1, Z6
-	VMAXPS    Z6, Z3, K1, Z3
-	CMPQ      R9, $0x00000000
-	JE        sv_max_one_41
-	VMOVUPS.Z 12352(CX)(DI*4), K2, Z6
-	VMAXPS    Z6, Z3, K2, Z3
-
-sv_max_one_41:
-	LEAQ      4(SI), R8
-	LEAQ      -12(SI), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, R8
-	MOVL      $0x0000ffff, R10
-	BZHIL     R8, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, R8
-	BZHIL     R9, R8, R8
-	KMOVW     R8, K2
-	VMOVUPS.Z 16384(CX)(DI*4), K1, Z6
-	VMAXPS    Z6, Z4, K1, Z4
-	CMPQ      R9, $0x00000000
-	JE        sv_max_one_42
-	VMOVUPS.Z 16448(CX)(DI*4), K2, Z6
-	VMAXPS    Z6, Z4, K2, Z4
-
-sv_max_one_42:
-	LEAQ      5(SI), R8
-	LEAQ      -11(SI), R9
-	MOVQ      R9, R10
-	SARQ      $0x3f, R10
-	NOTQ      R10
-	ANDQ      R10, R9
-	SUBQ      R9, R8
-	MOVL      $0x0000ffff, R10
-	BZHIL     R8, R10, R10
-	KMOVW     R10, K1
-	MOVL      $0x0000ffff, R8
-	BZHIL     R9, R8, R8
-	KMOVW     R8, K2
-	VMOVUPS.Z 20480(CX)(DI*4), K1, Z6
-	VMAXPS    Z6, Z5, K1, Z5
-	CMPQ      R9, $0x00000000
-	JE        sv_max_one_43
-	VMOVUPS.Z 20544(CX)(DI*4), K2, Z6
-	VMAXPS    Z6, Z5, K2, Z5
-
-sv_max_one_43:
-	VSHUFF64X2   $0x4e, Z0, Z0, Z6
-	VMAXPS       Z6, Z0, Z0
-	VSHUFF64X2   $0xb1, Z0, Z0, Z6
-	VMAXPS       Z6, Z0, Z0
-	VPERMILPS    $0x4e, Z0, Z6
-	VMAXPS       Z6, Z0, Z0
-	VPERMILPS    $0xb1, Z0, Z6
-	VMAXPS       Z6, Z0, Z0
-	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
-	VMAXPS       Z0, Z6, Z0
-	VSHUFF64X2   $0x4e, Z1, Z1, Z6
-	VMAXPS       Z6, Z1, Z1
-	VSHUFF64X2   $0xb1, Z1, Z1, Z6
-	VMAXPS       Z6, Z1, Z1
-	VPERMILPS    $0x4e, Z1, Z6
-	VMAXPS       Z6, Z1, Z1
-	VPERMILPS    $0xb1, Z1, Z6
-	VMAXPS       Z6, Z1, Z1
-	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
-	VMAXPS       Z1, Z6, Z1
-	VSHUFF64X2   $0x4e, Z2, Z2, Z6
-	VMAXPS       Z6, Z2, Z2
-	VSHUFF64X2   $0xb1, Z2, Z2, Z6
-	VMAXPS       Z6, Z2, Z2
-	VPERMILPS    $0x4e, Z2, Z6
-	VMAXPS       Z6, Z2, Z2
-	VPERMILPS    $0xb1, Z2, Z6
-	VMAXPS       Z6, Z2, Z2
-	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
-	VMAXPS       Z2, Z6, Z2
-	VSHUFF64X2   $0x4e, Z3, Z3, Z6
-	VMAXPS       Z6, Z3, Z3
-	VSHUFF64X2   $0xb1, Z3, Z3, Z6
-	VMAXPS       Z6, Z3, Z3
-	VPERMILPS    $0x4e, Z3, Z6
-	VMAXPS       Z6, Z3, Z3
-	VPERMILPS    $0xb1, Z3, Z6
-	VMAXPS       Z6, Z3, Z3
-	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
-	VMAXPS       Z3, Z6, Z3
-	VSHUFF64X2   $0x4e, Z4, Z4, Z6
-	VMAXPS       Z6, Z4, Z4
-	VSHUFF64X2   $0xb1, Z4, Z4, Z6
-	VMAXPS       Z6, Z4, Z4
-	VPERMILPS    $0x4e, Z4, Z6
-	VMAXPS       Z6, Z4, Z4
-	VPERMILPS    $0xb1, Z4, Z6
-	VMAXPS       Z6, Z4, Z4
-	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
-	VMAXPS       Z4, Z6, Z4
-	VSHUFF64X2   $0x4e, Z5, Z5, Z6
-	VMAXPS       Z6, Z5, Z5
-	VSHUFF64X2   $0xb1, Z5, Z5, Z6
-	VMAXPS       Z6, Z5, Z5
-	VPERMILPS    $0x4e, Z5, Z6
-	VMAXPS       Z6, Z5, Z5
-	VPERMILPS    $0xb1, Z5, Z6
-	VMAXPS       Z6, Z5, Z5
-	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z6
-	VMAXPS       Z5, Z6, Z5
-	VXORPS       Z6, Z6, Z6
-	VXORPS       Z7, Z7, Z7
-	VXORPS       Z8, Z8, Z8
-	VXORPS       Z9, Z9, Z9
-	VXORPS       Z10, Z10, Z10
-	VXORPS       Z11, Z11, Z11
-	XORQ         DI, DI
-
-sv_exp_44:
-	CMPQ             DI, BX
-	JAE              sv_exp_tail_45
-	VMOVUPS          (CX)(DI*4), Z12
-	VSUBPS           Z0, Z12, Z12
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
-	VRNDSCALEPS      $0x00, Z14, Z14
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
-	VSCALEFPS.Z      Z14, Z13, K1, Z13
-	VADDPS           Z13, Z6, Z6
-	VMOVUPS          Z13, (DX)(DI*4)
-	VMOVUPS          4096(CX)(DI*4), Z12
-	VSUBPS           Z1, Z12, Z12
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
-	VRNDSCALEPS      $0x00, Z14, Z14
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
-	VSCALEFPS.Z      Z14, Z13, K1, Z13
-	VADDPS           Z13, Z7, Z7
-	VMOVUPS          Z13, 4096(DX)(DI*4)
-	VMOVUPS          8192(CX)(DI*4), Z12
-	VSUBPS           Z2, Z12, Z12
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
-	VRNDSCALEPS      $0x00, Z14, Z14
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
-	VSCALEFPS.Z      Z14, Z13, K1, Z13
-	VADDPS           Z13, Z8, Z8
-	VMOVUPS          Z13, 8192(DX)(DI*4)
-	VMOVUPS          12288(CX)(DI*4), Z12
-	VSUBPS           Z3, Z12, Z12
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
-	VRNDSCALEPS      $0x00, Z14, Z14
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
-	VSCALEFPS.Z      Z14, Z13, K1, Z13
-	VADDPS           Z13, Z9, Z9
-	VMOVUPS          Z13, 12288(DX)(DI*4)
-	VMOVUPS          16384(CX)(DI*4), Z12
-	VSUBPS           Z4, Z12, Z12
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
-	VRNDSCALEPS      $0x00, Z14, Z14
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
-	VSCALEFPS.Z      Z14, Z13, K1, Z13
-	VADDPS           Z13, Z10, Z10
-	VMOVUPS          Z13, 16384(DX)(DI*4)
-	VMOVUPS          20480(CX)(DI*4), Z12
-	VSUBPS           Z5, Z12, Z12
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z14
-	VRNDSCALEPS      $0x00, Z14, Z14
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z14, Z12
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z14, Z12
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z13
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z13
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z13
-	VSCALEFPS.Z      Z14, Z13, K1, Z13
-	VADDPS           Z13, Z11, Z11
-	VMOVUPS          Z13, 20480(DX)(DI*4)
-	ADDQ             $0x00000010, DI
-	JMP              sv_exp_44
-
-sv_exp_tail_45:
-	LEAQ             (SI), R8
-	LEAQ             -16(SI), R9
-	MOVQ             R9, R10
-	SARQ             $0x3f, R10
-	NOTQ             R10
-	ANDQ             R10, R9
-	SUBQ             R9, R8
-	MOVL             $0x0000ffff, R10
-	BZHIL            R8, R10, R10
-	KMOVW            R10, K1
-	MOVL             $0x0000ffff, R8
-	BZHIL            R9, R8, R8
-	KMOVW            R8, K2
-	VMOVUPS.Z        (CX)(DI*4), K1, Z12
-	VSUBPS           Z0, Z12, Z12
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z12, K2
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z12, Z13
-	VRNDSCALEPS      $0x00, Z13, Z13
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z13, Z12
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z13, Z12
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z12, Z0
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z12, Z0
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z12, Z0
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z12, Z0
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z12, Z0
-	VSCALEFPS.Z      Z13, Z0, K2, Z0
-	VADDPS           Z0, Z6, K1, Z6
-	VMOVUPS          Z0, K1, (DX)(DI*4)
-	LEAQ             1(SI), R8
-	LEAQ             -15(SI), R9
-	MOVQ             R9, R10
-	SARQ             $0x3f, R10
-	NOTQ             R10
-	ANDQ             R10, R9
-	SUBQ             R9, R8
-	MOVL             $0x0000ffff, R10
-	BZHIL            R8, R10, R10
-	KMOVW            R10, K1
-	MOVL             $0x0000ffff, R8
-	BZHIL            R9, R8, R8
-	KMOVW            R8, K2
-	VMOVUPS.Z        4096(CX)(DI*4), K1, Z0
-	VSUBPS           Z1, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z13
-	VRNDSCALEPS      $0x00, Z13, Z13
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z13, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z13, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z12
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z12
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z12
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z12
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z12
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z12
-	VSCALEFPS.Z      Z13, Z12, K3, Z12
-	VADDPS           Z12, Z7, K1, Z7
-	VMOVUPS          Z12, K1, 4096(DX)(DI*4)
-	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_46
-	VMOVUPS.Z        4160(CX)(DI*4), K2, Z0
-	VSUBPS           Z1, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z12
-	VRNDSCALEPS      $0x00, Z12, Z12
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z12, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z12, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z12, Z1, K1, Z1
-	VADDPS           Z1, Z7, K2, Z7
-	VMOVUPS          Z1, K2, 4160(DX)(DI*4)
-
-sv_exp_one_46:
-	LEAQ             2(SI), R8
-	LEAQ             -14(SI), R9
-	MOVQ             R9, R10
-	SARQ             $0x3f, R10
-	NOTQ             R10
-	ANDQ             R10, R9
-	SUBQ             R9, R8
-	MOVL             $0x0000ffff, R10
-	BZHIL            R8, R10, R10
-	KMOVW            R10, K1
-	MOVL             $0x0000ffff, R8
-	BZHIL            R9, R8, R8
-	KMOVW            R8, K2
-	VMOVUPS.Z        8192(CX)(DI*4), K1, Z0
-	VSUBPS           Z2, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z12
-	VRNDSCALEPS      $0x00, Z12, Z12
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z12, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z12, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z12, Z1, K3, Z1
-	VADDPS           Z1, Z8, K1, Z8
-	VMOVUPS          Z1, K1, 8192(DX)(DI*4)
-	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_47
-	VMOVUPS.Z        8256(CX)(DI*4), K2, Z0
-	VSUBPS           Z2, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VADDPS           Z1, Z8, K2, Z8
-	VMOVUPS          Z1, K2, 8256(DX)(DI*4)
-
-sv_exp_one_47:
-	LEAQ             3(SI), R8
-	LEAQ             -13(SI), R9
-	MOVQ             R9, R10
-	SARQ             $0x3f, R10
-	NOTQ             R10
-	ANDQ             R10, R9
-	SUBQ             R9, R8
-	MOVL             $0x0000ffff, R10
-	BZHIL            R8, R10, R10
-	KMOVW            R10, K1
-	MOVL             $0x0000ffff, R8
-	BZHIL            R9, R8, R8
-	KMOVW            R8, K2
-	VMOVUPS.Z        12288(CX)(DI*4), K1, Z0
-	VSUBPS           Z3, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K3, Z1
-	VADDPS           Z1, Z9, K1, Z9
-	VMOVUPS          Z1, K1, 12288(DX)(DI*4)
-	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_48
-	VMOVUPS.Z        12352(CX)(DI*4), K2, Z0
-	VSUBPS           Z3, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VADDPS           Z1, Z9, K2, Z9
-	VMOVUPS          Z1, K2, 12352(DX)(DI*4)
-
-sv_exp_one_48:
-	LEAQ             4(SI), R8
-	LEAQ             -12(SI), R9
-	MOVQ             R9, R10
-	SARQ             $0x3f, R10
-	NOTQ             R10
-	ANDQ             R10, R9
-	SUBQ             R9, R8
-	MOVL             $0x0000ffff, R10
-	BZHIL            R8, R10, R10
-	KMOVW            R10, K1
-	MOVL             $0x0000ffff, R8
-	BZHIL            R9, R8, R8
-	KMOVW            R8, K2
-	VMOVUPS.Z        16384(CX)(DI*4), K1, Z0
-	VSUBPS           Z4, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K3, Z1
-	VADDPS           Z1, Z10, K1, Z10
-	VMOVUPS          Z1, K1, 16384(DX)(DI*4)
-	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_49
-	VMOVUPS.Z        16448(CX)(DI*4), K2, Z0
-	VSUBPS           Z4, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VADDPS           Z1, Z10, K2, Z10
-	VMOVUPS          Z1, K2, 16448(DX)(DI*4)
-
-sv_exp_one_49:
-	LEAQ             5(SI), R8
-	LEAQ             -11(SI), R9
-	MOVQ             R9, R10
-	SARQ             $0x3f, R10
-	NOTQ             R10
-	ANDQ             R10, R9
-	SUBQ             R9, R8
-	MOVL             $0x0000ffff, R10
-	BZHIL            R8, R10, R10
-	KMOVW            R10, K1
-	MOVL             $0x0000ffff, R8
-	BZHIL            R9, R8, R8
-	KMOVW            R8, K2
-	VMOVUPS.Z        20480(CX)(DI*4), K1, Z0
-	VSUBPS           Z5, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K3, Z1
-	VADDPS           Z1, Z11, K1, Z11
-	VMOVUPS          Z1, K1, 20480(DX)(DI*4)
-	CMPQ             R9, $0x00000000
-	JE               sv_exp_one_50
-	VMOVUPS.Z        20544(CX)(DI*4), K2, Z0
-	VSUBPS           Z5, Z0, Z0
-	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
-	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
-	VRNDSCALEPS      $0x00, Z2, Z2
-	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
-	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
-	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
-	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
-	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
-	VSCALEFPS.Z      Z2, Z1, K1, Z1
-	VADDPS           Z1, Z11, K2, Z11
-	VMOVUPS          Z1, K2, 20544(DX)(DI*4)
-
-sv_exp_one_50:
-	VSHUFF64X2   $0x4e, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VSHUFF64X2   $0xb1, Z6, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0x4e, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VPERMILPS    $0xb1, Z6, Z0
-	VADDPS       Z0, Z6, Z6
-	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z0
-	VMAXPS       Z6, Z0, Z6
-	VBROADCASTSS sv_one_3f800000<>+0(SB), Z0
-	VDIVPS       Z6, Z0, Z0
-	VSHUFF64X2   $0x4e, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VSHUFF64X2   $0xb1, Z7, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0x4e, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VPERMILPS    $0xb1, Z7, Z1
-	VADDPS       Z1, Z7, Z7
-	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z1
-	VMAXPS       Z7, Z1, Z7
-	VBROADCASTSS sv_one_3f800000<>+0(SB), Z1
-	VDIVPS       Z7, Z1, Z1
-	VSHUFF64X2   $0x4e, Z8, Z8, Z2
-	VADDPS       Z2, Z8, Z8
-	VSHUFF64X2   $0xb1, Z8, Z8, Z2
-	VADDPS       Z2, Z8, Z8
-	VPERMILPS    $0x4e, Z8, Z2
-	VADDPS       Z2, Z8, Z8
-	VPERMILPS    $0xb1, Z8, Z2
-	VADDPS       Z2, Z8, Z8
-	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z2
-	VMAXPS       Z8, Z2, Z8
-	VBROADCASTSS sv_one_3f800000<>+0(SB), Z2
-	VDIVPS       Z8, Z2, Z2
-	VSHUFF64X2   $0x4e, Z9, Z9, Z3
-	VADDPS       Z3, Z9, Z9
-	VSHUFF64X2   $0xb1, Z9, Z9, Z3
-	VADDPS       Z3, Z9, Z9
-	VPERMILPS    $0x4e, Z9, Z3
-	VADDPS       Z3, Z9, Z9
-	VPERMILPS    $0xb1, Z9, Z3
-	VADDPS       Z3, Z9, Z9
-	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z3
-	VMAXPS       Z9, Z3, Z9
-	VBROADCASTSS sv_one_3f800000<>+0(SB), Z3
-	VDIVPS       Z9, Z3, Z3
-	VSHUFF64X2   $0x4e, Z10, Z10, Z4
-	VADDPS       Z4, Z10, Z10
-	VSHUFF64X2   $0xb1, Z10, Z10, Z4
-	VADDPS       Z4, Z10, Z10
-	VPERMILPS    $0x4e, Z10, Z4
-	VADDPS       Z4, Z10, Z10
-	VPERMILPS    $0xb1, Z10, Z4
-	VADDPS       Z4, Z10, Z10
-	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z4
-	VMAXPS       Z10, Z4, Z10
-	VBROADCASTSS sv_one_3f800000<>+0(SB), Z4
-	VDIVPS       Z10, Z4, Z4
-	VSHUFF64X2   $0x4e, Z11, Z11, Z5
-	VADDPS       Z5, Z11, Z11
-	VSHUFF64X2   $0xb1, Z11, Z11, Z5
-	VADDPS       Z5, Z11, Z11
-	VPERMILPS    $0x4e, Z11, Z5
-	VADDPS       Z5, Z11, Z11
-	VPERMILPS    $0xb1, Z11, Z5
-	VADDPS       Z5, Z11, Z11
-	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z5
-	VMAXPS       Z11, Z5, Z11
-	VBROADCASTSS sv_one_3f800000<>+0(SB), Z5
-	VDIVPS       Z11, Z5, Z5
 	XORQ         CX, CX
 
-sv_scale_51:
+sv_scale_20:
 	CMPQ    CX, BX
-	JAE     sv_scale_tail_52
+	JAE     sv_scale_tail_21
 	VMULPS  (DX)(CX*4), Z0, Z6
 	VMOVUPS Z6, (DX)(CX*4)
 	VMULPS  4096(DX)(CX*4), Z1, Z6
@@ -1896,9 +728,9 @@ sv_scale_51:
 	VMULPS  20480(DX)(CX*4), Z5, Z6
 	VMOVUPS Z6, 20480(DX)(CX*4)
 	ADDQ    $0x00000010, CX
-	JMP     sv_scale_51
+	JMP     sv_scale_20
 
-sv_scale_tail_52:
+sv_scale_tail_21:
 	LEAQ      (SI), BX
 	LEAQ      -16(SI), DI
 	MOVQ      DI, R8
@@ -1932,12 +764,12 @@ sv_scale_tail_52:
 	VMULPS    Z0, Z1, Z0
 	VMOVUPS   Z0, K1, 4096(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_53
+	JE        sv_scale_one_22
 	VMOVUPS.Z 4160(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z1, Z0
 	VMOVUPS   Z0, K2, 4160(DX)(CX*4)
 
-sv_scale_one_53:
+sv_scale_one_22:
 	LEAQ      2(SI), BX
 	LEAQ      -14(SI), DI
 	MOVQ      DI, R8
@@ -1955,12 +787,12 @@ sv_scale_one_53:
 	VMULPS    Z0, Z2, Z0
 	VMOVUPS   Z0, K1, 8192(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_54
+	JE        sv_scale_one_23
 	VMOVUPS.Z 8256(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z2, Z0
 	VMOVUPS   Z0, K2, 8256(DX)(CX*4)
 
-sv_scale_one_54:
+sv_scale_one_23:
 	LEAQ      3(SI), BX
 	LEAQ      -13(SI), DI
 	MOVQ      DI, R8
@@ -1978,12 +810,12 @@ sv_scale_one_54:
 	VMULPS    Z0, Z3, Z0
 	VMOVUPS   Z0, K1, 12288(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_55
+	JE        sv_scale_one_24
 	VMOVUPS.Z 12352(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z3, Z0
 	VMOVUPS   Z0, K2, 12352(DX)(CX*4)
 
-sv_scale_one_55:
+sv_scale_one_24:
 	LEAQ      4(SI), BX
 	LEAQ      -12(SI), DI
 	MOVQ      DI, R8
@@ -2001,12 +833,12 @@ sv_scale_one_55:
 	VMULPS    Z0, Z4, Z0
 	VMOVUPS   Z0, K1, 16384(DX)(CX*4)
 	CMPQ      DI, $0x00000000
-	JE        sv_scale_one_56
+	JE        sv_scale_one_25
 	VMOVUPS.Z 16448(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z4, Z0
 	VMOVUPS   Z0, K2, 16448(DX)(CX*4)
 
-sv_scale_one_56:
+sv_scale_one_25:
 	LEAQ      5(SI), BX
 	LEAQ      -11(SI), SI
 	MOVQ      SI, DI
@@ -2024,12 +856,12 @@ sv_scale_one_56:
 	VMULPS    Z0, Z5, Z0
 	VMOVUPS   Z0, K1, 20480(DX)(CX*4)
 	CMPQ      SI, $0x00000000
-	JE        sv_scale_one_57
+	JE        sv_scale_one_26
 	VMOVUPS.Z 20544(DX)(CX*4), K2, Z0
 	VMULPS    Z0, Z5, Z0
 	VMOVUPS   Z0, K2, 20544(DX)(CX*4)
 
-sv_scale_one_57:
+sv_scale_one_26:
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -2057,10 +889,11 @@ sv_scale_one_57:
 	MOVQ   a_base+32(FP), CX
 	IMUL3Q $0x00001000, AX, DX
 	ADDQ   DX, CX
-	MOVQ   v_base+56(FP), DX
+	LEAQ   63(SP), DX
+	ANDQ   $0xffffffc0, DX
 	XORQ   BX, BX
 
-sv_prod_58:
+sv_prod_27:
 	VMOVUPS      (DX), Z24
 	VMOVUPS      64(DX), Z25
 	VMOVUPS      128(DX), Z26
@@ -2095,10 +928,10 @@ sv_prod_58:
 	VFMADD231PS  Z25, Z28, Z21
 	VFMADD231PS  Z26, Z28, Z22
 	VFMADD231PS  Z27, Z28, Z23
-	ADDQ         $0x00000400, DX
+	ADDQ         $0x00000100, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_58
+	JLE          sv_prod_27
 	VMOVUPS      (DX), Z24
 	VMOVUPS      64(DX), Z25
 	VMOVUPS      128(DX), Z26
@@ -2128,10 +961,10 @@ sv_prod_58:
 	VFMADD231PS  Z25, Z28, Z21
 	VFMADD231PS  Z26, Z28, Z22
 	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      1024(DX), Z24
-	VMOVUPS      1088(DX), Z25
-	VMOVUPS      1152(DX), Z26
-	VMOVUPS      1216(DX), Z27
+	VMOVUPS      256(DX), Z24
+	VMOVUPS      320(DX), Z25
+	VMOVUPS      384(DX), Z26
+	VMOVUPS      448(DX), Z27
 	VBROADCASTSS 8196(CX)(BX*4), Z28
 	VFMADD231PS  Z24, Z28, Z8
 	VFMADD231PS  Z25, Z28, Z9
@@ -2152,10 +985,10 @@ sv_prod_58:
 	VFMADD231PS  Z25, Z28, Z21
 	VFMADD231PS  Z26, Z28, Z22
 	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      2048(DX), Z24
-	VMOVUPS      2112(DX), Z25
-	VMOVUPS      2176(DX), Z26
-	VMOVUPS      2240(DX), Z27
+	VMOVUPS      512(DX), Z24
+	VMOVUPS      576(DX), Z25
+	VMOVUPS      640(DX), Z26
+	VMOVUPS      704(DX), Z27
 	VBROADCASTSS 12296(CX)(BX*4), Z28
 	VFMADD231PS  Z24, Z28, Z12
 	VFMADD231PS  Z25, Z28, Z13
@@ -2171,10 +1004,10 @@ sv_prod_58:
 	VFMADD231PS  Z25, Z28, Z21
 	VFMADD231PS  Z26, Z28, Z22
 	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      3072(DX), Z24
-	VMOVUPS      3136(DX), Z25
-	VMOVUPS      3200(DX), Z26
-	VMOVUPS      3264(DX), Z27
+	VMOVUPS      768(DX), Z24
+	VMOVUPS      832(DX), Z25
+	VMOVUPS      896(DX), Z26
+	VMOVUPS      960(DX), Z27
 	VBROADCASTSS 16396(CX)(BX*4), Z28
 	VFMADD231PS  Z24, Z28, Z16
 	VFMADD231PS  Z25, Z28, Z17
@@ -2185,10 +1018,10 @@ sv_prod_58:
 	VFMADD231PS  Z25, Z28, Z21
 	VFMADD231PS  Z26, Z28, Z22
 	VFMADD231PS  Z27, Z28, Z23
-	VMOVUPS      4096(DX), Z24
-	VMOVUPS      4160(DX), Z25
-	VMOVUPS      4224(DX), Z26
-	VMOVUPS      4288(DX), Z27
+	VMOVUPS      1024(DX), Z24
+	VMOVUPS      1088(DX), Z25
+	VMOVUPS      1152(DX), Z26
+	VMOVUPS      1216(DX), Z27
 	VBROADCASTSS 20496(CX)(BX*4), Z28
 	VFMADD231PS  Z24, Z28, Z20
 	VFMADD231PS  Z25, Z28, Z21
@@ -2222,15 +1055,15 @@ sv_prod_58:
 	VMOVUPS      Z22, 5248(CX)
 	VMOVUPS      Z23, 5312(CX)
 	SUBQ         $0x00000006, AX
-	JMP          sv_blocks_36
+	JMP          sv_blocks_5
 
-sv_singles_2:
+sv_singles_4:
 	ADDQ $0x00000006, AX
 	XORQ CX, CX
 
-sv_single_59:
+sv_single_28:
 	CMPQ         CX, AX
-	JGE          sv_done_1
+	JGE          sv_done_3
 	MOVQ         b_base+8(FP), DX
 	IMUL3Q       $0x00001000, CX, BX
 	ADDQ         BX, DX
@@ -2244,14 +1077,14 @@ sv_single_59:
 	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
 	XORQ         R8, R8
 
-sv_max_60:
+sv_max_29:
 	CMPQ   R8, SI
-	JAE    sv_max_tail_61
+	JAE    sv_max_tail_30
 	VMAXPS (DX)(R8*4), Z0, Z0
 	ADDQ   $0x00000010, R8
-	JMP    sv_max_60
+	JMP    sv_max_29
 
-sv_max_tail_61:
+sv_max_tail_30:
 	LEAQ         (DI), R9
 	LEAQ         -16(DI), R10
 	MOVQ         R10, R11
@@ -2280,9 +1113,9 @@ sv_max_tail_61:
 	VXORPS       Z1, Z1, Z1
 	XORQ         R8, R8
 
-sv_exp_62:
+sv_exp_31:
 	CMPQ             R8, SI
-	JAE              sv_exp_tail_63
+	JAE              sv_exp_tail_32
 	VMOVUPS          (DX)(R8*4), Z2
 	VSUBPS           Z0, Z2, Z2
 	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
@@ -2299,10 +1132,11 @@ sv_exp_62:
 	VSCALEFPS.Z      Z4, Z3, K1, Z3
 	VADDPS           Z3, Z1, Z1
 	VMOVUPS          Z3, (BX)(R8*4)
+	PREFETCHT0       -24576(DX)(R8*4)
 	ADDQ             $0x00000010, R8
-	JMP              sv_exp_62
+	JMP              sv_exp_31
 
-sv_exp_tail_63:
+sv_exp_tail_32:
 	LEAQ             (DI), R9
 	LEAQ             -16(DI), R10
 	MOVQ             R10, R11
@@ -2346,15 +1180,15 @@ sv_exp_tail_63:
 	VDIVPS           Z1, Z0, Z0
 	XORQ             DX, DX
 
-sv_scale_64:
+sv_scale_33:
 	CMPQ    DX, SI
-	JAE     sv_scale_tail_65
+	JAE     sv_scale_tail_34
 	VMULPS  (BX)(DX*4), Z0, Z1
 	VMOVUPS Z1, (BX)(DX*4)
 	ADDQ    $0x00000010, DX
-	JMP     sv_scale_64
+	JMP     sv_scale_33
 
-sv_scale_tail_65:
+sv_scale_tail_34:
 	LEAQ      (DI), SI
 	LEAQ      -16(DI), DI
 	MOVQ      DI, R8
@@ -2378,10 +1212,11 @@ sv_scale_tail_65:
 	MOVQ      a_base+32(FP), DX
 	IMUL3Q    $0x00001000, CX, BX
 	ADDQ      BX, DX
-	MOVQ      v_base+56(FP), BX
+	LEAQ      63(SP), BX
+	ANDQ      $0xffffffc0, BX
 	XORQ      SI, SI
 
-sv_prod_66:
+sv_prod_35:
 	VMOVUPS      (BX), Z4
 	VMOVUPS      64(BX), Z5
 	VMOVUPS      128(BX), Z6
@@ -2391,10 +1226,10 @@ sv_prod_66:
 	VFMADD231PS  Z5, Z8, Z1
 	VFMADD231PS  Z6, Z8, Z2
 	VFMADD231PS  Z7, Z8, Z3
-	ADDQ         $0x00000400, BX
+	ADDQ         $0x00000100, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_66
+	JLE          sv_prod_35
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -2403,9 +1238,9 @@ sv_prod_66:
 	VMOVUPS      Z2, 128(DX)
 	VMOVUPS      Z3, 192(DX)
 	INCQ         CX
-	JMP          sv_single_59
+	JMP          sv_single_28
 
-sv_done_1:
+sv_done_3:
 	VZEROUPPER
 	RET
 
@@ -12244,135 +11079,162 @@ done_4:
 	RET
 
 // func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
-// Requires: AVX, AVX2, CMOV, FMA3
-TEXT ·softmaxValueAVX2(SB), NOSPLIT, $0-104
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·softmaxValueAVX2(SB), $262208-104
+	MOVQ v_base+56(FP), AX
+	LEAQ 63(SP), CX
+	ANDQ $0xffffffc0, CX
+	XORQ DX, DX
+	MOVQ t+0(FP), BX
+
+sv_vin_1:
+	CMPQ    DX, BX
+	JGE     sv_vin_done_2
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+	VMOVUPS Y0, (CX)
+	VMOVUPS Y1, 32(CX)
+	VMOVUPS Y2, 64(CX)
+	VMOVUPS Y3, 96(CX)
+	VMOVUPS Y4, 128(CX)
+	VMOVUPS Y5, 160(CX)
+	VMOVUPS Y6, 192(CX)
+	VMOVUPS Y7, 224(CX)
+	ADDQ    $0x00000400, AX
+	ADDQ    $0x00000100, CX
+	INCQ    DX
+	JMP     sv_vin_1
+
+sv_vin_done_2:
 	MOVQ t+0(FP), AX
-	SUBQ $0x00000090, AX
+	SUBQ $0x00000006, AX
 
-sv_supers_3:
-	CMPQ AX, $0x00000000
-	JL   sv_rest_4
-	MOVQ AX, CX
-	MOVQ $0x00000018, DX
-
-svs_softmax_5:
-	MOVQ    b_base+8(FP), BX
-	IMUL3Q  $0x00001000, CX, SI
-	ADDQ    SI, BX
-	MOVQ    a_base+32(FP), SI
-	IMUL3Q  $0x00001000, CX, DI
-	ADDQ    DI, SI
-	LEAQ    1(CX), DI
-	MOVQ    DI, R8
-	ANDQ    $0xfffffff8, DI
-	SUBQ    DI, R8
+sv_blocks_5:
+	CMPQ    AX, $0x00000000
+	JL      sv_singles_4
+	MOVQ    b_base+8(FP), CX
+	IMUL3Q  $0x00001000, AX, DX
+	ADDQ    DX, CX
+	MOVQ    a_base+32(FP), DX
+	IMUL3Q  $0x00001000, AX, BX
+	ADDQ    BX, DX
+	LEAQ    1(AX), BX
+	MOVQ    BX, SI
+	ANDQ    $0xfffffff8, BX
+	SUBQ    BX, SI
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y2
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y3
-	XORQ    R9, R9
+	XORQ    DI, DI
 
 sv_max_6:
-	CMPQ   R9, DI
+	CMPQ   DI, BX
 	JAE    sv_max_tail_7
-	VMAXPS (BX)(R9*4), Y0, Y0
-	VMAXPS 4096(BX)(R9*4), Y1, Y1
-	VMAXPS 8192(BX)(R9*4), Y2, Y2
-	VMAXPS 12288(BX)(R9*4), Y3, Y3
-	ADDQ   $0x00000008, R9
+	VMAXPS (CX)(DI*4), Y0, Y0
+	VMAXPS 4096(CX)(DI*4), Y1, Y1
+	VMAXPS 8192(CX)(DI*4), Y2, Y2
+	VMAXPS 12288(CX)(DI*4), Y3, Y3
+	ADDQ   $0x00000008, DI
 	JMP    sv_max_6
 
 sv_max_tail_7:
-	LEAQ       (R8), R10
-	LEAQ       -8(R8), R11
-	MOVQ       R11, R12
-	SARQ       $0x3f, R12
-	NOTQ       R12
-	ANDQ       R12, R11
-	SUBQ       R11, R10
-	LEAQ       sv_tailmask8<>+0(SB), R12
-	NEGQ       R10
-	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       (SI), R8
+	LEAQ       -8(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
 	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       R11
-	VMOVUPS    32(R10)(R11*4), Y5
-	VMASKMOVPS (BX)(R9*4), Y4, Y5
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R8
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y5
+	VMASKMOVPS (CX)(DI*4), Y4, Y5
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
 	VBLENDVPS  Y4, Y5, Y6, Y5
 	VMAXPS     Y5, Y0, Y0
-	LEAQ       1(R8), R10
-	LEAQ       -7(R8), R11
-	MOVQ       R11, R12
-	SARQ       $0x3f, R12
-	NOTQ       R12
-	ANDQ       R12, R11
-	SUBQ       R11, R10
-	LEAQ       sv_tailmask8<>+0(SB), R12
-	NEGQ       R10
-	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       1(SI), R8
+	LEAQ       -7(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
 	LEAQ       sv_tailmask8<>+0(SB), R10
-	MOVQ       R11, R12
-	NEGQ       R12
-	VMOVUPS    32(R10)(R12*4), Y5
-	VMASKMOVPS 4096(BX)(R9*4), Y4, Y6
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R8
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(R8)(R10*4), Y5
+	VMASKMOVPS 4096(CX)(DI*4), Y4, Y6
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
 	VBLENDVPS  Y4, Y6, Y7, Y6
 	VMAXPS     Y6, Y1, Y1
-	CMPQ       R11, $0x00000000
+	CMPQ       R9, $0x00000000
 	JE         sv_max_one_8
-	VMASKMOVPS 4128(BX)(R9*4), Y5, Y4
+	VMASKMOVPS 4128(CX)(DI*4), Y5, Y4
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
 	VBLENDVPS  Y5, Y4, Y6, Y4
 	VMAXPS     Y4, Y1, Y1
 
 sv_max_one_8:
-	LEAQ       2(R8), R10
-	LEAQ       -6(R8), R11
-	MOVQ       R11, R12
-	SARQ       $0x3f, R12
-	NOTQ       R12
-	ANDQ       R12, R11
-	SUBQ       R11, R10
-	LEAQ       sv_tailmask8<>+0(SB), R12
-	NEGQ       R10
-	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       2(SI), R8
+	LEAQ       -6(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
 	LEAQ       sv_tailmask8<>+0(SB), R10
-	MOVQ       R11, R12
-	NEGQ       R12
-	VMOVUPS    32(R10)(R12*4), Y5
-	VMASKMOVPS 8192(BX)(R9*4), Y4, Y6
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R8
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(R8)(R10*4), Y5
+	VMASKMOVPS 8192(CX)(DI*4), Y4, Y6
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
 	VBLENDVPS  Y4, Y6, Y7, Y6
 	VMAXPS     Y6, Y2, Y2
-	CMPQ       R11, $0x00000000
+	CMPQ       R9, $0x00000000
 	JE         sv_max_one_9
-	VMASKMOVPS 8224(BX)(R9*4), Y5, Y4
+	VMASKMOVPS 8224(CX)(DI*4), Y5, Y4
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
 	VBLENDVPS  Y5, Y4, Y6, Y4
 	VMAXPS     Y4, Y2, Y2
 
 sv_max_one_9:
-	LEAQ       3(R8), R10
-	LEAQ       -5(R8), R11
-	MOVQ       R11, R12
-	SARQ       $0x3f, R12
-	NOTQ       R12
-	ANDQ       R12, R11
-	SUBQ       R11, R10
-	LEAQ       sv_tailmask8<>+0(SB), R12
-	NEGQ       R10
-	VMOVUPS    32(R12)(R10*4), Y4
+	LEAQ       3(SI), R8
+	LEAQ       -5(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
 	LEAQ       sv_tailmask8<>+0(SB), R10
-	MOVQ       R11, R12
-	NEGQ       R12
-	VMOVUPS    32(R10)(R12*4), Y5
-	VMASKMOVPS 12288(BX)(R9*4), Y4, Y6
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       sv_tailmask8<>+0(SB), R8
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(R8)(R10*4), Y5
+	VMASKMOVPS 12288(CX)(DI*4), Y4, Y6
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
 	VBLENDVPS  Y4, Y6, Y7, Y6
 	VMAXPS     Y6, Y3, Y3
-	CMPQ       R11, $0x00000000
+	CMPQ       R9, $0x00000000
 	JE         sv_max_one_10
-	VMASKMOVPS 12320(BX)(R9*4), Y5, Y4
+	VMASKMOVPS 12320(CX)(DI*4), Y5, Y4
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
 	VBLENDVPS  Y5, Y4, Y6, Y4
 	VMAXPS     Y4, Y3, Y3
@@ -12414,1725 +11276,11 @@ sv_max_one_10:
 	VXORPS     Y5, Y5, Y5
 	VXORPS     Y6, Y6, Y6
 	VXORPS     Y7, Y7, Y7
-	XORQ       R9, R9
-
-sv_exp_11:
-	CMPQ        R9, DI
-	JAE         sv_exp_tail_12
-	VMOVUPS     (BX)(R9*4), Y8
-	VSUBPS      Y0, Y8, Y8
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
-	VPSLLD      $0x17, Y10, Y9
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
-	VMULPS      Y9, Y8, Y8
-	VFMADD231PS Y10, Y8, Y9
-	VANDNPS     Y9, Y11, Y9
-	VADDPS      Y9, Y4, Y4
-	VMOVUPS     Y9, (SI)(R9*4)
-	VMOVUPS     4096(BX)(R9*4), Y8
-	VSUBPS      Y1, Y8, Y8
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
-	VPSLLD      $0x17, Y10, Y9
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
-	VMULPS      Y9, Y8, Y8
-	VFMADD231PS Y10, Y8, Y9
-	VANDNPS     Y9, Y11, Y9
-	VADDPS      Y9, Y5, Y5
-	VMOVUPS     Y9, 4096(SI)(R9*4)
-	VMOVUPS     8192(BX)(R9*4), Y8
-	VSUBPS      Y2, Y8, Y8
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
-	VPSLLD      $0x17, Y10, Y9
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
-	VMULPS      Y9, Y8, Y8
-	VFMADD231PS Y10, Y8, Y9
-	VANDNPS     Y9, Y11, Y9
-	VADDPS      Y9, Y6, Y6
-	VMOVUPS     Y9, 8192(SI)(R9*4)
-	VMOVUPS     12288(BX)(R9*4), Y8
-	VSUBPS      Y3, Y8, Y8
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
-	VPSLLD      $0x17, Y10, Y9
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
-	VMULPS      Y9, Y8, Y8
-	VFMADD231PS Y10, Y8, Y9
-	VANDNPS     Y9, Y11, Y9
-	VADDPS      Y9, Y7, Y7
-	VMOVUPS     Y9, 12288(SI)(R9*4)
-	ADDQ        $0x00000008, R9
-	JMP         sv_exp_11
-
-sv_exp_tail_12:
-	LEAQ        (R8), R10
-	LEAQ        -8(R8), R11
-	MOVQ        R11, R12
-	SARQ        $0x3f, R12
-	NOTQ        R12
-	ANDQ        R12, R11
-	SUBQ        R11, R10
-	LEAQ        sv_tailmask8<>+0(SB), R12
-	NEGQ        R10
-	VMOVUPS     32(R12)(R10*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R10
-	NEGQ        R11
-	VMOVUPS     32(R10)(R11*4), Y9
-	VMASKMOVPS  (BX)(R9*4), Y8, Y9
-	VSUBPS      Y0, Y9, Y9
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y11
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y10
-	VPSLLD      $0x17, Y10, Y0
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y9
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y9
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y10
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y10
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y10
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y10
-	VMULPS      Y0, Y9, Y9
-	VFMADD231PS Y10, Y9, Y0
-	VANDNPS     Y0, Y11, Y0
-	VANDPS      Y8, Y0, Y0
-	VADDPS      Y0, Y4, Y4
-	VMASKMOVPS  Y0, Y8, (SI)(R9*4)
-	LEAQ        1(R8), R10
-	LEAQ        -7(R8), R11
-	MOVQ        R11, R12
-	SARQ        $0x3f, R12
-	NOTQ        R12
-	ANDQ        R12, R11
-	SUBQ        R11, R10
-	LEAQ        sv_tailmask8<>+0(SB), R12
-	NEGQ        R10
-	VMOVUPS     32(R12)(R10*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R10
-	MOVQ        R11, R12
-	NEGQ        R12
-	VMOVUPS     32(R10)(R12*4), Y8
-	VMASKMOVPS  4096(BX)(R9*4), Y0, Y9
-	VSUBPS      Y1, Y9, Y9
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y12
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y11
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y11
-	VPSLLD      $0x17, Y11, Y10
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y11, Y11
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y11, Y9
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y11, Y9
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y11
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y11
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y11
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y11
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y11
-	VMULPS      Y10, Y9, Y9
-	VFMADD231PS Y11, Y9, Y10
-	VANDNPS     Y10, Y12, Y10
-	VANDPS      Y0, Y10, Y10
-	VADDPS      Y10, Y5, Y5
-	VMASKMOVPS  Y10, Y0, 4096(SI)(R9*4)
-	CMPQ        R11, $0x00000000
-	JE          sv_exp_one_13
-	VMASKMOVPS  4128(BX)(R9*4), Y8, Y0
-	VSUBPS      Y1, Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y10
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y9
-	VPSLLD      $0x17, Y9, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y9
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y9
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y9
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y9
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y9, Y0, Y1
-	VANDNPS     Y1, Y10, Y1
-	VANDPS      Y8, Y1, Y1
-	VADDPS      Y1, Y5, Y5
-	VMASKMOVPS  Y1, Y8, 4128(SI)(R9*4)
-
-sv_exp_one_13:
-	LEAQ        2(R8), R10
-	LEAQ        -6(R8), R11
-	MOVQ        R11, R12
-	SARQ        $0x3f, R12
-	NOTQ        R12
-	ANDQ        R12, R11
-	SUBQ        R11, R10
-	LEAQ        sv_tailmask8<>+0(SB), R12
-	NEGQ        R10
-	VMOVUPS     32(R12)(R10*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R10
-	MOVQ        R11, R12
-	NEGQ        R12
-	VMOVUPS     32(R10)(R12*4), Y1
-	VMASKMOVPS  8192(BX)(R9*4), Y0, Y8
-	VSUBPS      Y2, Y8, Y8
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
-	VPSLLD      $0x17, Y10, Y9
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
-	VMULPS      Y9, Y8, Y8
-	VFMADD231PS Y10, Y8, Y9
-	VANDNPS     Y9, Y11, Y9
-	VANDPS      Y0, Y9, Y9
-	VADDPS      Y9, Y6, Y6
-	VMASKMOVPS  Y9, Y0, 8192(SI)(R9*4)
-	CMPQ        R11, $0x00000000
-	JE          sv_exp_one_14
-	VMASKMOVPS  8224(BX)(R9*4), Y1, Y0
-	VSUBPS      Y2, Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y9
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y8
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y8
-	VPSLLD      $0x17, Y8, Y2
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y8
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y8
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y8
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y8
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y8
-	VMULPS      Y2, Y0, Y0
-	VFMADD231PS Y8, Y0, Y2
-	VANDNPS     Y2, Y9, Y2
-	VANDPS      Y1, Y2, Y2
-	VADDPS      Y2, Y6, Y6
-	VMASKMOVPS  Y2, Y1, 8224(SI)(R9*4)
-
-sv_exp_one_14:
-	LEAQ        3(R8), R10
-	LEAQ        -5(R8), R11
-	MOVQ        R11, R12
-	SARQ        $0x3f, R12
-	NOTQ        R12
-	ANDQ        R12, R11
-	SUBQ        R11, R10
-	LEAQ        sv_tailmask8<>+0(SB), R12
-	NEGQ        R10
-	VMOVUPS     32(R12)(R10*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R10
-	MOVQ        R11, R12
-	NEGQ        R12
-	VMOVUPS     32(R10)(R12*4), Y1
-	VMASKMOVPS  12288(BX)(R9*4), Y0, Y2
-	VSUBPS      Y3, Y2, Y2
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y10
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y9
-	VPSLLD      $0x17, Y9, Y8
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y2
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y2
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y9
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y9
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y9
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y9
-	VMULPS      Y8, Y2, Y2
-	VFMADD231PS Y9, Y2, Y8
-	VANDNPS     Y8, Y10, Y8
-	VANDPS      Y0, Y8, Y8
-	VADDPS      Y8, Y7, Y7
-	VMASKMOVPS  Y8, Y0, 12288(SI)(R9*4)
-	CMPQ        R11, $0x00000000
-	JE          sv_exp_one_15
-	VMASKMOVPS  12320(BX)(R9*4), Y1, Y0
-	VSUBPS      Y3, Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y8
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y3
-	VPSLLD      $0x17, Y3, Y2
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y3
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y3
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y3
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y3
-	VMULPS      Y2, Y0, Y0
-	VFMADD231PS Y3, Y0, Y2
-	VANDNPS     Y2, Y8, Y2
-	VANDPS      Y1, Y2, Y2
-	VADDPS      Y2, Y7, Y7
-	VMASKMOVPS  Y2, Y1, 12320(SI)(R9*4)
-
-sv_exp_one_15:
-	VPERM2F128 $0x01, Y4, Y4, Y0
-	VADDPS     Y0, Y4, Y4
-	VPERMILPS  $0x4e, Y4, Y0
-	VADDPS     Y0, Y4, Y4
-	VPERMILPS  $0xb1, Y4, Y0
-	VADDPS     Y0, Y4, Y4
-	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y0
-	VMAXPS     Y4, Y0, Y4
-	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y0
-	VDIVPS     Y4, Y0, Y0
-	VPERM2F128 $0x01, Y5, Y5, Y1
-	VADDPS     Y1, Y5, Y5
-	VPERMILPS  $0x4e, Y5, Y1
-	VADDPS     Y1, Y5, Y5
-	VPERMILPS  $0xb1, Y5, Y1
-	VADDPS     Y1, Y5, Y5
-	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y1
-	VMAXPS     Y5, Y1, Y5
-	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y1
-	VDIVPS     Y5, Y1, Y1
-	VPERM2F128 $0x01, Y6, Y6, Y2
-	VADDPS     Y2, Y6, Y6
-	VPERMILPS  $0x4e, Y6, Y2
-	VADDPS     Y2, Y6, Y6
-	VPERMILPS  $0xb1, Y6, Y2
-	VADDPS     Y2, Y6, Y6
-	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y2
-	VMAXPS     Y6, Y2, Y6
-	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y2
-	VDIVPS     Y6, Y2, Y2
-	VPERM2F128 $0x01, Y7, Y7, Y3
-	VADDPS     Y3, Y7, Y7
-	VPERMILPS  $0x4e, Y7, Y3
-	VADDPS     Y3, Y7, Y7
-	VPERMILPS  $0xb1, Y7, Y3
-	VADDPS     Y3, Y7, Y7
-	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y3
-	VMAXPS     Y7, Y3, Y7
-	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y3
-	VDIVPS     Y7, Y3, Y3
-	XORQ       BX, BX
-
-sv_scale_16:
-	CMPQ    BX, DI
-	JAE     sv_scale_tail_17
-	VMULPS  (SI)(BX*4), Y0, Y4
-	VMOVUPS Y4, (SI)(BX*4)
-	VMULPS  4096(SI)(BX*4), Y1, Y4
-	VMOVUPS Y4, 4096(SI)(BX*4)
-	VMULPS  8192(SI)(BX*4), Y2, Y4
-	VMOVUPS Y4, 8192(SI)(BX*4)
-	VMULPS  12288(SI)(BX*4), Y3, Y4
-	VMOVUPS Y4, 12288(SI)(BX*4)
-	ADDQ    $0x00000008, BX
-	JMP     sv_scale_16
-
-sv_scale_tail_17:
-	LEAQ       (R8), DI
-	LEAQ       -8(R8), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, DI
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       DI
-	VMOVUPS    32(R10)(DI*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), DI
-	NEGQ       R9
-	VMOVUPS    32(DI)(R9*4), Y5
-	VMASKMOVPS (SI)(BX*4), Y4, Y5
-	VMULPS     Y5, Y0, Y5
-	VMASKMOVPS Y5, Y4, (SI)(BX*4)
-	LEAQ       1(R8), DI
-	LEAQ       -7(R8), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, DI
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       DI
-	VMOVUPS    32(R10)(DI*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), DI
-	MOVQ       R9, R10
-	NEGQ       R10
-	VMOVUPS    32(DI)(R10*4), Y4
-	VMASKMOVPS 4096(SI)(BX*4), Y0, Y5
-	VMULPS     Y5, Y1, Y5
-	VMASKMOVPS Y5, Y0, 4096(SI)(BX*4)
-	CMPQ       R9, $0x00000000
-	JE         sv_scale_one_18
-	VMASKMOVPS 4128(SI)(BX*4), Y4, Y0
-	VMULPS     Y0, Y1, Y0
-	VMASKMOVPS Y0, Y4, 4128(SI)(BX*4)
-
-sv_scale_one_18:
-	LEAQ       2(R8), DI
-	LEAQ       -6(R8), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, DI
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       DI
-	VMOVUPS    32(R10)(DI*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), DI
-	MOVQ       R9, R10
-	NEGQ       R10
-	VMOVUPS    32(DI)(R10*4), Y1
-	VMASKMOVPS 8192(SI)(BX*4), Y0, Y4
-	VMULPS     Y4, Y2, Y4
-	VMASKMOVPS Y4, Y0, 8192(SI)(BX*4)
-	CMPQ       R9, $0x00000000
-	JE         sv_scale_one_19
-	VMASKMOVPS 8224(SI)(BX*4), Y1, Y0
-	VMULPS     Y0, Y2, Y0
-	VMASKMOVPS Y0, Y1, 8224(SI)(BX*4)
-
-sv_scale_one_19:
-	LEAQ       3(R8), DI
-	LEAQ       -5(R8), R8
-	MOVQ       R8, R9
-	SARQ       $0x3f, R9
-	NOTQ       R9
-	ANDQ       R9, R8
-	SUBQ       R8, DI
-	LEAQ       sv_tailmask8<>+0(SB), R9
-	NEGQ       DI
-	VMOVUPS    32(R9)(DI*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), DI
-	MOVQ       R8, R9
-	NEGQ       R9
-	VMOVUPS    32(DI)(R9*4), Y1
-	VMASKMOVPS 12288(SI)(BX*4), Y0, Y2
-	VMULPS     Y2, Y3, Y2
-	VMASKMOVPS Y2, Y0, 12288(SI)(BX*4)
-	CMPQ       R8, $0x00000000
-	JE         sv_scale_one_20
-	VMASKMOVPS 12320(SI)(BX*4), Y1, Y0
-	VMULPS     Y0, Y3, Y0
-	VMASKMOVPS Y0, Y1, 12320(SI)(BX*4)
-
-sv_scale_one_20:
-	MOVQ    b_base+8(FP), BX
-	IMUL3Q  $0x00001000, CX, SI
-	ADDQ    SI, BX
-	MOVQ    a_base+32(FP), SI
-	IMUL3Q  $0x00001000, CX, DI
-	ADDQ    DI, SI
-	LEAQ    5(CX), DI
-	MOVQ    DI, R8
-	ANDQ    $0xfffffff8, DI
-	SUBQ    DI, R8
-	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
-	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
-	XORQ    R9, R9
-
-sv_max_21:
-	CMPQ   R9, DI
-	JAE    sv_max_tail_22
-	VMAXPS 16384(BX)(R9*4), Y0, Y0
-	VMAXPS 20480(BX)(R9*4), Y1, Y1
-	ADDQ   $0x00000008, R9
-	JMP    sv_max_21
-
-sv_max_tail_22:
-	LEAQ       (R8), R10
-	LEAQ       -8(R8), R11
-	MOVQ       R11, R12
-	SARQ       $0x3f, R12
-	NOTQ       R12
-	ANDQ       R12, R11
-	SUBQ       R11, R10
-	LEAQ       sv_tailmask8<>+0(SB), R12
-	NEGQ       R10
-	VMOVUPS    32(R12)(R10*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       R11
-	VMOVUPS    32(R10)(R11*4), Y3
-	VMASKMOVPS 16384(BX)(R9*4), Y2, Y3
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
-	VBLENDVPS  Y2, Y3, Y4, Y3
-	VMAXPS     Y3, Y0, Y0
-	LEAQ       1(R8), R10
-	LEAQ       -7(R8), R11
-	MOVQ       R11, R12
-	SARQ       $0x3f, R12
-	NOTQ       R12
-	ANDQ       R12, R11
-	SUBQ       R11, R10
-	LEAQ       sv_tailmask8<>+0(SB), R12
-	NEGQ       R10
-	VMOVUPS    32(R12)(R10*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	MOVQ       R11, R12
-	NEGQ       R12
-	VMOVUPS    32(R10)(R12*4), Y3
-	VMASKMOVPS 20480(BX)(R9*4), Y2, Y4
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y5
-	VBLENDVPS  Y2, Y4, Y5, Y4
-	VMAXPS     Y4, Y1, Y1
-	CMPQ       R11, $0x00000000
-	JE         sv_max_one_23
-	VMASKMOVPS 20512(BX)(R9*4), Y3, Y2
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
-	VBLENDVPS  Y3, Y2, Y4, Y2
-	VMAXPS     Y2, Y1, Y1
-
-sv_max_one_23:
-	VPERM2F128 $0x01, Y0, Y0, Y2
-	VMAXPS     Y2, Y0, Y0
-	VPERMILPS  $0x4e, Y0, Y2
-	VMAXPS     Y2, Y0, Y0
-	VPERMILPS  $0xb1, Y0, Y2
-	VMAXPS     Y2, Y0, Y0
-	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y2
-	VMAXPS     Y0, Y2, Y0
-	VPERM2F128 $0x01, Y1, Y1, Y2
-	VMAXPS     Y2, Y1, Y1
-	VPERMILPS  $0x4e, Y1, Y2
-	VMAXPS     Y2, Y1, Y1
-	VPERMILPS  $0xb1, Y1, Y2
-	VMAXPS     Y2, Y1, Y1
-	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y2
-	VMAXPS     Y1, Y2, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	XORQ       R9, R9
-
-sv_exp_24:
-	CMPQ        R9, DI
-	JAE         sv_exp_tail_25
-	VMOVUPS     16384(BX)(R9*4), Y4
-	VSUBPS      Y0, Y4, Y4
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
-	VPSLLD      $0x17, Y6, Y5
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
-	VMULPS      Y5, Y4, Y4
-	VFMADD231PS Y6, Y4, Y5
-	VANDNPS     Y5, Y7, Y5
-	VADDPS      Y5, Y2, Y2
-	VMOVUPS     Y5, 16384(SI)(R9*4)
-	VMOVUPS     20480(BX)(R9*4), Y4
-	VSUBPS      Y1, Y4, Y4
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
-	VPSLLD      $0x17, Y6, Y5
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
-	VMULPS      Y5, Y4, Y4
-	VFMADD231PS Y6, Y4, Y5
-	VANDNPS     Y5, Y7, Y5
-	VADDPS      Y5, Y3, Y3
-	VMOVUPS     Y5, 20480(SI)(R9*4)
-	ADDQ        $0x00000008, R9
-	JMP         sv_exp_24
-
-sv_exp_tail_25:
-	LEAQ        (R8), R10
-	LEAQ        -8(R8), R11
-	MOVQ        R11, R12
-	SARQ        $0x3f, R12
-	NOTQ        R12
-	ANDQ        R12, R11
-	SUBQ        R11, R10
-	LEAQ        sv_tailmask8<>+0(SB), R12
-	NEGQ        R10
-	VMOVUPS     32(R12)(R10*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R10
-	NEGQ        R11
-	VMOVUPS     32(R10)(R11*4), Y5
-	VMASKMOVPS  16384(BX)(R9*4), Y4, Y5
-	VSUBPS      Y0, Y5, Y5
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y5, Y7
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y5, Y6
-	VPSLLD      $0x17, Y6, Y0
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y5
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y5
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y5, Y6
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y5, Y6
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y5, Y6
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y5, Y6
-	VMULPS      Y0, Y5, Y5
-	VFMADD231PS Y6, Y5, Y0
-	VANDNPS     Y0, Y7, Y0
-	VANDPS      Y4, Y0, Y0
-	VADDPS      Y0, Y2, Y2
-	VMASKMOVPS  Y0, Y4, 16384(SI)(R9*4)
-	LEAQ        1(R8), R10
-	LEAQ        -7(R8), R11
-	MOVQ        R11, R12
-	SARQ        $0x3f, R12
-	NOTQ        R12
-	ANDQ        R12, R11
-	SUBQ        R11, R10
-	LEAQ        sv_tailmask8<>+0(SB), R12
-	NEGQ        R10
-	VMOVUPS     32(R12)(R10*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R10
-	MOVQ        R11, R12
-	NEGQ        R12
-	VMOVUPS     32(R10)(R12*4), Y4
-	VMASKMOVPS  20480(BX)(R9*4), Y0, Y5
-	VSUBPS      Y1, Y5, Y5
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y5, Y8
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y7
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y5, Y7
-	VPSLLD      $0x17, Y7, Y6
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y7, Y7
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y7, Y5
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y7, Y5
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y7
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y5, Y7
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y5, Y7
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y5, Y7
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y5, Y7
-	VMULPS      Y6, Y5, Y5
-	VFMADD231PS Y7, Y5, Y6
-	VANDNPS     Y6, Y8, Y6
-	VANDPS      Y0, Y6, Y6
-	VADDPS      Y6, Y3, Y3
-	VMASKMOVPS  Y6, Y0, 20480(SI)(R9*4)
-	CMPQ        R11, $0x00000000
-	JE          sv_exp_one_26
-	VMASKMOVPS  20512(BX)(R9*4), Y4, Y0
-	VSUBPS      Y1, Y0, Y0
-	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y6
-	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
-	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y5
-	VPSLLD      $0x17, Y5, Y1
-	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
-	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y0
-	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y0
-	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
-	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y5
-	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y5
-	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y5
-	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y5
-	VMULPS      Y1, Y0, Y0
-	VFMADD231PS Y5, Y0, Y1
-	VANDNPS     Y1, Y6, Y1
-	VANDPS      Y4, Y1, Y1
-	VADDPS      Y1, Y3, Y3
-	VMASKMOVPS  Y1, Y4, 20512(SI)(R9*4)
-
-sv_exp_one_26:
-	VPERM2F128 $0x01, Y2, Y2, Y0
-	VADDPS     Y0, Y2, Y2
-	VPERMILPS  $0x4e, Y2, Y0
-	VADDPS     Y0, Y2, Y2
-	VPERMILPS  $0xb1, Y2, Y0
-	VADDPS     Y0, Y2, Y2
-	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y0
-	VMAXPS     Y2, Y0, Y2
-	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y0
-	VDIVPS     Y2, Y0, Y0
-	VPERM2F128 $0x01, Y3, Y3, Y1
-	VADDPS     Y1, Y3, Y3
-	VPERMILPS  $0x4e, Y3, Y1
-	VADDPS     Y1, Y3, Y3
-	VPERMILPS  $0xb1, Y3, Y1
-	VADDPS     Y1, Y3, Y3
-	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y1
-	VMAXPS     Y3, Y1, Y3
-	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y1
-	VDIVPS     Y3, Y1, Y1
-	XORQ       BX, BX
-
-sv_scale_27:
-	CMPQ    BX, DI
-	JAE     sv_scale_tail_28
-	VMULPS  16384(SI)(BX*4), Y0, Y2
-	VMOVUPS Y2, 16384(SI)(BX*4)
-	VMULPS  20480(SI)(BX*4), Y1, Y2
-	VMOVUPS Y2, 20480(SI)(BX*4)
-	ADDQ    $0x00000008, BX
-	JMP     sv_scale_27
-
-sv_scale_tail_28:
-	LEAQ       (R8), DI
-	LEAQ       -8(R8), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, DI
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       DI
-	VMOVUPS    32(R10)(DI*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), DI
-	NEGQ       R9
-	VMOVUPS    32(DI)(R9*4), Y3
-	VMASKMOVPS 16384(SI)(BX*4), Y2, Y3
-	VMULPS     Y3, Y0, Y3
-	VMASKMOVPS Y3, Y2, 16384(SI)(BX*4)
-	LEAQ       1(R8), DI
-	LEAQ       -7(R8), R8
-	MOVQ       R8, R9
-	SARQ       $0x3f, R9
-	NOTQ       R9
-	ANDQ       R9, R8
-	SUBQ       R8, DI
-	LEAQ       sv_tailmask8<>+0(SB), R9
-	NEGQ       DI
-	VMOVUPS    32(R9)(DI*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), DI
-	MOVQ       R8, R9
-	NEGQ       R9
-	VMOVUPS    32(DI)(R9*4), Y2
-	VMASKMOVPS 20480(SI)(BX*4), Y0, Y3
-	VMULPS     Y3, Y1, Y3
-	VMASKMOVPS Y3, Y0, 20480(SI)(BX*4)
-	CMPQ       R8, $0x00000000
-	JE         sv_scale_one_29
-	VMASKMOVPS 20512(SI)(BX*4), Y2, Y0
-	VMULPS     Y0, Y1, Y0
-	VMASKMOVPS Y0, Y2, 20512(SI)(BX*4)
-
-sv_scale_one_29:
-	ADDQ   $0x00000006, CX
-	DECQ   DX
-	JNZ    svs_softmax_5
-	VXORPS Y0, Y0, Y0
-	MOVQ   AX, CX
-	MOVQ   $0x00000018, DX
-
-svs_zero_30:
-	MOVQ    y_base+80(FP), BX
-	IMUL3Q  $0x00000400, CX, SI
-	ADDQ    SI, BX
-	VMOVUPS Y0, (BX)
-	VMOVUPS Y0, 32(BX)
-	VMOVUPS Y0, 64(BX)
-	VMOVUPS Y0, 96(BX)
-	VMOVUPS Y0, 128(BX)
-	VMOVUPS Y0, 160(BX)
-	VMOVUPS Y0, 192(BX)
-	VMOVUPS Y0, 224(BX)
-	VMOVUPS Y0, 1024(BX)
-	VMOVUPS Y0, 1056(BX)
-	VMOVUPS Y0, 1088(BX)
-	VMOVUPS Y0, 1120(BX)
-	VMOVUPS Y0, 1152(BX)
-	VMOVUPS Y0, 1184(BX)
-	VMOVUPS Y0, 1216(BX)
-	VMOVUPS Y0, 1248(BX)
-	VMOVUPS Y0, 2048(BX)
-	VMOVUPS Y0, 2080(BX)
-	VMOVUPS Y0, 2112(BX)
-	VMOVUPS Y0, 2144(BX)
-	VMOVUPS Y0, 2176(BX)
-	VMOVUPS Y0, 2208(BX)
-	VMOVUPS Y0, 2240(BX)
-	VMOVUPS Y0, 2272(BX)
-	VMOVUPS Y0, 3072(BX)
-	VMOVUPS Y0, 3104(BX)
-	VMOVUPS Y0, 3136(BX)
-	VMOVUPS Y0, 3168(BX)
-	VMOVUPS Y0, 3200(BX)
-	VMOVUPS Y0, 3232(BX)
-	VMOVUPS Y0, 3264(BX)
-	VMOVUPS Y0, 3296(BX)
-	VMOVUPS Y0, 4096(BX)
-	VMOVUPS Y0, 4128(BX)
-	VMOVUPS Y0, 4160(BX)
-	VMOVUPS Y0, 4192(BX)
-	VMOVUPS Y0, 4224(BX)
-	VMOVUPS Y0, 4256(BX)
-	VMOVUPS Y0, 4288(BX)
-	VMOVUPS Y0, 4320(BX)
-	VMOVUPS Y0, 5120(BX)
-	VMOVUPS Y0, 5152(BX)
-	VMOVUPS Y0, 5184(BX)
-	VMOVUPS Y0, 5216(BX)
-	VMOVUPS Y0, 5248(BX)
-	VMOVUPS Y0, 5280(BX)
-	VMOVUPS Y0, 5312(BX)
-	VMOVUPS Y0, 5344(BX)
-	ADDQ    $0x00000006, CX
-	DECQ    DX
-	JNZ     svs_zero_30
-	XORQ    BX, BX
-
-svs_chunks_31:
-	CMPQ    BX, AX
-	JG      svs_tail_32
-	LEAQ    256(BX), SI
-	LEAQ    1(AX), CX
-	CMPQ    SI, CX
-	CMOVQGT CX, SI
-	MOVQ    AX, CX
-	MOVQ    $0x00000018, DX
-
-svs_rect_33:
-	MOVQ    y_base+80(FP), DI
-	IMUL3Q  $0x00000400, CX, R8
-	ADDQ    R8, DI
-	VMOVUPS (DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 1024(DI), Y2
-	VMOVUPS 1056(DI), Y3
-	VMOVUPS 2048(DI), Y4
-	VMOVUPS 2080(DI), Y5
-	VMOVUPS 3072(DI), Y6
-	VMOVUPS 3104(DI), Y7
-	VMOVUPS 4096(DI), Y8
-	VMOVUPS 4128(DI), Y9
-	VMOVUPS 5120(DI), Y10
-	VMOVUPS 5152(DI), Y11
-	MOVQ    a_base+32(FP), R8
-	IMUL3Q  $0x00001000, CX, R9
-	ADDQ    R9, R8
-	MOVQ    BX, R10
-	IMUL3Q  $0x00000400, R10, R9
-	MOVQ    v_base+56(FP), R11
-	ADDQ    R11, R9
-
-svs_prod_34:
-	CMPQ         R10, SI
-	JGE          svs_prod_out_35
-	VMOVUPS      (R9), Y12
-	VMOVUPS      32(R9), Y13
-	VBROADCASTSS (R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R9
-	INCQ         R10
-	JMP          svs_prod_34
-
-svs_prod_out_35:
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 1024(DI)
-	VMOVUPS Y3, 1056(DI)
-	VMOVUPS Y4, 2048(DI)
-	VMOVUPS Y5, 2080(DI)
-	VMOVUPS Y6, 3072(DI)
-	VMOVUPS Y7, 3104(DI)
-	VMOVUPS Y8, 4096(DI)
-	VMOVUPS Y9, 4128(DI)
-	VMOVUPS Y10, 5120(DI)
-	VMOVUPS Y11, 5152(DI)
-	MOVQ    y_base+80(FP), DI
-	IMUL3Q  $0x00000400, CX, R8
-	ADDQ    R8, DI
-	VMOVUPS 64(DI), Y0
-	VMOVUPS 96(DI), Y1
-	VMOVUPS 1088(DI), Y2
-	VMOVUPS 1120(DI), Y3
-	VMOVUPS 2112(DI), Y4
-	VMOVUPS 2144(DI), Y5
-	VMOVUPS 3136(DI), Y6
-	VMOVUPS 3168(DI), Y7
-	VMOVUPS 4160(DI), Y8
-	VMOVUPS 4192(DI), Y9
-	VMOVUPS 5184(DI), Y10
-	VMOVUPS 5216(DI), Y11
-	MOVQ    a_base+32(FP), R8
-	IMUL3Q  $0x00001000, CX, R9
-	ADDQ    R9, R8
-	MOVQ    BX, R10
-	IMUL3Q  $0x00000400, R10, R9
-	MOVQ    v_base+56(FP), R11
-	ADDQ    R11, R9
-
-svs_prod_36:
-	CMPQ         R10, SI
-	JGE          svs_prod_out_37
-	VMOVUPS      64(R9), Y12
-	VMOVUPS      96(R9), Y13
-	VBROADCASTSS (R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R9
-	INCQ         R10
-	JMP          svs_prod_36
-
-svs_prod_out_37:
-	VMOVUPS Y0, 64(DI)
-	VMOVUPS Y1, 96(DI)
-	VMOVUPS Y2, 1088(DI)
-	VMOVUPS Y3, 1120(DI)
-	VMOVUPS Y4, 2112(DI)
-	VMOVUPS Y5, 2144(DI)
-	VMOVUPS Y6, 3136(DI)
-	VMOVUPS Y7, 3168(DI)
-	VMOVUPS Y8, 4160(DI)
-	VMOVUPS Y9, 4192(DI)
-	VMOVUPS Y10, 5184(DI)
-	VMOVUPS Y11, 5216(DI)
-	MOVQ    y_base+80(FP), DI
-	IMUL3Q  $0x00000400, CX, R8
-	ADDQ    R8, DI
-	VMOVUPS 128(DI), Y0
-	VMOVUPS 160(DI), Y1
-	VMOVUPS 1152(DI), Y2
-	VMOVUPS 1184(DI), Y3
-	VMOVUPS 2176(DI), Y4
-	VMOVUPS 2208(DI), Y5
-	VMOVUPS 3200(DI), Y6
-	VMOVUPS 3232(DI), Y7
-	VMOVUPS 4224(DI), Y8
-	VMOVUPS 4256(DI), Y9
-	VMOVUPS 5248(DI), Y10
-	VMOVUPS 5280(DI), Y11
-	MOVQ    a_base+32(FP), R8
-	IMUL3Q  $0x00001000, CX, R9
-	ADDQ    R9, R8
-	MOVQ    BX, R10
-	IMUL3Q  $0x00000400, R10, R9
-	MOVQ    v_base+56(FP), R11
-	ADDQ    R11, R9
-
-svs_prod_38:
-	CMPQ         R10, SI
-	JGE          svs_prod_out_39
-	VMOVUPS      128(R9), Y12
-	VMOVUPS      160(R9), Y13
-	VBROADCASTSS (R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R9
-	INCQ         R10
-	JMP          svs_prod_38
-
-svs_prod_out_39:
-	VMOVUPS Y0, 128(DI)
-	VMOVUPS Y1, 160(DI)
-	VMOVUPS Y2, 1152(DI)
-	VMOVUPS Y3, 1184(DI)
-	VMOVUPS Y4, 2176(DI)
-	VMOVUPS Y5, 2208(DI)
-	VMOVUPS Y6, 3200(DI)
-	VMOVUPS Y7, 3232(DI)
-	VMOVUPS Y8, 4224(DI)
-	VMOVUPS Y9, 4256(DI)
-	VMOVUPS Y10, 5248(DI)
-	VMOVUPS Y11, 5280(DI)
-	MOVQ    y_base+80(FP), DI
-	IMUL3Q  $0x00000400, CX, R8
-	ADDQ    R8, DI
-	VMOVUPS 192(DI), Y0
-	VMOVUPS 224(DI), Y1
-	VMOVUPS 1216(DI), Y2
-	VMOVUPS 1248(DI), Y3
-	VMOVUPS 2240(DI), Y4
-	VMOVUPS 2272(DI), Y5
-	VMOVUPS 3264(DI), Y6
-	VMOVUPS 3296(DI), Y7
-	VMOVUPS 4288(DI), Y8
-	VMOVUPS 4320(DI), Y9
-	VMOVUPS 5312(DI), Y10
-	VMOVUPS 5344(DI), Y11
-	MOVQ    a_base+32(FP), R8
-	IMUL3Q  $0x00001000, CX, R9
-	ADDQ    R9, R8
-	MOVQ    BX, R10
-	IMUL3Q  $0x00000400, R10, R9
-	MOVQ    v_base+56(FP), R11
-	ADDQ    R11, R9
-
-svs_prod_40:
-	CMPQ         R10, SI
-	JGE          svs_prod_out_41
-	VMOVUPS      192(R9), Y12
-	VMOVUPS      224(R9), Y13
-	VBROADCASTSS (R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(R8)(R10*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R9
-	INCQ         R10
-	JMP          svs_prod_40
-
-svs_prod_out_41:
-	VMOVUPS Y0, 192(DI)
-	VMOVUPS Y1, 224(DI)
-	VMOVUPS Y2, 1216(DI)
-	VMOVUPS Y3, 1248(DI)
-	VMOVUPS Y4, 2240(DI)
-	VMOVUPS Y5, 2272(DI)
-	VMOVUPS Y6, 3264(DI)
-	VMOVUPS Y7, 3296(DI)
-	VMOVUPS Y8, 4288(DI)
-	VMOVUPS Y9, 4320(DI)
-	VMOVUPS Y10, 5312(DI)
-	VMOVUPS Y11, 5344(DI)
-	ADDQ    $0x00000006, CX
-	DECQ    DX
-	JNZ     svs_rect_33
-	ADDQ    $0x00000100, BX
-	JMP     svs_chunks_31
-
-svs_tail_32:
-	LEAQ 1(AX), BX
-	MOVQ AX, CX
-	MOVQ $0x00000018, DX
-
-svs_own_42:
-	MOVQ    y_base+80(FP), SI
-	IMUL3Q  $0x00000400, CX, DI
-	ADDQ    DI, SI
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 1024(SI), Y2
-	VMOVUPS 1056(SI), Y3
-	VMOVUPS 2048(SI), Y4
-	VMOVUPS 2080(SI), Y5
-	VMOVUPS 3072(SI), Y6
-	VMOVUPS 3104(SI), Y7
-	VMOVUPS 4096(SI), Y8
-	VMOVUPS 4128(SI), Y9
-	VMOVUPS 5120(SI), Y10
-	VMOVUPS 5152(SI), Y11
-	MOVQ    a_base+32(FP), DI
-	IMUL3Q  $0x00001000, CX, R8
-	ADDQ    R8, DI
-	MOVQ    BX, R9
-	IMUL3Q  $0x00000400, R9, R8
-	MOVQ    v_base+56(FP), R10
-	ADDQ    R10, R8
-
-svs_prod_43:
-	CMPQ         R9, CX
-	JG           svs_prod_out_44
-	VMOVUPS      (R8), Y12
-	VMOVUPS      32(R8), Y13
-	VBROADCASTSS (DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R8
-	INCQ         R9
-	JMP          svs_prod_43
-
-svs_prod_out_44:
-	VMOVUPS      (R8), Y12
-	VMOVUPS      32(R8), Y13
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1024(R8), Y12
-	VMOVUPS      1056(R8), Y13
-	VBROADCASTSS 8196(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12292(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16388(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20484(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2048(R8), Y12
-	VMOVUPS      2080(R8), Y13
-	VBROADCASTSS 12296(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16392(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20488(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3072(R8), Y12
-	VMOVUPS      3104(R8), Y13
-	VBROADCASTSS 16396(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20492(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4096(R8), Y12
-	VMOVUPS      4128(R8), Y13
-	VBROADCASTSS 20496(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      Y0, (SI)
-	VMOVUPS      Y1, 32(SI)
-	VMOVUPS      Y2, 1024(SI)
-	VMOVUPS      Y3, 1056(SI)
-	VMOVUPS      Y4, 2048(SI)
-	VMOVUPS      Y5, 2080(SI)
-	VMOVUPS      Y6, 3072(SI)
-	VMOVUPS      Y7, 3104(SI)
-	VMOVUPS      Y8, 4096(SI)
-	VMOVUPS      Y9, 4128(SI)
-	VMOVUPS      Y10, 5120(SI)
-	VMOVUPS      Y11, 5152(SI)
-	MOVQ         y_base+80(FP), SI
-	IMUL3Q       $0x00000400, CX, DI
-	ADDQ         DI, SI
-	VMOVUPS      64(SI), Y0
-	VMOVUPS      96(SI), Y1
-	VMOVUPS      1088(SI), Y2
-	VMOVUPS      1120(SI), Y3
-	VMOVUPS      2112(SI), Y4
-	VMOVUPS      2144(SI), Y5
-	VMOVUPS      3136(SI), Y6
-	VMOVUPS      3168(SI), Y7
-	VMOVUPS      4160(SI), Y8
-	VMOVUPS      4192(SI), Y9
-	VMOVUPS      5184(SI), Y10
-	VMOVUPS      5216(SI), Y11
-	MOVQ         a_base+32(FP), DI
-	IMUL3Q       $0x00001000, CX, R8
-	ADDQ         R8, DI
-	MOVQ         BX, R9
-	IMUL3Q       $0x00000400, R9, R8
-	MOVQ         v_base+56(FP), R10
-	ADDQ         R10, R8
-
-svs_prod_45:
-	CMPQ         R9, CX
-	JG           svs_prod_out_46
-	VMOVUPS      64(R8), Y12
-	VMOVUPS      96(R8), Y13
-	VBROADCASTSS (DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R8
-	INCQ         R9
-	JMP          svs_prod_45
-
-svs_prod_out_46:
-	VMOVUPS      64(R8), Y12
-	VMOVUPS      96(R8), Y13
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1088(R8), Y12
-	VMOVUPS      1120(R8), Y13
-	VBROADCASTSS 8196(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12292(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16388(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20484(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2112(R8), Y12
-	VMOVUPS      2144(R8), Y13
-	VBROADCASTSS 12296(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16392(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20488(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3136(R8), Y12
-	VMOVUPS      3168(R8), Y13
-	VBROADCASTSS 16396(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20492(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4160(R8), Y12
-	VMOVUPS      4192(R8), Y13
-	VBROADCASTSS 20496(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      Y0, 64(SI)
-	VMOVUPS      Y1, 96(SI)
-	VMOVUPS      Y2, 1088(SI)
-	VMOVUPS      Y3, 1120(SI)
-	VMOVUPS      Y4, 2112(SI)
-	VMOVUPS      Y5, 2144(SI)
-	VMOVUPS      Y6, 3136(SI)
-	VMOVUPS      Y7, 3168(SI)
-	VMOVUPS      Y8, 4160(SI)
-	VMOVUPS      Y9, 4192(SI)
-	VMOVUPS      Y10, 5184(SI)
-	VMOVUPS      Y11, 5216(SI)
-	MOVQ         y_base+80(FP), SI
-	IMUL3Q       $0x00000400, CX, DI
-	ADDQ         DI, SI
-	VMOVUPS      128(SI), Y0
-	VMOVUPS      160(SI), Y1
-	VMOVUPS      1152(SI), Y2
-	VMOVUPS      1184(SI), Y3
-	VMOVUPS      2176(SI), Y4
-	VMOVUPS      2208(SI), Y5
-	VMOVUPS      3200(SI), Y6
-	VMOVUPS      3232(SI), Y7
-	VMOVUPS      4224(SI), Y8
-	VMOVUPS      4256(SI), Y9
-	VMOVUPS      5248(SI), Y10
-	VMOVUPS      5280(SI), Y11
-	MOVQ         a_base+32(FP), DI
-	IMUL3Q       $0x00001000, CX, R8
-	ADDQ         R8, DI
-	MOVQ         BX, R9
-	IMUL3Q       $0x00000400, R9, R8
-	MOVQ         v_base+56(FP), R10
-	ADDQ         R10, R8
-
-svs_prod_47:
-	CMPQ         R9, CX
-	JG           svs_prod_out_48
-	VMOVUPS      128(R8), Y12
-	VMOVUPS      160(R8), Y13
-	VBROADCASTSS (DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R8
-	INCQ         R9
-	JMP          svs_prod_47
-
-svs_prod_out_48:
-	VMOVUPS      128(R8), Y12
-	VMOVUPS      160(R8), Y13
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1152(R8), Y12
-	VMOVUPS      1184(R8), Y13
-	VBROADCASTSS 8196(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12292(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16388(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20484(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2176(R8), Y12
-	VMOVUPS      2208(R8), Y13
-	VBROADCASTSS 12296(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16392(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20488(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3200(R8), Y12
-	VMOVUPS      3232(R8), Y13
-	VBROADCASTSS 16396(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20492(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4224(R8), Y12
-	VMOVUPS      4256(R8), Y13
-	VBROADCASTSS 20496(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      Y0, 128(SI)
-	VMOVUPS      Y1, 160(SI)
-	VMOVUPS      Y2, 1152(SI)
-	VMOVUPS      Y3, 1184(SI)
-	VMOVUPS      Y4, 2176(SI)
-	VMOVUPS      Y5, 2208(SI)
-	VMOVUPS      Y6, 3200(SI)
-	VMOVUPS      Y7, 3232(SI)
-	VMOVUPS      Y8, 4224(SI)
-	VMOVUPS      Y9, 4256(SI)
-	VMOVUPS      Y10, 5248(SI)
-	VMOVUPS      Y11, 5280(SI)
-	MOVQ         y_base+80(FP), SI
-	IMUL3Q       $0x00000400, CX, DI
-	ADDQ         DI, SI
-	VMOVUPS      192(SI), Y0
-	VMOVUPS      224(SI), Y1
-	VMOVUPS      1216(SI), Y2
-	VMOVUPS      1248(SI), Y3
-	VMOVUPS      2240(SI), Y4
-	VMOVUPS      2272(SI), Y5
-	VMOVUPS      3264(SI), Y6
-	VMOVUPS      3296(SI), Y7
-	VMOVUPS      4288(SI), Y8
-	VMOVUPS      4320(SI), Y9
-	VMOVUPS      5312(SI), Y10
-	VMOVUPS      5344(SI), Y11
-	MOVQ         a_base+32(FP), DI
-	IMUL3Q       $0x00001000, CX, R8
-	ADDQ         R8, DI
-	MOVQ         BX, R9
-	IMUL3Q       $0x00000400, R9, R8
-	MOVQ         v_base+56(FP), R10
-	ADDQ         R10, R8
-
-svs_prod_49:
-	CMPQ         R9, CX
-	JG           svs_prod_out_50
-	VMOVUPS      192(R8), Y12
-	VMOVUPS      224(R8), Y13
-	VBROADCASTSS (DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y0
-	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, R8
-	INCQ         R9
-	JMP          svs_prod_49
-
-svs_prod_out_50:
-	VMOVUPS      192(R8), Y12
-	VMOVUPS      224(R8), Y13
-	VBROADCASTSS 4096(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y2
-	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8192(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12288(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16384(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20480(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1216(R8), Y12
-	VMOVUPS      1248(R8), Y13
-	VBROADCASTSS 8196(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y4
-	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12292(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16388(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20484(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2240(R8), Y12
-	VMOVUPS      2272(R8), Y13
-	VBROADCASTSS 12296(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y6
-	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16392(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20488(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3264(R8), Y12
-	VMOVUPS      3296(R8), Y13
-	VBROADCASTSS 16396(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y8
-	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20492(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4288(R8), Y12
-	VMOVUPS      4320(R8), Y13
-	VBROADCASTSS 20496(DI)(R9*4), Y14
-	VFMADD231PS  Y12, Y14, Y10
-	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      Y0, 192(SI)
-	VMOVUPS      Y1, 224(SI)
-	VMOVUPS      Y2, 1216(SI)
-	VMOVUPS      Y3, 1248(SI)
-	VMOVUPS      Y4, 2240(SI)
-	VMOVUPS      Y5, 2272(SI)
-	VMOVUPS      Y6, 3264(SI)
-	VMOVUPS      Y7, 3296(SI)
-	VMOVUPS      Y8, 4288(SI)
-	VMOVUPS      Y9, 4320(SI)
-	VMOVUPS      Y10, 5312(SI)
-	VMOVUPS      Y11, 5344(SI)
-	ADDQ         $0x00000006, CX
-	DECQ         DX
-	JNZ          svs_own_42
-	SUBQ         $0x00000090, AX
-	JMP          sv_supers_3
-
-sv_rest_4:
-	ADDQ $0x00000090, AX
-	SUBQ $0x00000006, AX
-
-sv_blocks_51:
-	CMPQ    AX, $0x00000000
-	JL      sv_singles_2
-	MOVQ    b_base+8(FP), CX
-	IMUL3Q  $0x00001000, AX, DX
-	ADDQ    DX, CX
-	MOVQ    a_base+32(FP), DX
-	IMUL3Q  $0x00001000, AX, BX
-	ADDQ    BX, DX
-	LEAQ    1(AX), BX
-	MOVQ    BX, SI
-	ANDQ    $0xfffffff8, BX
-	SUBQ    BX, SI
-	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
-	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
-	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y2
-	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y3
-	XORQ    DI, DI
-
-sv_max_52:
-	CMPQ   DI, BX
-	JAE    sv_max_tail_53
-	VMAXPS (CX)(DI*4), Y0, Y0
-	VMAXPS 4096(CX)(DI*4), Y1, Y1
-	VMAXPS 8192(CX)(DI*4), Y2, Y2
-	VMAXPS 12288(CX)(DI*4), Y3, Y3
-	ADDQ   $0x00000008, DI
-	JMP    sv_max_52
-
-sv_max_tail_53:
-	LEAQ       (SI), R8
-	LEAQ       -8(SI), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       R8
-	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
-	NEGQ       R9
-	VMOVUPS    32(R8)(R9*4), Y5
-	VMASKMOVPS (CX)(DI*4), Y4, Y5
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
-	VBLENDVPS  Y4, Y5, Y6, Y5
-	VMAXPS     Y5, Y0, Y0
-	LEAQ       1(SI), R8
-	LEAQ       -7(SI), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       R8
-	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
-	MOVQ       R9, R10
-	NEGQ       R10
-	VMOVUPS    32(R8)(R10*4), Y5
-	VMASKMOVPS 4096(CX)(DI*4), Y4, Y6
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
-	VBLENDVPS  Y4, Y6, Y7, Y6
-	VMAXPS     Y6, Y1, Y1
-	CMPQ       R9, $0x00000000
-	JE         sv_max_one_54
-	VMASKMOVPS 4128(CX)(DI*4), Y5, Y4
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
-	VBLENDVPS  Y5, Y4, Y6, Y4
-	VMAXPS     Y4, Y1, Y1
-
-sv_max_one_54:
-	LEAQ       2(SI), R8
-	LEAQ       -6(SI), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       R8
-	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
-	MOVQ       R9, R10
-	NEGQ       R10
-	VMOVUPS    32(R8)(R10*4), Y5
-	VMASKMOVPS 8192(CX)(DI*4), Y4, Y6
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
-	VBLENDVPS  Y4, Y6, Y7, Y6
-	VMAXPS     Y6, Y2, Y2
-	CMPQ       R9, $0x00000000
-	JE         sv_max_one_55
-	VMASKMOVPS 8224(CX)(DI*4), Y5, Y4
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
-	VBLENDVPS  Y5, Y4, Y6, Y4
-	VMAXPS     Y4, Y2, Y2
-
-sv_max_one_55:
-	LEAQ       3(SI), R8
-	LEAQ       -5(SI), R9
-	MOVQ       R9, R10
-	SARQ       $0x3f, R10
-	NOTQ       R10
-	ANDQ       R10, R9
-	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
-	NEGQ       R8
-	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
-	MOVQ       R9, R10
-	NEGQ       R10
-	VMOVUPS    32(R8)(R10*4), Y5
-	VMASKMOVPS 12288(CX)(DI*4), Y4, Y6
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
-	VBLENDVPS  Y4, Y6, Y7, Y6
-	VMAXPS     Y6, Y3, Y3
-	CMPQ       R9, $0x00000000
-	JE         sv_max_one_56
-	VMASKMOVPS 12320(CX)(DI*4), Y5, Y4
-	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
-	VBLENDVPS  Y5, Y4, Y6, Y4
-	VMAXPS     Y4, Y3, Y3
-
-sv_max_one_56:
-	VPERM2F128 $0x01, Y0, Y0, Y4
-	VMAXPS     Y4, Y0, Y0
-	VPERMILPS  $0x4e, Y0, Y4
-	VMAXPS     Y4, Y0, Y0
-	VPERMILPS  $0xb1, Y0, Y4
-	VMAXPS     Y4, Y0, Y0
-	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
-	VMAXPS     Y0, Y4, Y0
-	VPERM2F128 $0x01, Y1, Y1, Y4
-	VMAXPS     Y4, Y1, Y1
-	VPERMILPS  $0x4e, Y1, Y4
-	VMAXPS     Y4, Y1, Y1
-	VPERMILPS  $0xb1, Y1, Y4
-	VMAXPS     Y4, Y1, Y1
-	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
-	VMAXPS     Y1, Y4, Y1
-	VPERM2F128 $0x01, Y2, Y2, Y4
-	VMAXPS     Y4, Y2, Y2
-	VPERMILPS  $0x4e, Y2, Y4
-	VMAXPS     Y4, Y2, Y2
-	VPERMILPS  $0xb1, Y2, Y4
-	VMAXPS     Y4, Y2, Y2
-	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
-	VMAXPS     Y2, Y4, Y2
-	VPERM2F128 $0x01, Y3, Y3, Y4
-	VMAXPS     Y4, Y3, Y3
-	VPERMILPS  $0x4e, Y3, Y4
-	VMAXPS     Y4, Y3, Y3
-	VPERMILPS  $0xb1, Y3, Y4
-	VMAXPS     Y4, Y3, Y3
-	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
-	VMAXPS     Y3, Y4, Y3
-	VXORPS     Y4, Y4, Y4
-	VXORPS     Y5, Y5, Y5
-	VXORPS     Y6, Y6, Y6
-	VXORPS     Y7, Y7, Y7
 	XORQ       DI, DI
 
-sv_exp_57:
+sv_exp_11:
 	CMPQ        DI, BX
-	JAE         sv_exp_tail_58
+	JAE         sv_exp_tail_12
 	VMOVUPS     (CX)(DI*4), Y8
 	VSUBPS      Y0, Y8, Y8
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
@@ -14152,6 +11300,7 @@ sv_exp_57:
 	VANDNPS     Y9, Y11, Y9
 	VADDPS      Y9, Y4, Y4
 	VMOVUPS     Y9, (DX)(DI*4)
+	PREFETCHT0  -24576(CX)(DI*4)
 	VMOVUPS     4096(CX)(DI*4), Y8
 	VSUBPS      Y1, Y8, Y8
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
@@ -14171,6 +11320,7 @@ sv_exp_57:
 	VANDNPS     Y9, Y11, Y9
 	VADDPS      Y9, Y5, Y5
 	VMOVUPS     Y9, 4096(DX)(DI*4)
+	PREFETCHT0  -20480(CX)(DI*4)
 	VMOVUPS     8192(CX)(DI*4), Y8
 	VSUBPS      Y2, Y8, Y8
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
@@ -14190,6 +11340,7 @@ sv_exp_57:
 	VANDNPS     Y9, Y11, Y9
 	VADDPS      Y9, Y6, Y6
 	VMOVUPS     Y9, 8192(DX)(DI*4)
+	PREFETCHT0  -16384(CX)(DI*4)
 	VMOVUPS     12288(CX)(DI*4), Y8
 	VSUBPS      Y3, Y8, Y8
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
@@ -14209,10 +11360,11 @@ sv_exp_57:
 	VANDNPS     Y9, Y11, Y9
 	VADDPS      Y9, Y7, Y7
 	VMOVUPS     Y9, 12288(DX)(DI*4)
+	PREFETCHT0  -12288(CX)(DI*4)
 	ADDQ        $0x00000008, DI
-	JMP         sv_exp_57
+	JMP         sv_exp_11
 
-sv_exp_tail_58:
+sv_exp_tail_12:
 	LEAQ        (SI), R8
 	LEAQ        -8(SI), R9
 	MOVQ        R9, R10
@@ -14281,7 +11433,7 @@ sv_exp_tail_58:
 	VADDPS      Y10, Y5, Y5
 	VMASKMOVPS  Y10, Y0, 4096(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_59
+	JE          sv_exp_one_13
 	VMASKMOVPS  4128(CX)(DI*4), Y8, Y0
 	VSUBPS      Y1, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y10
@@ -14303,7 +11455,7 @@ sv_exp_tail_58:
 	VADDPS      Y1, Y5, Y5
 	VMASKMOVPS  Y1, Y8, 4128(DX)(DI*4)
 
-sv_exp_one_59:
+sv_exp_one_13:
 	LEAQ        2(SI), R8
 	LEAQ        -6(SI), R9
 	MOVQ        R9, R10
@@ -14339,7 +11491,7 @@ sv_exp_one_59:
 	VADDPS      Y9, Y6, Y6
 	VMASKMOVPS  Y9, Y0, 8192(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_60
+	JE          sv_exp_one_14
 	VMASKMOVPS  8224(CX)(DI*4), Y1, Y0
 	VSUBPS      Y2, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y9
@@ -14361,7 +11513,7 @@ sv_exp_one_59:
 	VADDPS      Y2, Y6, Y6
 	VMASKMOVPS  Y2, Y1, 8224(DX)(DI*4)
 
-sv_exp_one_60:
+sv_exp_one_14:
 	LEAQ        3(SI), R8
 	LEAQ        -5(SI), R9
 	MOVQ        R9, R10
@@ -14397,7 +11549,7 @@ sv_exp_one_60:
 	VADDPS      Y8, Y7, Y7
 	VMASKMOVPS  Y8, Y0, 12288(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_61
+	JE          sv_exp_one_15
 	VMASKMOVPS  12320(CX)(DI*4), Y1, Y0
 	VSUBPS      Y3, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y8
@@ -14419,7 +11571,7 @@ sv_exp_one_60:
 	VADDPS      Y2, Y7, Y7
 	VMASKMOVPS  Y2, Y1, 12320(DX)(DI*4)
 
-sv_exp_one_61:
+sv_exp_one_15:
 	VPERM2F128 $0x01, Y4, Y4, Y0
 	VADDPS     Y0, Y4, Y4
 	VPERMILPS  $0x4e, Y4, Y0
@@ -14462,9 +11614,9 @@ sv_exp_one_61:
 	VDIVPS     Y7, Y3, Y3
 	XORQ       CX, CX
 
-sv_scale_62:
+sv_scale_16:
 	CMPQ    CX, BX
-	JAE     sv_scale_tail_63
+	JAE     sv_scale_tail_17
 	VMULPS  (DX)(CX*4), Y0, Y4
 	VMOVUPS Y4, (DX)(CX*4)
 	VMULPS  4096(DX)(CX*4), Y1, Y4
@@ -14474,9 +11626,9 @@ sv_scale_62:
 	VMULPS  12288(DX)(CX*4), Y3, Y4
 	VMOVUPS Y4, 12288(DX)(CX*4)
 	ADDQ    $0x00000008, CX
-	JMP     sv_scale_62
+	JMP     sv_scale_16
 
-sv_scale_tail_63:
+sv_scale_tail_17:
 	LEAQ       (SI), BX
 	LEAQ       -8(SI), DI
 	MOVQ       DI, R8
@@ -14511,12 +11663,12 @@ sv_scale_tail_63:
 	VMULPS     Y5, Y1, Y5
 	VMASKMOVPS Y5, Y0, 4096(DX)(CX*4)
 	CMPQ       DI, $0x00000000
-	JE         sv_scale_one_64
+	JE         sv_scale_one_18
 	VMASKMOVPS 4128(DX)(CX*4), Y4, Y0
 	VMULPS     Y0, Y1, Y0
 	VMASKMOVPS Y0, Y4, 4128(DX)(CX*4)
 
-sv_scale_one_64:
+sv_scale_one_18:
 	LEAQ       2(SI), BX
 	LEAQ       -6(SI), DI
 	MOVQ       DI, R8
@@ -14535,12 +11687,12 @@ sv_scale_one_64:
 	VMULPS     Y4, Y2, Y4
 	VMASKMOVPS Y4, Y0, 8192(DX)(CX*4)
 	CMPQ       DI, $0x00000000
-	JE         sv_scale_one_65
+	JE         sv_scale_one_19
 	VMASKMOVPS 8224(DX)(CX*4), Y1, Y0
 	VMULPS     Y0, Y2, Y0
 	VMASKMOVPS Y0, Y1, 8224(DX)(CX*4)
 
-sv_scale_one_65:
+sv_scale_one_19:
 	LEAQ       3(SI), BX
 	LEAQ       -5(SI), SI
 	MOVQ       SI, DI
@@ -14559,12 +11711,12 @@ sv_scale_one_65:
 	VMULPS     Y2, Y3, Y2
 	VMASKMOVPS Y2, Y0, 12288(DX)(CX*4)
 	CMPQ       SI, $0x00000000
-	JE         sv_scale_one_66
+	JE         sv_scale_one_20
 	VMASKMOVPS 12320(DX)(CX*4), Y1, Y0
 	VMULPS     Y0, Y3, Y0
 	VMASKMOVPS Y0, Y1, 12320(DX)(CX*4)
 
-sv_scale_one_66:
+sv_scale_one_20:
 	MOVQ    b_base+8(FP), CX
 	IMUL3Q  $0x00001000, AX, DX
 	ADDQ    DX, CX
@@ -14579,15 +11731,15 @@ sv_scale_one_66:
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
 	XORQ    DI, DI
 
-sv_max_67:
+sv_max_21:
 	CMPQ   DI, BX
-	JAE    sv_max_tail_68
+	JAE    sv_max_tail_22
 	VMAXPS 16384(CX)(DI*4), Y0, Y0
 	VMAXPS 20480(CX)(DI*4), Y1, Y1
 	ADDQ   $0x00000008, DI
-	JMP    sv_max_67
+	JMP    sv_max_21
 
-sv_max_tail_68:
+sv_max_tail_22:
 	LEAQ       (SI), R8
 	LEAQ       -8(SI), R9
 	MOVQ       R9, R10
@@ -14624,13 +11776,13 @@ sv_max_tail_68:
 	VBLENDVPS  Y2, Y4, Y5, Y4
 	VMAXPS     Y4, Y1, Y1
 	CMPQ       R9, $0x00000000
-	JE         sv_max_one_69
+	JE         sv_max_one_23
 	VMASKMOVPS 20512(CX)(DI*4), Y3, Y2
 	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
 	VBLENDVPS  Y3, Y2, Y4, Y2
 	VMAXPS     Y2, Y1, Y1
 
-sv_max_one_69:
+sv_max_one_23:
 	VPERM2F128 $0x01, Y0, Y0, Y2
 	VMAXPS     Y2, Y0, Y0
 	VPERMILPS  $0x4e, Y0, Y2
@@ -14651,9 +11803,9 @@ sv_max_one_69:
 	VXORPS     Y3, Y3, Y3
 	XORQ       DI, DI
 
-sv_exp_70:
+sv_exp_24:
 	CMPQ        DI, BX
-	JAE         sv_exp_tail_71
+	JAE         sv_exp_tail_25
 	VMOVUPS     16384(CX)(DI*4), Y4
 	VSUBPS      Y0, Y4, Y4
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
@@ -14673,6 +11825,7 @@ sv_exp_70:
 	VANDNPS     Y5, Y7, Y5
 	VADDPS      Y5, Y2, Y2
 	VMOVUPS     Y5, 16384(DX)(DI*4)
+	PREFETCHT0  -8192(CX)(DI*4)
 	VMOVUPS     20480(CX)(DI*4), Y4
 	VSUBPS      Y1, Y4, Y4
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
@@ -14692,10 +11845,11 @@ sv_exp_70:
 	VANDNPS     Y5, Y7, Y5
 	VADDPS      Y5, Y3, Y3
 	VMOVUPS     Y5, 20480(DX)(DI*4)
+	PREFETCHT0  -4096(CX)(DI*4)
 	ADDQ        $0x00000008, DI
-	JMP         sv_exp_70
+	JMP         sv_exp_24
 
-sv_exp_tail_71:
+sv_exp_tail_25:
 	LEAQ        (SI), R8
 	LEAQ        -8(SI), R9
 	MOVQ        R9, R10
@@ -14764,7 +11918,7 @@ sv_exp_tail_71:
 	VADDPS      Y6, Y3, Y3
 	VMASKMOVPS  Y6, Y0, 20480(DX)(DI*4)
 	CMPQ        R9, $0x00000000
-	JE          sv_exp_one_72
+	JE          sv_exp_one_26
 	VMASKMOVPS  20512(CX)(DI*4), Y4, Y0
 	VSUBPS      Y1, Y0, Y0
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y6
@@ -14786,7 +11940,7 @@ sv_exp_tail_71:
 	VADDPS      Y1, Y3, Y3
 	VMASKMOVPS  Y1, Y4, 20512(DX)(DI*4)
 
-sv_exp_one_72:
+sv_exp_one_26:
 	VPERM2F128 $0x01, Y2, Y2, Y0
 	VADDPS     Y0, Y2, Y2
 	VPERMILPS  $0x4e, Y2, Y0
@@ -14809,17 +11963,17 @@ sv_exp_one_72:
 	VDIVPS     Y3, Y1, Y1
 	XORQ       CX, CX
 
-sv_scale_73:
+sv_scale_27:
 	CMPQ    CX, BX
-	JAE     sv_scale_tail_74
+	JAE     sv_scale_tail_28
 	VMULPS  16384(DX)(CX*4), Y0, Y2
 	VMOVUPS Y2, 16384(DX)(CX*4)
 	VMULPS  20480(DX)(CX*4), Y1, Y2
 	VMOVUPS Y2, 20480(DX)(CX*4)
 	ADDQ    $0x00000008, CX
-	JMP     sv_scale_73
+	JMP     sv_scale_27
 
-sv_scale_tail_74:
+sv_scale_tail_28:
 	LEAQ       (SI), BX
 	LEAQ       -8(SI), DI
 	MOVQ       DI, R8
@@ -14854,12 +12008,12 @@ sv_scale_tail_74:
 	VMULPS     Y3, Y1, Y3
 	VMASKMOVPS Y3, Y0, 20480(DX)(CX*4)
 	CMPQ       SI, $0x00000000
-	JE         sv_scale_one_75
+	JE         sv_scale_one_29
 	VMASKMOVPS 20512(DX)(CX*4), Y2, Y0
 	VMULPS     Y0, Y1, Y0
 	VMASKMOVPS Y0, Y2, 20512(DX)(CX*4)
 
-sv_scale_one_75:
+sv_scale_one_29:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -14875,10 +12029,11 @@ sv_scale_one_75:
 	MOVQ   a_base+32(FP), CX
 	IMUL3Q $0x00001000, AX, DX
 	ADDQ   DX, CX
-	MOVQ   v_base+56(FP), DX
+	LEAQ   63(SP), DX
+	ANDQ   $0xffffffc0, DX
 	XORQ   BX, BX
 
-sv_prod_76:
+sv_prod_30:
 	VMOVUPS      (DX), Y12
 	VMOVUPS      32(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -14899,10 +12054,10 @@ sv_prod_76:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, DX
+	ADDQ         $0x00000100, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_76
+	JLE          sv_prod_30
 	VMOVUPS      (DX), Y12
 	VMOVUPS      32(DX), Y13
 	VBROADCASTSS 4096(CX)(BX*4), Y14
@@ -14920,8 +12075,8 @@ sv_prod_76:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1024(DX), Y12
-	VMOVUPS      1056(DX), Y13
+	VMOVUPS      256(DX), Y12
+	VMOVUPS      288(DX), Y13
 	VBROADCASTSS 8196(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
@@ -14934,8 +12089,8 @@ sv_prod_76:
 	VBROADCASTSS 20484(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2048(DX), Y12
-	VMOVUPS      2080(DX), Y13
+	VMOVUPS      512(DX), Y12
+	VMOVUPS      544(DX), Y13
 	VBROADCASTSS 12296(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y6
 	VFMADD231PS  Y13, Y14, Y7
@@ -14945,16 +12100,16 @@ sv_prod_76:
 	VBROADCASTSS 20488(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3072(DX), Y12
-	VMOVUPS      3104(DX), Y13
+	VMOVUPS      768(DX), Y12
+	VMOVUPS      800(DX), Y13
 	VBROADCASTSS 16396(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y8
 	VFMADD231PS  Y13, Y14, Y9
 	VBROADCASTSS 20492(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4096(DX), Y12
-	VMOVUPS      4128(DX), Y13
+	VMOVUPS      1024(DX), Y12
+	VMOVUPS      1056(DX), Y13
 	VBROADCASTSS 20496(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
@@ -14988,10 +12143,11 @@ sv_prod_76:
 	MOVQ         a_base+32(FP), CX
 	IMUL3Q       $0x00001000, AX, DX
 	ADDQ         DX, CX
-	MOVQ         v_base+56(FP), DX
+	LEAQ         63(SP), DX
+	ANDQ         $0xffffffc0, DX
 	XORQ         BX, BX
 
-sv_prod_77:
+sv_prod_31:
 	VMOVUPS      64(DX), Y12
 	VMOVUPS      96(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -15012,10 +12168,10 @@ sv_prod_77:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, DX
+	ADDQ         $0x00000100, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_77
+	JLE          sv_prod_31
 	VMOVUPS      64(DX), Y12
 	VMOVUPS      96(DX), Y13
 	VBROADCASTSS 4096(CX)(BX*4), Y14
@@ -15033,8 +12189,8 @@ sv_prod_77:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1088(DX), Y12
-	VMOVUPS      1120(DX), Y13
+	VMOVUPS      320(DX), Y12
+	VMOVUPS      352(DX), Y13
 	VBROADCASTSS 8196(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
@@ -15047,8 +12203,8 @@ sv_prod_77:
 	VBROADCASTSS 20484(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2112(DX), Y12
-	VMOVUPS      2144(DX), Y13
+	VMOVUPS      576(DX), Y12
+	VMOVUPS      608(DX), Y13
 	VBROADCASTSS 12296(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y6
 	VFMADD231PS  Y13, Y14, Y7
@@ -15058,16 +12214,16 @@ sv_prod_77:
 	VBROADCASTSS 20488(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3136(DX), Y12
-	VMOVUPS      3168(DX), Y13
+	VMOVUPS      832(DX), Y12
+	VMOVUPS      864(DX), Y13
 	VBROADCASTSS 16396(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y8
 	VFMADD231PS  Y13, Y14, Y9
 	VBROADCASTSS 20492(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4160(DX), Y12
-	VMOVUPS      4192(DX), Y13
+	VMOVUPS      1088(DX), Y12
+	VMOVUPS      1120(DX), Y13
 	VBROADCASTSS 20496(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
@@ -15101,10 +12257,11 @@ sv_prod_77:
 	MOVQ         a_base+32(FP), CX
 	IMUL3Q       $0x00001000, AX, DX
 	ADDQ         DX, CX
-	MOVQ         v_base+56(FP), DX
+	LEAQ         63(SP), DX
+	ANDQ         $0xffffffc0, DX
 	XORQ         BX, BX
 
-sv_prod_78:
+sv_prod_32:
 	VMOVUPS      128(DX), Y12
 	VMOVUPS      160(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -15125,10 +12282,10 @@ sv_prod_78:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, DX
+	ADDQ         $0x00000100, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_78
+	JLE          sv_prod_32
 	VMOVUPS      128(DX), Y12
 	VMOVUPS      160(DX), Y13
 	VBROADCASTSS 4096(CX)(BX*4), Y14
@@ -15146,8 +12303,8 @@ sv_prod_78:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1152(DX), Y12
-	VMOVUPS      1184(DX), Y13
+	VMOVUPS      384(DX), Y12
+	VMOVUPS      416(DX), Y13
 	VBROADCASTSS 8196(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
@@ -15160,8 +12317,8 @@ sv_prod_78:
 	VBROADCASTSS 20484(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2176(DX), Y12
-	VMOVUPS      2208(DX), Y13
+	VMOVUPS      640(DX), Y12
+	VMOVUPS      672(DX), Y13
 	VBROADCASTSS 12296(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y6
 	VFMADD231PS  Y13, Y14, Y7
@@ -15171,16 +12328,16 @@ sv_prod_78:
 	VBROADCASTSS 20488(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3200(DX), Y12
-	VMOVUPS      3232(DX), Y13
+	VMOVUPS      896(DX), Y12
+	VMOVUPS      928(DX), Y13
 	VBROADCASTSS 16396(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y8
 	VFMADD231PS  Y13, Y14, Y9
 	VBROADCASTSS 20492(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4224(DX), Y12
-	VMOVUPS      4256(DX), Y13
+	VMOVUPS      1152(DX), Y12
+	VMOVUPS      1184(DX), Y13
 	VBROADCASTSS 20496(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
@@ -15214,10 +12371,11 @@ sv_prod_78:
 	MOVQ         a_base+32(FP), CX
 	IMUL3Q       $0x00001000, AX, DX
 	ADDQ         DX, CX
-	MOVQ         v_base+56(FP), DX
+	LEAQ         63(SP), DX
+	ANDQ         $0xffffffc0, DX
 	XORQ         BX, BX
 
-sv_prod_79:
+sv_prod_33:
 	VMOVUPS      192(DX), Y12
 	VMOVUPS      224(DX), Y13
 	VBROADCASTSS (CX)(BX*4), Y14
@@ -15238,10 +12396,10 @@ sv_prod_79:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000400, DX
+	ADDQ         $0x00000100, DX
 	INCQ         BX
 	CMPQ         BX, AX
-	JLE          sv_prod_79
+	JLE          sv_prod_33
 	VMOVUPS      192(DX), Y12
 	VMOVUPS      224(DX), Y13
 	VBROADCASTSS 4096(CX)(BX*4), Y14
@@ -15259,8 +12417,8 @@ sv_prod_79:
 	VBROADCASTSS 20480(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      1216(DX), Y12
-	VMOVUPS      1248(DX), Y13
+	VMOVUPS      448(DX), Y12
+	VMOVUPS      480(DX), Y13
 	VBROADCASTSS 8196(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
@@ -15273,8 +12431,8 @@ sv_prod_79:
 	VBROADCASTSS 20484(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      2240(DX), Y12
-	VMOVUPS      2272(DX), Y13
+	VMOVUPS      704(DX), Y12
+	VMOVUPS      736(DX), Y13
 	VBROADCASTSS 12296(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y6
 	VFMADD231PS  Y13, Y14, Y7
@@ -15284,16 +12442,16 @@ sv_prod_79:
 	VBROADCASTSS 20488(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      3264(DX), Y12
-	VMOVUPS      3296(DX), Y13
+	VMOVUPS      960(DX), Y12
+	VMOVUPS      992(DX), Y13
 	VBROADCASTSS 16396(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y8
 	VFMADD231PS  Y13, Y14, Y9
 	VBROADCASTSS 20492(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	VMOVUPS      4288(DX), Y12
-	VMOVUPS      4320(DX), Y13
+	VMOVUPS      1216(DX), Y12
+	VMOVUPS      1248(DX), Y13
 	VBROADCASTSS 20496(CX)(BX*4), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
@@ -15313,15 +12471,15 @@ sv_prod_79:
 	VMOVUPS      Y10, 5312(CX)
 	VMOVUPS      Y11, 5344(CX)
 	SUBQ         $0x00000006, AX
-	JMP          sv_blocks_51
+	JMP          sv_blocks_5
 
-sv_singles_2:
+sv_singles_4:
 	ADDQ $0x00000006, AX
 	XORQ CX, CX
 
-sv_single_80:
+sv_single_34:
 	CMPQ    CX, AX
-	JGE     sv_done_1
+	JGE     sv_done_3
 	MOVQ    b_base+8(FP), DX
 	IMUL3Q  $0x00001000, CX, BX
 	ADDQ    BX, DX
@@ -15335,14 +12493,14 @@ sv_single_80:
 	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
 	XORQ    R8, R8
 
-sv_max_81:
+sv_max_35:
 	CMPQ   R8, SI
-	JAE    sv_max_tail_82
+	JAE    sv_max_tail_36
 	VMAXPS (DX)(R8*4), Y0, Y0
 	ADDQ   $0x00000008, R8
-	JMP    sv_max_81
+	JMP    sv_max_35
 
-sv_max_tail_82:
+sv_max_tail_36:
 	LEAQ       (DI), R9
 	LEAQ       -8(DI), R10
 	MOVQ       R10, R11
@@ -15371,9 +12529,9 @@ sv_max_tail_82:
 	VXORPS     Y1, Y1, Y1
 	XORQ       R8, R8
 
-sv_exp_83:
+sv_exp_37:
 	CMPQ        R8, SI
-	JAE         sv_exp_tail_84
+	JAE         sv_exp_tail_38
 	VMOVUPS     (DX)(R8*4), Y2
 	VSUBPS      Y0, Y2, Y2
 	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
@@ -15393,10 +12551,11 @@ sv_exp_83:
 	VANDNPS     Y3, Y5, Y3
 	VADDPS      Y3, Y1, Y1
 	VMOVUPS     Y3, (BX)(R8*4)
+	PREFETCHT0  -24576(DX)(R8*4)
 	ADDQ        $0x00000008, R8
-	JMP         sv_exp_83
+	JMP         sv_exp_37
 
-sv_exp_tail_84:
+sv_exp_tail_38:
 	LEAQ        (DI), R9
 	LEAQ        -8(DI), R10
 	MOVQ        R10, R11
@@ -15442,15 +12601,15 @@ sv_exp_tail_84:
 	VDIVPS      Y1, Y0, Y0
 	XORQ        DX, DX
 
-sv_scale_85:
+sv_scale_39:
 	CMPQ    DX, SI
-	JAE     sv_scale_tail_86
+	JAE     sv_scale_tail_40
 	VMULPS  (BX)(DX*4), Y0, Y1
 	VMOVUPS Y1, (BX)(DX*4)
 	ADDQ    $0x00000008, DX
-	JMP     sv_scale_85
+	JMP     sv_scale_39
 
-sv_scale_tail_86:
+sv_scale_tail_40:
 	LEAQ       (DI), SI
 	LEAQ       -8(DI), DI
 	MOVQ       DI, R8
@@ -15472,19 +12631,20 @@ sv_scale_tail_86:
 	MOVQ       a_base+32(FP), DX
 	IMUL3Q     $0x00001000, CX, BX
 	ADDQ       BX, DX
-	MOVQ       v_base+56(FP), BX
+	LEAQ       63(SP), BX
+	ANDQ       $0xffffffc0, BX
 	XORQ       SI, SI
 
-sv_prod_87:
+sv_prod_41:
 	VMOVUPS      (BX), Y2
 	VMOVUPS      32(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
 	VFMADD231PS  Y2, Y4, Y0
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000400, BX
+	ADDQ         $0x00000100, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_87
+	JLE          sv_prod_41
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -15495,19 +12655,20 @@ sv_prod_87:
 	MOVQ         a_base+32(FP), DX
 	IMUL3Q       $0x00001000, CX, BX
 	ADDQ         BX, DX
-	MOVQ         v_base+56(FP), BX
+	LEAQ         63(SP), BX
+	ANDQ         $0xffffffc0, BX
 	XORQ         SI, SI
 
-sv_prod_88:
+sv_prod_42:
 	VMOVUPS      64(BX), Y2
 	VMOVUPS      96(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
 	VFMADD231PS  Y2, Y4, Y0
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000400, BX
+	ADDQ         $0x00000100, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_88
+	JLE          sv_prod_42
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -15518,19 +12679,20 @@ sv_prod_88:
 	MOVQ         a_base+32(FP), DX
 	IMUL3Q       $0x00001000, CX, BX
 	ADDQ         BX, DX
-	MOVQ         v_base+56(FP), BX
+	LEAQ         63(SP), BX
+	ANDQ         $0xffffffc0, BX
 	XORQ         SI, SI
 
-sv_prod_89:
+sv_prod_43:
 	VMOVUPS      128(BX), Y2
 	VMOVUPS      160(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
 	VFMADD231PS  Y2, Y4, Y0
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000400, BX
+	ADDQ         $0x00000100, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_89
+	JLE          sv_prod_43
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
@@ -15541,28 +12703,29 @@ sv_prod_89:
 	MOVQ         a_base+32(FP), DX
 	IMUL3Q       $0x00001000, CX, BX
 	ADDQ         BX, DX
-	MOVQ         v_base+56(FP), BX
+	LEAQ         63(SP), BX
+	ANDQ         $0xffffffc0, BX
 	XORQ         SI, SI
 
-sv_prod_90:
+sv_prod_44:
 	VMOVUPS      192(BX), Y2
 	VMOVUPS      224(BX), Y3
 	VBROADCASTSS (DX)(SI*4), Y4
 	VFMADD231PS  Y2, Y4, Y0
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000400, BX
+	ADDQ         $0x00000100, BX
 	INCQ         SI
 	CMPQ         SI, CX
-	JLE          sv_prod_90
+	JLE          sv_prod_44
 	MOVQ         y_base+80(FP), DX
 	IMUL3Q       $0x00000400, CX, BX
 	ADDQ         BX, DX
 	VMOVUPS      Y0, 192(DX)
 	VMOVUPS      Y1, 224(DX)
 	INCQ         CX
-	JMP          sv_single_80
+	JMP          sv_single_34
 
-sv_done_1:
+sv_done_3:
 	VZEROUPPER
 	RET
 
