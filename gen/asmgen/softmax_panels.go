@@ -103,7 +103,9 @@ func (s *simd) transposeV(vt operand.Mem) {
 // row's diagonal, or ≥ t with v taken as 0, are computed and not read),
 // from the transposed V at vt; rb is a multiple of panelRows. Each panel
 // also asks for the block's lines of a under it, which dvRows and
-// finishRow read next.
+// finishRow read next, and of db, which finishRow writes: when db is a
+// buffer of its own, a store to a line not in cache first reads it from
+// memory.
 func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	c, N, D, W := s.c, s.f.Config.N, s.f.Config.D, s.W
 	P, TR, GS, DH := s.panelKeys(), s.panelRows(), s.gStride(), s.dh
@@ -113,12 +115,13 @@ func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	vtp, gp := c.GP64(), c.GP64()
 	s.lineAddr(vt, vtp)
 	s.lineAddr(gbuf, gp)
-	ap, dyp := s.rowPtr("a", i0, N), s.rowPtr("dy", i0, D)
+	ap, dbp, dyp := s.rowPtr("a", i0, N), s.rowPtr("db", i0, N), s.rowPtr("dy", i0, D)
 	loop := s.label("svg_panels")
 	c.Label(loop)
 	for r := 0; r < rb; r++ {
 		for l := 0; l < 4*P; l += 64 {
 			c.PREFETCHT1(operand.Mem{Base: ap, Disp: 4*N*r + l})
+			c.PREFETCHT1(operand.Mem{Base: dbp, Disp: 4*N*r + l})
 		}
 	}
 	for tile := 0; tile < rb/TR; tile++ {
@@ -149,6 +152,7 @@ func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	c.ADDQ(imm(4*P*DH), vtp)
 	c.ADDQ(imm(4*P), gp)
 	c.ADDQ(imm(4*P), ap)
+	c.ADDQ(imm(4*P), dbp)
 	c.DECQ(np)
 	c.JNZ(operand.LabelRef(loop))
 }
