@@ -15,9 +15,9 @@ import (
 // each function pass over every function before the next pass; all of
 // them but Verify and IncludeTextFlagHeader look at one function alone, so
 // running a function's whole chain on a worker of its own gives the same
-// file. The register allocation dominates the generator's time (the
-// long-row softmax-value kernels are thousands of instructions), and a
-// package's dozens of kernels spread over the cores.
+// file. Liveness and the register allocation dominated the generator's
+// time (the long-row softmax-value kernels are thousands of instructions),
+// and a package's dozens of kernels spread over the cores.
 func Compile(f *ir.File) error {
 	if err := pass.Verify.Execute(f); err != nil {
 		return err
@@ -60,7 +60,9 @@ func Compile(f *ir.File) error {
 }
 
 // beforeAllocation and afterAllocation are pass.Compile's function passes
-// on either side of its register allocation, in its order.
+// on either side of its register allocation, in its order, but for
+// pass.Liveness: allocateRegisters computes the same sets itself
+// (liveness.go), and no later pass reads them.
 var (
 	beforeAllocation = []func(*ir.Function) error{
 		pass.PruneJumpToFollowingLabel,
@@ -75,7 +77,6 @@ var (
 			}
 			return nil
 		},
-		pass.Liveness,
 	}
 	afterAllocation = []func(*ir.Function) error{
 		pass.BindRegisters,

@@ -2,6 +2,7 @@ package asmgen
 
 import (
 	"cmp"
+	"container/heap"
 	"errors"
 	"slices"
 
@@ -19,7 +20,10 @@ import (
 // lookups, after each allocation — quadratic in the function's length,
 // and 75% of rendering a long-row softmax-value package. Here each
 // virtual keeps its neighbours in a list built once, so a step touches
-// only its own edges. The choices, and the errors, are avo's:
+// only its own edges; the next virtual comes from a heap rather than a
+// scan of all that are left; and the live registers come from liveness
+// (liveness.go) rather than avo's pass.Liveness, which Compile no longer
+// runs. The choices, and the errors, are avo's:
 // TestAllocateRegistersIsAvos compares the two on every kernel of several
 // specs, and go generate's check the shipped packages' files.
 func allocateRegisters(fn *ir.Function) error {
@@ -99,15 +103,26 @@ func allocateRegisters(fn *ir.Function) error {
 	}
 	// Interferences: an output register with every other register live
 	// after the instruction that shares bits with it.
-	for _, i := range fn.Instructions() {
+	lv := newLiveness(fn)
+	var err error
+	lv.each(func(i *ir.Instruction, _ int, live []uint8, members []int32) {
 		for _, d := range i.OutputRegisters() {
-			k := d.Kind()
+			if err != nil {
+				return
+			}
+			k, x, dm := d.Kind(), d.ID(), uint8(d.Mask())
 			s := kinds[k]
-			out := i.LiveOut.OfKind(k)
-			out.DiscardRegister(d)
-			x := d.ID()
-			for y, mask := range out {
-				if d.Mask()&mask == 0 {
+			xn := lv.num[x]
+			for _, yn := range members {
+				y := lv.ids[yn]
+				if y.Kind() != k {
+					continue
+				}
+				mask := live[yn]
+				if yn == xn {
+					mask &^= dm // avo discards the output's own bits
+				}
+				if dm&mask == 0 {
 					continue
 				}
 				add(s, x)
@@ -115,7 +130,8 @@ func allocateRegisters(fn *ir.Function) error {
 				switch {
 				case x.IsPhysical() && y.IsPhysical():
 					if x == y {
-						return errors.New("impossible register allocation")
+						err = errors.New("impossible register allocation")
+						return
 					}
 				case x.IsPhysical():
 					discard(s, y, x)
@@ -129,21 +145,27 @@ func allocateRegisters(fn *ir.Function) error {
 				}
 			}
 		}
+	})
+	if err != nil {
+		return err
 	}
 	fn.Allocation = reg.NewEmptyAllocation()
 	for _, s := range kinds {
-		slices.Sort(s.order)
-		left := s.order
-		for len(left) > 0 {
-			best := 0
-			for j, v := range left {
-				if len(s.possible[v]) < len(s.possible[left[best]]) {
-					best = j
-				}
+		// The virtuals by (possible registers left, ID) in a heap; a virtual
+		// whose count drops is pushed again, and entries of allocated
+		// virtuals or of counts since lowered are skipped.
+		h := candidates{}
+		for _, v := range s.order {
+			h = append(h, candidate{len(s.possible[v]), v})
+		}
+		heap.Init(&h)
+		for h.Len() > 0 {
+			e := heap.Pop(&h).(candidate)
+			v := e.id
+			ps, open := s.possible[v]
+			if !open || len(ps) != e.n {
+				continue
 			}
-			v := left[best]
-			left = slices.Delete(left, best, best+1)
-			ps := s.possible[v]
 			if len(ps) == 0 {
 				return errors.New("failed to allocate registers")
 			}
@@ -154,11 +176,37 @@ func allocateRegisters(fn *ir.Function) error {
 				return errors.New("impossible register allocation")
 			}
 			for _, u := range s.adj[v] {
-				if _, open := s.possible[u]; open {
+				if ps, open := s.possible[u]; open {
 					discard(s, u, p)
+					if n := len(s.possible[u]); n != len(ps) {
+						heap.Push(&h, candidate{n, u})
+					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// candidate is a virtual register and the number of physical registers
+// still possible for it; candidates is a min-heap of them by that number,
+// then by ID: avo's order of allocation.
+type candidate struct {
+	n  int
+	id reg.ID
+}
+
+type candidates []candidate
+
+func (h candidates) Len() int { return len(h) }
+func (h candidates) Less(i, j int) bool {
+	return h[i].n < h[j].n || h[i].n == h[j].n && h[i].id < h[j].id
+}
+func (h candidates) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *candidates) Push(x any)   { *h = append(*h, x.(candidate)) }
+func (h *candidates) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -50,6 +50,9 @@ func TestAllocateRegistersIsAvos(t *testing.T) {
 					t.Fatalf("%s %s: %v", name, fn.Name, err)
 				}
 			}
+			if err := pass.Liveness(fn); err != nil {
+				t.Fatal(err)
+			}
 			if err := pass.AllocateRegisters(fn); err != nil {
 				t.Fatalf("%s %s: avo: %v", name, fn.Name, err)
 			}
