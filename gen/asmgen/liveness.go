@@ -149,7 +149,7 @@ func (l *liveness) step(k int, live []uint8) {
 // each calls f for every instruction with the registers live after it:
 // live holds their masks by number, and members lists the numbers whose
 // mask is not zero, in no particular order. f must not keep either.
-func (l *liveness) each(f func(i *ir.Instruction, k int, live []uint8, members []int32)) {
+func (l *liveness) each(f func(i *ir.Instruction, live []uint8, members []int32)) {
 	live := make([]uint8, len(l.ids))
 	pos := make([]int32, len(l.ids)) // index in members, or −1
 	var members []int32
@@ -179,7 +179,7 @@ func (l *liveness) each(f func(i *ir.Instruction, k int, live []uint8, members [
 			}
 		}
 		for k := l.starts[b+1] - 1; k >= l.starts[b]; k-- {
-			f(l.is[k], k, live, members)
+			f(l.is[k], live, members)
 			for _, d := range l.defs[k] {
 				set(d.r, live[d.r]&^d.mask)
 			}

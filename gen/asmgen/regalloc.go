@@ -32,7 +32,7 @@ func allocateRegisters(fn *ir.Function) error {
 		possible  map[reg.ID][]reg.ID
 		adj       map[reg.ID][]reg.ID // virtual–virtual interferences, both ways
 		self      map[reg.ID]bool     // a virtual interfering with itself
-		order     []reg.ID            // the virtuals, sorted by ID
+		order     []reg.ID            // the virtuals
 	}
 	kinds := map[reg.Kind]*kindState{}
 	state := func(k reg.Kind) (*kindState, error) {
@@ -105,7 +105,7 @@ func allocateRegisters(fn *ir.Function) error {
 	// after the instruction that shares bits with it.
 	lv := newLiveness(fn)
 	var err error
-	lv.each(func(i *ir.Instruction, _ int, live []uint8, members []int32) {
+	lv.each(func(i *ir.Instruction, live []uint8, members []int32) {
 		for _, d := range i.OutputRegisters() {
 			if err != nil {
 				return
