@@ -67,7 +67,7 @@ func newLiveness(fn *ir.Function) *liveness {
 	// Blocks: a new one after any instruction that does not fall through
 	// to the next alone, and at any instruction reached otherwise.
 	leader := make([]bool, n+1)
-	leader[0], leader[n] = true, true
+	leader[0] = true
 	for k, i := range l.is {
 		if len(i.Succ) != 1 || i.Succ[0] == nil || index[i.Succ[0]] != k+1 {
 			leader[k+1] = true

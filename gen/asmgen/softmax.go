@@ -550,7 +550,7 @@ func (s *simd) fwdBlock(rb int, i0 reg.GPVirtual) {
 			}
 		}
 		ap := s.rowPtr("a", i0, N)
-		vp, vs := s.vRowPtr(), s.vStride()
+		vp, vs := s.headRowPtr("v", s.vCopy), s.headStride(s.vCopy)
 		dm := s.chunkMask(c0, cw)
 		j := c.GP64()
 		c.XORQ(j, j)

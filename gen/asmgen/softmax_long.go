@@ -44,23 +44,24 @@ func (s *simd) copyV() {
 	s.vCopy = &vc
 }
 
-// vStride is the row stride, in floats, of the V rows the forward's
-// products read: DH for its stack copy at long rows, else D.
-func (s *simd) vStride() int {
-	if s.vCopy != nil {
+// headStride is the row stride, in floats, of a head's rows: DH in a
+// stack copy cp (V's in the forward, dv's in the backward, at long rows),
+// D where they lie in their parameter (cp nil).
+func (s *simd) headStride(cp *operand.Mem) int {
+	if cp != nil {
 		return s.dh
 	}
 	return s.f.Config.D
 }
 
-// vRowPtr returns a pointer to V's first row, in its stack copy when there
-// is one.
-func (s *simd) vRowPtr() reg.GPVirtual {
-	if s.vCopy == nil {
-		return s.param("v")
+// headRowPtr returns a pointer to the first head row of parameter name, in
+// its stack copy cp when there is one.
+func (s *simd) headRowPtr(name string, cp *operand.Mem) reg.GPVirtual {
+	if cp == nil {
+		return s.param(name)
 	}
 	p := s.c.GP64()
-	s.lineAddr(*s.vCopy, p)
+	s.lineAddr(*cp, p)
 	return p
 }
 
@@ -112,7 +113,7 @@ func (s *simd) zeroDV() {
 	for k := range zs {
 		zs[k] = z
 	}
-	dvp, ds := s.dvRowPtr(), s.dvStride()
+	dvp, ds := s.headRowPtr("dv", s.dvCopy), s.headStride(s.dvCopy)
 	i, t := c.GP64(), c.GP64()
 	c.XORQ(i, i)
 	c.Load(c.Param("t"), t)
@@ -137,7 +138,7 @@ func (s *simd) zeroDV() {
 // starting from the zero zeroDV stored: the column pass's additions in its
 // order, so the bits are the same as those of the unfused kernel.
 func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
-	c, N, D, ds := s.c, s.f.Config.N, s.f.Config.D, s.dvStride()
+	c, N, D, ds := s.c, s.f.Config.N, s.f.Config.D, s.headStride(s.dvCopy)
 	R, cv := s.blocking()
 	for _, ch := range s.chunks(cv) {
 		c0, cw := ch[0], ch[1]
@@ -163,7 +164,7 @@ func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 				s.storeCols(acc[q], operand.Mem{Base: dvp, Disp: dvoff + 4*ds*q}, c0)
 			}
 		}
-		ap, dvp, j := s.rowPtr("a", i0, N), s.dvRowPtr(), c.GP64()
+		ap, dvp, j := s.rowPtr("a", i0, N), s.headRowPtr("dv", s.dvCopy), c.GP64()
 		c.XORQ(j, j)
 		keys := func(name string, g int) {
 			loop, done := s.label(name), s.label(name+"_done")

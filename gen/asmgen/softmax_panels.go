@@ -26,7 +26,7 @@ import (
 //
 // dv's head rows are D floats apart too, and dvRows reads and writes them
 // once per block of rows: at long rows they are accumulated in a stack
-// copy of stride DH (dvRowPtr, dvStride) and copied out at the end
+// copy of stride DH (headRowPtr, headStride) and copied out at the end
 // (copyDVOut). The stack buffers are addressed from a whole line
 // (lineAddr). At N 2048, DH 64 the frame is 1.1 MiB.
 
@@ -157,27 +157,7 @@ func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	c.JNZ(operand.LabelRef(loop))
 }
 
-// dvStride is the row stride, in floats, of the dv rows the backward
-// writes: DH for its stack copy at long rows, else D.
-func (s *simd) dvStride() int {
-	if s.dvCopy != nil {
-		return s.dh
-	}
-	return s.f.Config.D
-}
-
-// dvRowPtr returns a pointer to dv's first row, in its stack copy when
-// there is one.
-func (s *simd) dvRowPtr() reg.GPVirtual {
-	if s.dvCopy == nil {
-		return s.param("dv")
-	}
-	p := s.c.GP64()
-	s.lineAddr(*s.dvCopy, p)
-	return p
-}
-
 // copyDVOut emits dv's rows j < t = their stack copy's.
 func (s *simd) copyDVOut() {
-	s.copyHeadRows("svb_dvout", s.dvRowPtr(), s.dh, s.param("dv"), s.f.Config.D)
+	s.copyHeadRows("svb_dvout", s.headRowPtr("dv", s.dvCopy), s.dh, s.param("dv"), s.f.Config.D)
 }
