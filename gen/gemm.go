@@ -19,7 +19,8 @@ func gemmShapeName(isa kernels.ISA) string { return "gemmShape" + isaConst(isa) 
 // gemmCheck emits checkGemmTile: it panics unless the arguments fit the
 // contract of kernels.GemmTileFunc for a tile of mrMax×nrMax: every
 // element the kernel reads (the whole mrMax×kc block of A and kc×nrMax
-// block of B) and writes (the mr×nr corner of c) is inside its slice.
+// block of B) and writes (the mr×nr corner of c, and the copies of A's
+// and B's blocks when asked for) is inside its slice.
 func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 	id := jen.Id
 	msg := func(format string, args ...jen.Code) jen.Code {
@@ -29,7 +30,7 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 	f.Func().Id(checkName(op)).Params(
 		jen.List(id("mrMax"), id("nrMax"), id("kc")).Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
-		id("bias"), id("asum").Index().Float32(),
+		jen.List(id("bias"), id("asum"), id("apack"), id("bpack")).Index().Float32(),
 	).Block(
 		jen.If(id("kc").Op("<").Lit(0).Op("||").Id("mr").Op("<").Lit(0).Op("||").Id("mr").Op(">").Id("mrMax").
 			Op("||").Id("nr").Op("<").Lit(0).Op("||").Id("nr").Op(">").Id("nrMax").Op("||").Id("ldc").Op("<").Id("nr")).Block(
@@ -43,6 +44,10 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 			msg("len(b) = %d, need %d", jen.Len(id("b")), jen.Parens(id("kc").Op("-").Lit(1)).Op("*").Id("bp").Op("+").Id("nrMax"))),
 		jen.If(jen.Len(id("asum")).Op("!=").Lit(0).Op("&&").Parens(id("ai").Op("!=").Lit(1).Op("||").Len(id("asum")).Op("<").Id("mr"))).Block(
 			msg("len(asum) = %d with ai = %d, want 0, or ≥ mr = %d with ai = 1", jen.Len(id("asum")), id("ai"), id("mr"))),
+		jen.If(jen.Len(id("apack")).Op("!=").Lit(0).Op("&&").Parens(id("ai").Op("!=").Lit(1).Op("||").Len(id("apack")).Op("<").Id("kc").Op("*").Id("mrMax"))).Block(
+			msg("len(apack) = %d with ai = %d, want 0, or ≥ kc·MR = %d with ai = 1", jen.Len(id("apack")), id("ai"), id("kc").Op("*").Id("mrMax"))),
+		jen.If(jen.Len(id("bpack")).Op("!=").Lit(0).Op("&&").Len(id("bpack")).Op("<").Id("kc").Op("*").Id("nrMax")).Block(
+			msg("len(bpack) = %d, want 0 or ≥ kc·NR = %d", jen.Len(id("bpack")), id("kc").Op("*").Id("nrMax"))),
 		jen.If(jen.Len(id("bias")).Op("!=").Lit(0).Op("&&").Len(id("bias")).Op("<").Id("nr")).Block(
 			msg("len(bias) = %d, want 0 or ≥ nr = %d", jen.Len(id("bias")), id("nr"))),
 		jen.If(id("mr").Op(">").Lit(0).Op("&&").Len(id("c")).Op("<").Parens(id("mr").Op("-").Lit(1)).Op("*").Id("ldc").Op("+").Id("nr")).Block(
@@ -55,14 +60,16 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 func gemmWrapper(f *jen.File, op catalog.Op, isa kernels.ISA, impl string) {
 	mr, nr := catalog.GemmShape(isa)
 	id := jen.Id
-	args := []jen.Code{id("kc"), id("a"), id("ai"), id("ap"), id("b"), id("bp"), id("c"), id("ldc"), id("mr"), id("nr"), id("bias"), id("asum")}
+	args := []jen.Code{id("kc"), id("a"), id("ai"), id("ap"), id("b"), id("bp"), id("c"), id("ldc"), id("mr"), id("nr"), id("bias"), id("asum"), id("apack"), id("bpack")}
 	f.Func().Id(wrapperName(op, isa)).Params(
 		id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
-		jen.List(id("bias"), id("asum")).Index().Float32(), id("overwrite").Bool(),
+		jen.List(id("bias"), id("asum"), id("apack"), id("bpack")).Index().Float32(), id("overwrite").Bool(),
 	).Block(
 		id(checkName(op)).Call(append([]jen.Code{jen.Lit(mr), jen.Lit(nr)}, args...)...),
-		jen.If(id("mr").Op("==").Lit(0).Op("||").Id("nr").Op("==").Lit(0).Op("&&").Len(id("asum")).Op("==").Lit(0)).Block(jen.Return()),
+		jen.Comment("Nothing to write: no tile, no row sums, no copies."),
+		jen.If(jen.Parens(id("mr").Op("==").Lit(0).Op("||").Id("nr").Op("==").Lit(0).Op("&&").Len(id("asum")).Op("==").Lit(0)).
+			Op("&&").Parens(id("kc").Op("==").Lit(0).Op("||").Len(id("apack")).Op("+").Len(id("bpack")).Op("==").Lit(0))).Block(jen.Return()),
 		id(impl).Call(append(args, id("overwrite"))...),
 	)
 	f.Comment(fmt.Sprintf("%s returns the %s GemmTile's tile shape.", gemmShapeName(isa), isa))

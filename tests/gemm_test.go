@@ -138,8 +138,28 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 						}
 						asum0 = append([]float32(nil), asum...)
 					}
-					tile(kc, a[:alen], ai, ap, b[:blen], bp, c[:clen], ldc, mr, nr, bias, asum, overwrite)
-					label := fmt.Sprintf("%s kc=%d mr=%d nr=%d bias=%v overwrite=%v asum=%v", lay.name, kc, mr, nr, bias != nil, overwrite, asum != nil)
+					// Copies of A's block (ai = 1) and B's, in turn over the
+					// shapes, into buffers of canaries.
+					var apack, bpack, apackBuf, bpackBuf []float32
+					copies := (kc + mr + 2*nr) % 3
+					if copies == 2 && ai == 1 {
+						apackBuf = make([]float32, lead+kc*mrMax+tail)
+						for i := range apackBuf {
+							apackBuf[i] = canary
+						}
+						apack = apackBuf[lead : lead+kc*mrMax]
+					}
+					if copies > 0 {
+						bpackBuf = make([]float32, lead+kc*nrMax+tail)
+						for i := range bpackBuf {
+							bpackBuf[i] = canary
+						}
+						bpack = bpackBuf[lead : lead+kc*nrMax]
+					}
+					tile(kc, a[:alen], ai, ap, b[:blen], bp, c[:clen], ldc, mr, nr, bias, asum, apack, bpack, overwrite)
+					label := fmt.Sprintf("%s kc=%d mr=%d nr=%d bias=%v overwrite=%v asum=%v apack=%v bpack=%v", lay.name, kc, mr, nr, bias != nil, overwrite, asum != nil, apack != nil, bpack != nil)
+					probs = append(probs, checkCopy(label+": apack", apackBuf, kc, mrMax, func(p, i int) float32 { return a[i*ai+p*ap] })...)
+					probs = append(probs, checkCopy(label+": bpack", bpackBuf, kc, nrMax, func(p, j int) float32 { return b[p*bp+j] })...)
 					for idx, v := range asumBuf {
 						r := idx - lead
 						if r < 0 || r >= mr {
@@ -193,6 +213,26 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 	return probs
 }
 
+// checkCopy returns the problems of buf, a guarded copy of an operand's
+// block as a packed panel of w floats per p (nil: none asked for): each
+// float of the panel must be at's, bit for bit, and the guards canaries.
+func checkCopy(label string, buf []float32, kc, w int, at func(p, i int) float32) []string {
+	var probs []string
+	for idx, v := range buf {
+		r := idx - lead
+		if r < 0 || r >= kc*w {
+			if math.Float32bits(v) != canaryBits {
+				probs = append(probs, fmt.Sprintf("%s: wrote outside its %d floats at buffer index %d", label, kc*w, idx))
+			}
+			continue
+		}
+		if want := at(r/w, r%w); math.Float32bits(v) != math.Float32bits(want) {
+			probs = append(probs, fmt.Sprintf("%s[%d] = %g, want %g", label, r, v, want))
+		}
+	}
+	return probs
+}
+
 // TestGemmTileCatchesBugs runs broken micro-kernels, built from the Go
 // level's, through checkGemmTile: each must be caught.
 func TestGemmTileCatchesBugs(t *testing.T) {
@@ -207,38 +247,50 @@ func TestGemmTileCatchesBugs(t *testing.T) {
 	good, shape := goK.GemmTile, goK.GemmShape
 	mrMax, nrMax := shape()
 	bugs := map[string]kernels.GemmTileFunc{
-		"drops the last p": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
+		"drops the last p": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
 			if kc > 0 {
 				kc--
 			}
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, ow)
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 		},
-		"overwrites c": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, true)
+		"overwrites c": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, true)
 		},
-		"adds when told to overwrite": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, false)
+		"adds when told to overwrite": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, false)
 		},
-		"drops the row sums": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, nil, ow)
+		"drops the row sums": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, nil, apack, bpack, ow)
 		},
-		"drops the bias": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, nil, asum, ow)
+		"drops the bias": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, nil, asum, apack, bpack, ow)
 		},
-		"reads A as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, 1, mrMax, b, bp, c, ldc, mr, nr, bias, asum, ow)
+		"reads A as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, 1, mrMax, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 		},
-		"reads B as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, ai, ap, b, nrMax, c, ldc, mr, nr, bias, asum, ow)
+		"reads B as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, nrMax, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 		},
-		"writes the full tile width": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, ow)
+		"writes the full tile width": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 			if cc := c[:cap(c)]; mr > 0 && nr < nrMax && nr < len(cc) {
 				cc[nr] = 0
 			}
 		},
-		"writes one row too many": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, ow)
+		"copies B one p short": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+			if len(bpack) >= nrMax {
+				clear(bpack[len(bpack)-nrMax:])
+			}
+		},
+		"copies A's rows in the wrong order": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+			if len(apack) >= 2 {
+				apack[0], apack[1] = apack[1], apack[0]
+			}
+		},
+		"writes one row too many": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 			if cc := c[:cap(c)]; mr > 0 && mr < mrMax && nr > 0 && len(cc) > mr*ldc {
 				cc[mr*ldc] = 0
 			}

@@ -19,6 +19,7 @@ import (
 type gemmGeom struct {
 	kc, mr, nr, ai, ap, bp, ldc int
 	bias, asum, overwrite       bool
+	packA, packB                bool // ask for copies of A's and B's blocks
 }
 
 // gemmCases are GemmTile's cases: T is kc, Inputs the layout and corner.
@@ -27,6 +28,7 @@ func gemmCases(spec specs.Spec) []Case {
 	return []Case{
 		c(spec.D, "packed"), c(spec.D, "rowmajor-edge"), c(13, "colmajor-edge"),
 		c(1, "packed-corner"), c(0, "packed"),
+		c(spec.D, "colmajor-copies"), c(13, "rowmajor-copyb"), c(1, "colmajor-copies"),
 	}
 }
 
@@ -38,7 +40,12 @@ func gemmCases(spec specs.Spec) []Case {
 //     (MR−1)×(NR−3) corner, accumulating, no bias;
 //   - colmajor-edge: A column-major (ai 1, ap MR+3), B rows 2·NR+1 apart, a
 //     1×(NR/2+1) corner, with bias and row sums, accumulating;
-//   - packed-corner: a 1×1 corner, with bias, overwriting.
+//   - packed-corner: a 1×1 corner, with bias, overwriting;
+//   - colmajor-copies: A column-major (ai 1, ap MR+5), B rows NR+9 apart,
+//     the whole tile, with row sums, accumulating, copying A's and B's
+//     blocks into packed panels (apack, bpack) on the way;
+//   - rowmajor-copyb: A row-major (ai kc+2, ap 1), B rows NR+1 apart, an
+//     (MR−2)×(NR−1) corner, overwriting, copying B's block.
 func gemmGeomOf(c Case, mrMax, nrMax int) (gemmGeom, error) {
 	kc := c.T
 	switch c.Inputs {
@@ -50,6 +57,10 @@ func gemmGeomOf(c Case, mrMax, nrMax int) (gemmGeom, error) {
 		return gemmGeom{kc: kc, mr: 1, nr: min(nrMax/2+1, nrMax), ai: 1, ap: mrMax + 3, bp: 2*nrMax + 1, ldc: nrMax, bias: true, asum: true}, nil
 	case "packed-corner":
 		return gemmGeom{kc: kc, mr: 1, nr: 1, ai: 1, ap: mrMax, bp: nrMax, ldc: 1, bias: true, overwrite: true}, nil
+	case "colmajor-copies":
+		return gemmGeom{kc: kc, mr: mrMax, nr: nrMax, ai: 1, ap: mrMax + 5, bp: nrMax + 9, ldc: nrMax + 2, asum: true, packA: true, packB: true}, nil
+	case "rowmajor-copyb":
+		return gemmGeom{kc: kc, mr: max(mrMax-2, 1), nr: max(nrMax-1, 1), ai: kc + 2, ap: 1, bp: nrMax + 1, ldc: nrMax, overwrite: true, packB: true}, nil
 	}
 	return gemmGeom{}, fmt.Errorf("GemmTile has no case with inputs %q", c.Inputs)
 }
@@ -147,6 +158,39 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 		}
 	}, next)
 	bufs := []*gemmBuf{a, b, bias, asum, cb}
+	// The copies are exact: their wanted values are A's and B's floats.
+	want := map[string][]float32{}
+	apack := newGemmBuf("apack", out, 0, func(func(int)) {}, next)
+	if g.packA {
+		apack = newGemmBuf("apack", out, kc*mrMax, func(v func(int)) {
+			for i := 0; i < kc*mrMax; i++ {
+				v(i)
+			}
+		}, next)
+		w := make([]float32, kc*mrMax)
+		for p := 0; p < kc; p++ {
+			for i := 0; i < mrMax; i++ {
+				w[p*mrMax+i] = a.view()[i*g.ai+p*g.ap]
+			}
+		}
+		want["apack"] = w
+	}
+	bpack := newGemmBuf("bpack", out, 0, func(func(int)) {}, next)
+	if g.packB {
+		bpack = newGemmBuf("bpack", out, kc*nrMax, func(v func(int)) {
+			for i := 0; i < kc*nrMax; i++ {
+				v(i)
+			}
+		}, next)
+		w := make([]float32, kc*nrMax)
+		for p := 0; p < kc; p++ {
+			for j := 0; j < nrMax; j++ {
+				w[p*nrMax+j] = b.view()[p*g.bp+j]
+			}
+		}
+		want["bpack"] = w
+	}
+	bufs = append(bufs, apack, bpack)
 
 	// Reference: ref's tiles over the mr×nr corner, on padded copies.
 	rmr, rnr := ref.GemmShape()
@@ -184,10 +228,10 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 			if kc > 0 {
 				av, bv = ra[i0*g.ai:], rb[j0:]
 			}
-			ref.GemmTile(kc, av, g.ai, g.ap, bv, g.bp, rc[i0*g.ldc+j0:], g.ldc, min(rmr, mr-i0), min(rnr, nr-j0), bi, as, g.overwrite)
+			ref.GemmTile(kc, av, g.ai, g.ap, bv, g.bp, rc[i0*g.ldc+j0:], g.ldc, min(rmr, mr-i0), min(rnr, nr-j0), bi, as, nil, nil, g.overwrite)
 		}
 	}
-	want := map[string][]float32{"c": rc, "asum": rasum}
+	want["c"], want["asum"] = rc, rasum
 
 	// got, on copies of the guarded buffers.
 	gotBufs := map[string][]float32{}
@@ -196,7 +240,7 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 	}
 	v := func(name string, n int) []float32 { return gotBufs[name][lead : lead+n] }
 	got.GemmTile(kc, v("a", a.need), g.ai, g.ap, v("b", b.need), g.bp, v("c", cb.need), g.ldc, mr, nr,
-		v("bias", bias.need), v("asum", asum.need), g.overwrite)
+		v("bias", bias.need), v("asum", asum.need), v("apack", apack.need), v("bpack", bpack.need), g.overwrite)
 
 	var problems []string
 	for _, x := range bufs {
@@ -219,6 +263,10 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 				}
 			case math.Float32bits(y) == unwrittenBits:
 				msg = fmt.Sprintf("[%d] left unwritten", i-lead)
+			case x.name == "apack" || x.name == "bpack":
+				if math.Float32bits(y) != math.Float32bits(w[i-lead]) {
+					msg = fmt.Sprintf("[%d] got %s, want a copy of %s", i-lead, fmtVal(y), fmtVal(w[i-lead]))
+				}
 			case !closeTo(y, w[i-lead], scale):
 				msg = fmt.Sprintf("[%d] got %s, want %s ± %.3g", i-lead, fmtVal(y), fmtVal(w[i-lead]), RelTol*(math.Abs(float64(w[i-lead]))+scale))
 			}
@@ -230,8 +278,8 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 			}
 		}
 		if n > 0 {
-			problems = append(problems, fmt.Sprintf("%s: %d floats wrong (kc %d, tile %d×%d of %d×%d, ai %d, ap %d, bp %d, ldc %d, bias %v, asum %v, overwrite %v; reference: %s tiles of %d×%d): %s",
-				x.name, n, kc, mr, nr, mrMax, nrMax, g.ai, g.ap, g.bp, g.ldc, g.bias, g.asum, g.overwrite, ref.ISA, rmr, rnr, strings.Join(list, "; ")))
+			problems = append(problems, fmt.Sprintf("%s: %d floats wrong (kc %d, tile %d×%d of %d×%d, ai %d, ap %d, bp %d, ldc %d, bias %v, asum %v, overwrite %v, apack %v, bpack %v; reference: %s tiles of %d×%d): %s",
+				x.name, n, kc, mr, nr, mrMax, nrMax, g.ai, g.ap, g.bp, g.ldc, g.bias, g.asum, g.overwrite, g.packA, g.packB, ref.ISA, rmr, rnr, strings.Join(list, "; ")))
 		}
 	}
 	return problems, nil

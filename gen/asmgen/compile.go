@@ -1,12 +1,15 @@
 package asmgen
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/mmcloughlin/avo/ir"
 	"github.com/mmcloughlin/avo/pass"
+	"github.com/mmcloughlin/avo/reg"
 )
 
 // Compile runs avo's compilation (pass.Compile) on f, with the same
@@ -84,5 +87,31 @@ var (
 		pass.EnsureBasePointerCalleeSaved,
 		pass.PruneSelfMoves,
 		pass.RequiredISAExtensions,
+		checkVEXRegisters,
 	}
 )
+
+// checkVEXRegisters fails a function whose instructions need no AVX-512
+// extension but whose allocation gave it a vector register X16–X31,
+// Y16–Y31 or Z16–Z31: those exist only in the EVEX encoding, so the AVX2
+// level would stop with an illegal instruction on a CPU without AVX-512.
+// The allocator draws on all 32 vector registers, whatever the level, so
+// an AVX2 kernel with more than 16 vectors live at once must be rewritten.
+func checkVEXRegisters(fn *ir.Function) error {
+	for _, isa := range fn.ISA {
+		if strings.HasPrefix(isa, "AVX512") {
+			return nil
+		}
+	}
+	for _, i := range fn.Instructions() {
+		for _, op := range i.Operands {
+			r, ok := op.(reg.Physical)
+			if !ok || r.Kind() != reg.KindVector || r.PhysicalIndex() < 16 {
+				continue
+			}
+			return fmt.Errorf("%s: %s uses %s, which needs AVX-512, in a function that needs only %s",
+				fn.Name, i.Opcode, r.Asm(), strings.Join(fn.ISA, ", "))
+		}
+	}
+	return nil
+}

@@ -36,6 +36,12 @@ import (
 
 func init() { implemented[catalog.GemmTile] = true }
 
+// gemmPackAhead is how many p ahead of the one it multiplies a copying
+// loop asks for the lines of B's row (and A's, when copying A): the first
+// tile to read an operand in place reads it from memory, one line per p,
+// and without the prefetches it waits on each.
+const gemmPackAhead = 32
+
 func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	c := f.Ctx
 	mr, nr := catalog.GemmShape(isa)
@@ -102,10 +108,21 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 
+	// A copy of A (apack) sums A's rows on its way through, in one
+	// accumulator over p in increasing order.
+	if mr != 8 && mr != 6 {
+		panic(fmt.Sprintf("asmgen: GemmTile %s: the copy of A handles 6 or 8 rows, not %d", isa, mr))
+	}
 	c.Comment("asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)")
 	asumLen := c.Load(c.Param("asum").Len(), c.GP64())
 	c.TESTQ(asumLen, asumLen)
 	c.JZ(operand.LabelRef("noasum"))
+	c.Comment("(unless A is copied: then the copying loop sums it)")
+	{
+		apLen := c.Load(c.Param("apack").Len(), c.GP64())
+		c.TESTQ(apLen, apLen)
+		c.JNZ(operand.LabelRef("noasum"))
+	}
 	{
 		k := newSynKitNarrow(f, "gemmAsum", isa)
 		lanes := k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
@@ -167,12 +184,16 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	}
 
 	// step emits the products of one p, with A's p offset disp bytes from
-	// the row pointers and B's row p at bRow.
-	step := func(bRow func(h int) operand.Mem, disp int) {
+	// the row pointers and B's row p at bRow; with bpk, it also stores B's
+	// row p there.
+	step := func(bRow func(h int) operand.Mem, disp int, bpk reg.GPVirtual) {
 		bv := make([]reg.VecVirtual, vecs)
 		for h := range bv {
 			bv[h] = vec()
 			c.VMOVUPS(bRow(h), bv[h])
+			if bpk != nil {
+				c.VMOVUPS(bv[h], operand.Mem{Base: bpk, Disp: 4 * lanes * h})
+			}
 		}
 		for i := 0; i < mr; i++ {
 			av := vec()
@@ -184,9 +205,119 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 			}
 		}
 	}
+	// advance moves A's row pointers and B's row on by one p.
+	advance := func() {
+		c.ADDQ(pStride, a0)
+		c.ADDQ(pStride, a3)
+		if mr > 6 {
+			c.ADDQ(pStride, a6)
+		}
+		c.ADDQ(bStride, bp)
+	}
 	c.Comment("acc[i][·] += a[i·ai + p·ap] · b[p·bp : p·bp+NR], p < kc")
 	c.TESTQ(kc, kc)
 	c.JZ(operand.LabelRef("store"))
+
+	c.Comment("With apack (ai = 1) or bpack, the same products one p at a time, copying")
+	c.Comment("A's MR floats a[p·ap:] to apack[p·MR:] or B's NR to bpack[p·NR:] on the way.")
+	{
+		apLen := c.Load(c.Param("apack").Len(), c.GP64())
+		bpLen := c.Load(c.Param("bpack").Len(), c.GP64())
+		c.TESTQ(apLen, apLen)
+		c.JZ(operand.LabelRef("nopacka"))
+		c.TESTQ(bpLen, bpLen)
+		c.JNZ(operand.LabelRef("packab"))
+		c.JMP(operand.LabelRef("packa"))
+		c.Label("nopacka")
+		c.TESTQ(bpLen, bpLen)
+		c.JZ(operand.LabelRef("nopack"))
+		c.JMP(operand.LabelRef("packb"))
+	}
+	packLoop := func(label string, packA, packB bool) {
+		c.Label(label)
+		var apk, bpk reg.GPVirtual
+		if packA {
+			apk = c.Load(c.Param("apack").Base(), c.GP64()).(reg.GPVirtual)
+		}
+		if packB {
+			bpk = c.Load(c.Param("bpack").Base(), c.GP64()).(reg.GPVirtual)
+		}
+		var sum reg.VecVirtual
+		if packA {
+			sum = c.YMM()
+			c.VXORPS(sum, sum, sum)
+		}
+		// pfB and pfA run gemmPackAhead rows of B and p of A ahead; past
+		// the block they reach the next k-block's, which come next.
+		var pfB, pfA reg.GPVirtual
+		if packB {
+			pfB = c.GP64()
+			c.IMUL3Q(operand.U32(gemmPackAhead), bStride, pfB)
+			c.ADDQ(bp, pfB)
+		}
+		if packA {
+			pfA = c.GP64()
+			c.IMUL3Q(operand.U32(gemmPackAhead), pStride, pfA)
+			c.ADDQ(a0, pfA)
+		}
+		c.Label(label + "loop")
+		if pfB != nil {
+			for h := 0; h < 4*nr/64; h++ {
+				c.PREFETCHT0(operand.Mem{Base: pfB, Disp: 64 * h})
+			}
+			c.ADDQ(bStride, pfB)
+		}
+		if pfA != nil {
+			c.PREFETCHT0(operand.Mem{Base: pfA})
+			c.ADDQ(pStride, pfA)
+		}
+		step(func(h int) operand.Mem { return operand.Mem{Base: bp, Disp: 4 * lanes * h} }, 0, bpk)
+		if packA {
+			// A's MR floats of this p are contiguous (ai = 1), from row 0's pointer.
+			y := c.YMM()
+			if mr == 8 {
+				c.VMOVUPS(operand.Mem{Base: a0}, y)
+				c.VMOVUPS(y, operand.Mem{Base: apk})
+			} else {
+				// 6: 16 bytes and 8, joined into one vector (lanes 6, 7 zero)
+				// for the sum. y is written whole (a broadcast of the first
+				// 16), not through its X half, which would keep it live
+				// around the loop: the AVX2 level has 16 registers, and
+				// 12 accumulators, 2 of B, 1 of A and the sum take them all.
+				x := c.XMM()
+				c.VBROADCASTF128(operand.Mem{Base: a0}, y)
+				c.VMOVQ(operand.Mem{Base: a0, Disp: 16}, x)
+				c.VMOVUPS(y.AsX(), operand.Mem{Base: apk})
+				c.VMOVQ(x, operand.Mem{Base: apk, Disp: 16})
+				c.VINSERTF128(operand.U8(1), x, y, y)
+			}
+			c.VADDPS(y, sum, sum)
+			c.ADDQ(operand.U32(4*mr), apk)
+		}
+		if packB {
+			c.ADDQ(operand.U32(4*nr), bpk)
+		}
+		advance()
+		c.DECQ(kc)
+		c.JNZ(operand.LabelRef(label + "loop"))
+		if packA {
+			asumLen := c.Load(c.Param("asum").Len(), c.GP64())
+			c.TESTQ(asumLen, asumLen)
+			c.JZ(operand.LabelRef("store"))
+			k := newSynKitNarrow(f, "gemmAsum", isa)
+			lanes := k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
+			sp := c.Load(c.Param("asum").Base(), c.GP64())
+			old := c.YMM()
+			k.loadM(operand.Mem{Base: sp}, lanes, old)
+			c.VADDPS(sum, old, old)
+			k.storeM(old, lanes, operand.Mem{Base: sp})
+		}
+		c.JMP(operand.LabelRef("store"))
+	}
+	packLoop("packab", true, true)
+	packLoop("packa", true, false)
+	packLoop("packb", false, true)
+	c.Label("nopack")
 	c.Comment("With ap = 1 (A row-major: forward and input-gradient products), four p per")
 	c.Comment("iteration at fixed displacements: a fifth of the pointer updates, which")
 	c.Comment("would otherwise take issue slots on the FMA ports.")
@@ -212,7 +343,7 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 					m.Index, m.Scale = b3, 1
 				}
 				return m
-			}, 4*u)
+			}, 4*u, nil)
 		}
 		c.ADDQ(operand.U8(16), a0)
 		c.ADDQ(operand.U8(16), a3)
@@ -226,13 +357,8 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		c.JZ(operand.LabelRef("store"))
 	}
 	c.Label("loop")
-	step(func(h int) operand.Mem { return operand.Mem{Base: bp, Disp: 4 * lanes * h} }, 0)
-	c.ADDQ(pStride, a0)
-	c.ADDQ(pStride, a3)
-	if mr > 6 {
-		c.ADDQ(pStride, a6)
-	}
-	c.ADDQ(bStride, bp)
+	step(func(h int) operand.Mem { return operand.Mem{Base: bp, Disp: 4 * lanes * h} }, 0, nil)
+	advance()
 	c.DECQ(kc)
 	c.JNZ(operand.LabelRef("loop"))
 

@@ -69,6 +69,16 @@ func emitGemmTile(f *jen.File, op catalog.Op, _ catalog.Config) {
 				id("bq").Op(":=").Id("b").Index(id("p").Op("*").Id("bp"), id("p").Op("*").Id("bp").Op("+").Id("NR"), id("p").Op("*").Id("bp").Op("+").Id("NR")),
 			}, append(loads, fmas...)...)...,
 		),
+		jen.If(jen.Len(id("apack")).Op("!=").Lit(0)).Block(
+			jen.For(id("p").Op(":=").Lit(0), id("p").Op("<").Id("kc"), id("p").Op("++")).Block(
+				jen.Copy(id("apack").Index(id("p").Op("*").Id("MR"), id("p").Op("*").Id("MR").Op("+").Id("MR")), id("a").Index(id("p").Op("*").Id("ap"), id("p").Op("*").Id("ap").Op("+").Id("MR"))),
+			),
+		),
+		jen.If(jen.Len(id("bpack")).Op("!=").Lit(0)).Block(
+			jen.For(id("p").Op(":=").Lit(0), id("p").Op("<").Id("kc"), id("p").Op("++")).Block(
+				jen.Copy(id("bpack").Index(id("p").Op("*").Id("NR"), id("p").Op("*").Id("NR").Op("+").Id("NR")), id("b").Index(id("p").Op("*").Id("bp"), id("p").Op("*").Id("bp").Op("+").Id("NR"))),
+			),
+		),
 		id("tile").Op(":=").Index(id("MR")).Index(id("NR")).Float32().Values(rows...),
 		jen.If(jen.Len(id("bias")).Op("!=").Lit(0)).Block(
 			jen.For(id("i").Op(":=").Lit(0), id("i").Op("<").Id("mr"), id("i").Op("++")).Block(
@@ -93,10 +103,12 @@ for i < mr ≤ %d and j < nr ≤ %d, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp +
 
 	c[i·ldc+j] = s (overwrite) or c[i·ldc+j] += s
 
-and, when asum is not empty (ai = 1), asum[i] += Σ_{p<kc} a[i + p·ap].`, Name(op), mr, nr, mr, nr))
+and, when asum is not empty (ai = 1), asum[i] += Σ_{p<kc} a[i + p·ap]; when
+apack (ai = 1) or bpack is not empty, it also copies A's or B's block
+into it as a packed panel (ap MR, bp NR).`, Name(op), mr, nr, mr, nr))
 	f.Func().Id(Name(op)).Params(
 		id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
-		jen.List(id("bias"), id("asum")).Index().Float32(), id("overwrite").Bool(),
+		jen.List(id("bias"), id("asum"), id("apack"), id("bpack")).Index().Float32(), id("overwrite").Bool(),
 	).Block(body...)
 }

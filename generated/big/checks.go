@@ -139,7 +139,7 @@ func checkTriDot(t int, x []float32, y []float32) {
 }
 
 // checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
-func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32) {
+func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32) {
 	if kc < 0 || mr < 0 || mr > mrMax || nr < 0 || nr > nrMax || ldc < nr {
 		panic(fmt.Sprintf("big.GemmTile: kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, 0 ≤ mr ≤ %d, 0 ≤ nr ≤ %d, ldc ≥ nr", kc, mr, nr, ldc, mrMax, nrMax))
 	}
@@ -154,6 +154,12 @@ func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, b
 	}
 	if len(asum) != 0 && (ai != 1 || len(asum) < mr) {
 		panic(fmt.Sprintf("big.GemmTile: len(asum) = %d with ai = %d, want 0, or ≥ mr = %d with ai = 1", len(asum), ai, mr))
+	}
+	if len(apack) != 0 && (ai != 1 || len(apack) < kc*mrMax) {
+		panic(fmt.Sprintf("big.GemmTile: len(apack) = %d with ai = %d, want 0, or ≥ kc·MR = %d with ai = 1", len(apack), ai, kc*mrMax))
+	}
+	if len(bpack) != 0 && len(bpack) < kc*nrMax {
+		panic(fmt.Sprintf("big.GemmTile: len(bpack) = %d, want 0 or ≥ kc·NR = %d", len(bpack), kc*nrMax))
 	}
 	if len(bias) != 0 && len(bias) < nr {
 		panic(fmt.Sprintf("big.GemmTile: len(bias) = %d, want 0 or ≥ nr = %d", len(bias), nr))

@@ -8967,9 +8967,9 @@ next_5:
 	VZEROUPPER
 	RET
 
-// func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
+// func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+
-TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-177
+TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-225
 	MOVQ kc+0(FP), AX
 	MOVQ a_base+8(FP), CX
 	MOVQ ai+32(FP), DX
@@ -9013,9 +9013,14 @@ TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-177
 	PREFETCHT0 127(R10)
 
 	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
-	MOVQ   asum_len+160(FP), R10
+	MOVQ  asum_len+160(FP), R10
+	TESTQ R10, R10
+	JZ    noasum
+
+	// (unless A is copied: then the copying loop sums it)
+	MOVQ   apack_len+184(FP), R10
 	TESTQ  R10, R10
-	JZ     noasum
+	JNZ    noasum
 	MOVQ   mr+112(FP), R10
 	MOVL   $0x0000ffff, R11
 	BZHIL  R10, R11, R11
@@ -9088,6 +9093,193 @@ noasum:
 	TESTQ AX, AX
 	JZ    store
 
+	// With apack (ai = 1) or bpack, the same products one p at a time, copying
+	// A's MR floats a[p·ap:] to apack[p·MR:] or B's NR to bpack[p·NR:] on the way.
+	MOVQ  apack_len+184(FP), R10
+	MOVQ  bpack_len+208(FP), R11
+	TESTQ R10, R10
+	JZ    nopacka
+	TESTQ R11, R11
+	JNZ   packab
+	JMP   packa
+
+nopacka:
+	TESTQ R11, R11
+	JZ    nopack
+	JMP   packb
+
+packab:
+	MOVQ   apack_base+176(FP), R10
+	MOVQ   bpack_base+200(FP), R11
+	VXORPS Y0, Y0, Y0
+	IMUL3Q $0x00000020, DI, R12
+	ADDQ   SI, R12
+	IMUL3Q $0x00000020, BX, R13
+	ADDQ   CX, R13
+
+packabloop:
+	PREFETCHT0   (R12)
+	PREFETCHT0   64(R12)
+	ADDQ         DI, R12
+	PREFETCHT0   (R13)
+	ADDQ         BX, R13
+	VMOVUPS      (SI), Z1
+	VMOVUPS      Z1, (R11)
+	VMOVUPS      64(SI), Z2
+	VMOVUPS      Z2, 64(R11)
+	VBROADCASTSS (CX), Z3
+	VFMADD231PS  Z3, Z1, Z5
+	VFMADD231PS  Z3, Z2, Z6
+	VBROADCASTSS (CX)(DX*1), Z3
+	VFMADD231PS  Z3, Z1, Z7
+	VFMADD231PS  Z3, Z2, Z8
+	VBROADCASTSS (CX)(DX*2), Z3
+	VFMADD231PS  Z3, Z1, Z9
+	VFMADD231PS  Z3, Z2, Z10
+	VBROADCASTSS (R8), Z3
+	VFMADD231PS  Z3, Z1, Z11
+	VFMADD231PS  Z3, Z2, Z12
+	VBROADCASTSS (CX)(DX*4), Z3
+	VFMADD231PS  Z3, Z1, Z13
+	VFMADD231PS  Z3, Z2, Z14
+	VBROADCASTSS (R8)(DX*2), Z3
+	VFMADD231PS  Z3, Z1, Z15
+	VFMADD231PS  Z3, Z2, Z16
+	VBROADCASTSS (R9), Z3
+	VFMADD231PS  Z3, Z1, Z17
+	VFMADD231PS  Z3, Z2, Z18
+	VBROADCASTSS (R9)(DX*1), Z3
+	VFMADD231PS  Z3, Z1, Z19
+	VFMADD231PS  Z3, Z2, Z20
+	VMOVUPS      (CX), Y1
+	VMOVUPS      Y1, (R10)
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         $0x00000080, R11
+	ADDQ         BX, CX
+	ADDQ         BX, R8
+	ADDQ         BX, R9
+	ADDQ         DI, SI
+	DECQ         AX
+	JNZ          packabloop
+	MOVQ         asum_len+160(FP), AX
+	TESTQ        AX, AX
+	JZ           store
+	MOVQ         mr+112(FP), AX
+	MOVL         $0x0000ffff, CX
+	BZHIL        AX, CX, CX
+	KMOVW        CX, K1
+	MOVQ         asum_base+152(FP), AX
+	VMOVUPS.Z    (AX), K1, Y1
+	VADDPS       Y0, Y1, Y1
+	VMOVUPS      Y1, K1, (AX)
+	JMP          store
+
+packa:
+	MOVQ   apack_base+176(FP), R10
+	VXORPS Y0, Y0, Y0
+	IMUL3Q $0x00000020, BX, R11
+	ADDQ   CX, R11
+
+packaloop:
+	PREFETCHT0   (R11)
+	ADDQ         BX, R11
+	VMOVUPS      (SI), Z1
+	VMOVUPS      64(SI), Z2
+	VBROADCASTSS (CX), Z3
+	VFMADD231PS  Z3, Z1, Z5
+	VFMADD231PS  Z3, Z2, Z6
+	VBROADCASTSS (CX)(DX*1), Z3
+	VFMADD231PS  Z3, Z1, Z7
+	VFMADD231PS  Z3, Z2, Z8
+	VBROADCASTSS (CX)(DX*2), Z3
+	VFMADD231PS  Z3, Z1, Z9
+	VFMADD231PS  Z3, Z2, Z10
+	VBROADCASTSS (R8), Z3
+	VFMADD231PS  Z3, Z1, Z11
+	VFMADD231PS  Z3, Z2, Z12
+	VBROADCASTSS (CX)(DX*4), Z3
+	VFMADD231PS  Z3, Z1, Z13
+	VFMADD231PS  Z3, Z2, Z14
+	VBROADCASTSS (R8)(DX*2), Z3
+	VFMADD231PS  Z3, Z1, Z15
+	VFMADD231PS  Z3, Z2, Z16
+	VBROADCASTSS (R9), Z3
+	VFMADD231PS  Z3, Z1, Z17
+	VFMADD231PS  Z3, Z2, Z18
+	VBROADCASTSS (R9)(DX*1), Z3
+	VFMADD231PS  Z3, Z1, Z19
+	VFMADD231PS  Z3, Z2, Z20
+	VMOVUPS      (CX), Y1
+	VMOVUPS      Y1, (R10)
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $0x00000020, R10
+	ADDQ         BX, CX
+	ADDQ         BX, R8
+	ADDQ         BX, R9
+	ADDQ         DI, SI
+	DECQ         AX
+	JNZ          packaloop
+	MOVQ         asum_len+160(FP), AX
+	TESTQ        AX, AX
+	JZ           store
+	MOVQ         mr+112(FP), AX
+	MOVL         $0x0000ffff, CX
+	BZHIL        AX, CX, CX
+	KMOVW        CX, K1
+	MOVQ         asum_base+152(FP), AX
+	VMOVUPS.Z    (AX), K1, Y1
+	VADDPS       Y0, Y1, Y1
+	VMOVUPS      Y1, K1, (AX)
+	JMP          store
+
+packb:
+	MOVQ   bpack_base+200(FP), R10
+	IMUL3Q $0x00000020, DI, R11
+	ADDQ   SI, R11
+
+packbloop:
+	PREFETCHT0   (R11)
+	PREFETCHT0   64(R11)
+	ADDQ         DI, R11
+	VMOVUPS      (SI), Z0
+	VMOVUPS      Z0, (R10)
+	VMOVUPS      64(SI), Z1
+	VMOVUPS      Z1, 64(R10)
+	VBROADCASTSS (CX), Z2
+	VFMADD231PS  Z2, Z0, Z5
+	VFMADD231PS  Z2, Z1, Z6
+	VBROADCASTSS (CX)(DX*1), Z2
+	VFMADD231PS  Z2, Z0, Z7
+	VFMADD231PS  Z2, Z1, Z8
+	VBROADCASTSS (CX)(DX*2), Z2
+	VFMADD231PS  Z2, Z0, Z9
+	VFMADD231PS  Z2, Z1, Z10
+	VBROADCASTSS (R8), Z2
+	VFMADD231PS  Z2, Z0, Z11
+	VFMADD231PS  Z2, Z1, Z12
+	VBROADCASTSS (CX)(DX*4), Z2
+	VFMADD231PS  Z2, Z0, Z13
+	VFMADD231PS  Z2, Z1, Z14
+	VBROADCASTSS (R8)(DX*2), Z2
+	VFMADD231PS  Z2, Z0, Z15
+	VFMADD231PS  Z2, Z1, Z16
+	VBROADCASTSS (R9), Z2
+	VFMADD231PS  Z2, Z0, Z17
+	VFMADD231PS  Z2, Z1, Z18
+	VBROADCASTSS (R9)(DX*1), Z2
+	VFMADD231PS  Z2, Z0, Z19
+	VFMADD231PS  Z2, Z1, Z20
+	ADDQ         $0x00000080, R10
+	ADDQ         BX, CX
+	ADDQ         BX, R8
+	ADDQ         BX, R9
+	ADDQ         DI, SI
+	DECQ         AX
+	JNZ          packbloop
+	JMP          store
+
+nopack:
 	// With ap = 1 (A row-major: forward and input-gradient products), four p per
 	// iteration at fixed displacements: a fifth of the pointer updates, which
 	// would otherwise take issue slots on the FMA ports.
@@ -9284,7 +9476,7 @@ store:
 	VADDPS    Z1, Z20, Z20
 
 nobias:
-	MOVB     overwrite+176(FP), BL
+	MOVB     overwrite+224(FP), BL
 	TESTB    BL, BL
 	JNZ      overwrite
 	CMPQ     DX, $0x00000000
@@ -19979,9 +20171,9 @@ next_5:
 	VZEROUPPER
 	RET
 
-// func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, overwrite bool)
+// func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-177
+TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-225
 	MOVQ kc+0(FP), AX
 	MOVQ a_base+8(FP), CX
 	MOVQ ai+32(FP), DX
@@ -20018,9 +20210,14 @@ TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-177
 	PREFETCHT0 63(R9)
 
 	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
-	MOVQ    asum_len+160(FP), R9
+	MOVQ  asum_len+160(FP), R9
+	TESTQ R9, R9
+	JZ    noasum
+
+	// (unless A is copied: then the copying loop sums it)
+	MOVQ    apack_len+184(FP), R9
 	TESTQ   R9, R9
-	JZ      noasum
+	JNZ     noasum
 	MOVQ    mr+112(FP), R9
 	LEAQ    synLaneMask<>+0(SB), R10
 	NEGQ    R9
@@ -20089,6 +20286,176 @@ noasum:
 	TESTQ AX, AX
 	JZ    store
 
+	// With apack (ai = 1) or bpack, the same products one p at a time, copying
+	// A's MR floats a[p·ap:] to apack[p·MR:] or B's NR to bpack[p·NR:] on the way.
+	MOVQ  apack_len+184(FP), R9
+	MOVQ  bpack_len+208(FP), R10
+	TESTQ R9, R9
+	JZ    nopacka
+	TESTQ R10, R10
+	JNZ   packab
+	JMP   packa
+
+nopacka:
+	TESTQ R10, R10
+	JZ    nopack
+	JMP   packb
+
+packab:
+	MOVQ   apack_base+176(FP), R9
+	MOVQ   bpack_base+200(FP), R10
+	VXORPS Y12, Y12, Y12
+	IMUL3Q $0x00000020, DI, R11
+	ADDQ   SI, R11
+	IMUL3Q $0x00000020, BX, R12
+	ADDQ   CX, R12
+
+packabloop:
+	PREFETCHT0     (R11)
+	ADDQ           DI, R11
+	PREFETCHT0     (R12)
+	ADDQ           BX, R12
+	VMOVUPS        (SI), Y13
+	VMOVUPS        Y13, (R10)
+	VMOVUPS        32(SI), Y14
+	VMOVUPS        Y14, 32(R10)
+	VBROADCASTSS   (CX), Y15
+	VFMADD231PS    Y15, Y13, Y0
+	VFMADD231PS    Y15, Y14, Y1
+	VBROADCASTSS   (CX)(DX*1), Y15
+	VFMADD231PS    Y15, Y13, Y2
+	VFMADD231PS    Y15, Y14, Y3
+	VBROADCASTSS   (CX)(DX*2), Y15
+	VFMADD231PS    Y15, Y13, Y4
+	VFMADD231PS    Y15, Y14, Y5
+	VBROADCASTSS   (R8), Y15
+	VFMADD231PS    Y15, Y13, Y6
+	VFMADD231PS    Y15, Y14, Y7
+	VBROADCASTSS   (CX)(DX*4), Y15
+	VFMADD231PS    Y15, Y13, Y8
+	VFMADD231PS    Y15, Y14, Y9
+	VBROADCASTSS   (R8)(DX*2), Y15
+	VFMADD231PS    Y15, Y13, Y10
+	VFMADD231PS    Y15, Y14, Y11
+	VBROADCASTF128 (CX), Y13
+	VMOVQ          16(CX), X14
+	VMOVUPS        X13, (R9)
+	VMOVQ          X14, 16(R9)
+	VINSERTF128    $0x01, X14, Y13, Y13
+	VADDPS         Y13, Y12, Y12
+	ADDQ           $0x00000018, R9
+	ADDQ           $0x00000040, R10
+	ADDQ           BX, CX
+	ADDQ           BX, R8
+	ADDQ           DI, SI
+	DECQ           AX
+	JNZ            packabloop
+	MOVQ           asum_len+160(FP), AX
+	TESTQ          AX, AX
+	JZ             store
+	MOVQ           mr+112(FP), AX
+	LEAQ           synLaneMask<>+0(SB), CX
+	NEGQ           AX
+	VMOVDQU        32(CX)(AX*4), Y13
+	MOVQ           asum_base+152(FP), AX
+	VMASKMOVPS     (AX), Y13, Y14
+	VADDPS         Y12, Y14, Y14
+	VMASKMOVPS     Y14, Y13, (AX)
+	JMP            store
+
+packa:
+	MOVQ   apack_base+176(FP), R9
+	VXORPS Y12, Y12, Y12
+	IMUL3Q $0x00000020, BX, R10
+	ADDQ   CX, R10
+
+packaloop:
+	PREFETCHT0     (R10)
+	ADDQ           BX, R10
+	VMOVUPS        (SI), Y13
+	VMOVUPS        32(SI), Y14
+	VBROADCASTSS   (CX), Y15
+	VFMADD231PS    Y15, Y13, Y0
+	VFMADD231PS    Y15, Y14, Y1
+	VBROADCASTSS   (CX)(DX*1), Y15
+	VFMADD231PS    Y15, Y13, Y2
+	VFMADD231PS    Y15, Y14, Y3
+	VBROADCASTSS   (CX)(DX*2), Y15
+	VFMADD231PS    Y15, Y13, Y4
+	VFMADD231PS    Y15, Y14, Y5
+	VBROADCASTSS   (R8), Y15
+	VFMADD231PS    Y15, Y13, Y6
+	VFMADD231PS    Y15, Y14, Y7
+	VBROADCASTSS   (CX)(DX*4), Y15
+	VFMADD231PS    Y15, Y13, Y8
+	VFMADD231PS    Y15, Y14, Y9
+	VBROADCASTSS   (R8)(DX*2), Y15
+	VFMADD231PS    Y15, Y13, Y10
+	VFMADD231PS    Y15, Y14, Y11
+	VBROADCASTF128 (CX), Y13
+	VMOVQ          16(CX), X14
+	VMOVUPS        X13, (R9)
+	VMOVQ          X14, 16(R9)
+	VINSERTF128    $0x01, X14, Y13, Y13
+	VADDPS         Y13, Y12, Y12
+	ADDQ           $0x00000018, R9
+	ADDQ           BX, CX
+	ADDQ           BX, R8
+	ADDQ           DI, SI
+	DECQ           AX
+	JNZ            packaloop
+	MOVQ           asum_len+160(FP), AX
+	TESTQ          AX, AX
+	JZ             store
+	MOVQ           mr+112(FP), AX
+	LEAQ           synLaneMask<>+0(SB), CX
+	NEGQ           AX
+	VMOVDQU        32(CX)(AX*4), Y13
+	MOVQ           asum_base+152(FP), AX
+	VMASKMOVPS     (AX), Y13, Y14
+	VADDPS         Y12, Y14, Y14
+	VMASKMOVPS     Y14, Y13, (AX)
+	JMP            store
+
+packb:
+	MOVQ   bpack_base+200(FP), R9
+	IMUL3Q $0x00000020, DI, R10
+	ADDQ   SI, R10
+
+packbloop:
+	PREFETCHT0   (R10)
+	ADDQ         DI, R10
+	VMOVUPS      (SI), Y12
+	VMOVUPS      Y12, (R9)
+	VMOVUPS      32(SI), Y13
+	VMOVUPS      Y13, 32(R9)
+	VBROADCASTSS (CX), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VBROADCASTSS (CX)(DX*1), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VFMADD231PS  Y14, Y13, Y3
+	VBROADCASTSS (CX)(DX*2), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VFMADD231PS  Y14, Y13, Y7
+	VBROADCASTSS (CX)(DX*4), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VBROADCASTSS (R8)(DX*2), Y14
+	VFMADD231PS  Y14, Y12, Y10
+	VFMADD231PS  Y14, Y13, Y11
+	ADDQ         $0x00000040, R9
+	ADDQ         BX, CX
+	ADDQ         BX, R8
+	ADDQ         DI, SI
+	DECQ         AX
+	JNZ          packbloop
+	JMP          store
+
+nopack:
 	// With ap = 1 (A row-major: forward and input-gradient products), four p per
 	// iteration at fixed displacements: a fifth of the pointer updates, which
 	// would otherwise take issue slots on the FMA ports.
@@ -20251,7 +20618,7 @@ store:
 	VADDPS     Y12, Y11, Y11
 
 nobias:
-	MOVB    overwrite+176(FP), SI
+	MOVB    overwrite+224(FP), SI
 	CMPQ    BX, $0x00000010
 	JNE     masked
 	TESTB   SI, SI

@@ -102,7 +102,7 @@ func checkGateBack(t int, dy []float32, q []float32, z []float32, dq []float32) 
 }
 
 // checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
-func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32) {
+func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32) {
 	if kc < 0 || mr < 0 || mr > mrMax || nr < 0 || nr > nrMax || ldc < nr {
 		panic(fmt.Sprintf("odd_aft_local_w1.GemmTile: kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, 0 ≤ mr ≤ %d, 0 ≤ nr ≤ %d, ldc ≥ nr", kc, mr, nr, ldc, mrMax, nrMax))
 	}
@@ -117,6 +117,12 @@ func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, b
 	}
 	if len(asum) != 0 && (ai != 1 || len(asum) < mr) {
 		panic(fmt.Sprintf("odd_aft_local_w1.GemmTile: len(asum) = %d with ai = %d, want 0, or ≥ mr = %d with ai = 1", len(asum), ai, mr))
+	}
+	if len(apack) != 0 && (ai != 1 || len(apack) < kc*mrMax) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemmTile: len(apack) = %d with ai = %d, want 0, or ≥ kc·MR = %d with ai = 1", len(apack), ai, kc*mrMax))
+	}
+	if len(bpack) != 0 && len(bpack) < kc*nrMax {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemmTile: len(bpack) = %d, want 0 or ≥ kc·NR = %d", len(bpack), kc*nrMax))
 	}
 	if len(bias) != 0 && len(bias) < nr {
 		panic(fmt.Sprintf("odd_aft_local_w1.GemmTile: len(bias) = %d, want 0 or ≥ nr = %d", len(bias), nr))

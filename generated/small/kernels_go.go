@@ -291,9 +291,11 @@ for i < mr ≤ 2 and j < nr ≤ 4, s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j
 
 	c[i·ldc+j] = s (overwrite) or c[i·ldc+j] += s
 
-and, when asum is not empty (ai = 1), asum[i] += Σ_{p<kc} a[i + p·ap].
+and, when asum is not empty (ai = 1), asum[i] += Σ_{p<kc} a[i + p·ap]; when
+apack (ai = 1) or bpack is not empty, it also copies A's or B's block
+into it as a packed panel (ap MR, bp NR).
 */
-func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool) {
+func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
 	const (
 		MR = 2 // rows of A read
 		NR = 4 // columns of B read
@@ -327,6 +329,16 @@ func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float3
 		c1_1 += a1 * b1
 		c1_2 += a1 * b2
 		c1_3 += a1 * b3
+	}
+	if len(apack) != 0 {
+		for p := 0; p < kc; p++ {
+			copy(apack[p*MR:p*MR+MR], a[p*ap:p*ap+MR])
+		}
+	}
+	if len(bpack) != 0 {
+		for p := 0; p < kc; p++ {
+			copy(bpack[p*NR:p*NR+NR], b[p*bp:p*bp+NR])
+		}
 	}
 	tile := [MR][NR]float32{{c0_0, c0_1, c0_2, c0_3}, {c1_0, c1_1, c1_2, c1_3}}
 	if len(bias) != 0 {

@@ -339,7 +339,17 @@ type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
 // row sums, asum[i] += Σ_{p<kc} a[i + p·ap] for i < mr, each formed in one
 // accumulator from 0 over p in increasing order: the bias gradient of a
 // backward product, whose A is the transposed output gradient, for free.
-type GemmTileFunc func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum []float32, overwrite bool)
+//
+// When apack is not empty (which needs ai = 1) the kernel also copies the
+// block of A it reads into it as a packed panel, apack[p·MR + i] =
+// a[i + p·ap] for i < MR, p < kc; when bpack is not empty, it copies B's,
+// bpack[p·NR + j] = b[p·bp + j] for j < NR, p < kc. The caller then runs
+// the tile's neighbours on the copies (ai 1, ap MR; bp NR), which fill
+// consecutive cache lines where the operand in place puts each p on a
+// line of its own, often in the same few cache sets: packing on the way
+// through costs a store per vector loaded rather than a pass of its own.
+// apack and bpack must not overlap the other slices.
+type GemmTileFunc func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool)
 
 // GemmShapeFunc returns the tile shape MR×NR of the GemmTileFunc of the same
 // level.

@@ -13,11 +13,19 @@ import (
 // contiguous floats, so most operands are read where they lie: A
 // (row-major or transposed), B whenever its columns are contiguous (the
 // backward products). B with contiguous rows (the weight of a forward
-// product), or with a row stride that aliases in the caches, is packed
-// once per product, shared by all tasks, into panels of NR columns; a
-// transposed A with such a stride is copied a block at a time; and an edge
-// tile narrower than the kernel's MR×NR is packed, zero-padded, into the
-// worker's own buffer, since the kernel reads whole tiles.
+// product) is packed once per product, shared by all tasks, into panels
+// of NR columns; an edge tile narrower than the kernel's MR×NR is packed,
+// zero-padded, into the worker's own buffer, since the kernel reads whole
+// tiles.
+//
+// An operand read in place puts each p on a cache line of its own, its
+// row stride apart: a transposed A (the output gradient of a weight
+// gradient product) and B (its input). Within a k-block the first tile
+// to read such a block copies it on its way through (the kernel's apack
+// and bpack) into the worker's buffer, packed, and the other tiles read
+// the copy: B's panel is copied by the panel's first tile, A's tiles by
+// the first panel's. Copying in a pass of its own, before the products,
+// measured slower than reading in place: the copy cost what it saved.
 //
 // An element of C is the sum of its kc-blocks' partial sums, added in
 // increasing order, each partial sum formed over p in increasing order by
@@ -59,8 +67,8 @@ func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc)
 }
 
 // reservePacks makes sure every worker has its buffer: an edge tile of A
-// (MR×kcBlock), one of B (kcBlock×NR), and a block of a transposed A
-// (mc×kcBlock, plus MR floats of slack for its edge tile's reads).
+// (MR×kcBlock), a panel of B (kcBlock×NR: an edge panel, or a copy), and
+// the copy of a block of a transposed A (mc×kcBlock, plus MR floats).
 func (e *Engine) reservePacks() {
 	if e.mk.tile == nil {
 		return
@@ -104,10 +112,10 @@ type packedJob struct {
 }
 
 // packBJob packs B's panels of NR columns. With B's rows p contiguous
-// (b.rs == 1: an activation read in place, packed because its row stride
-// aliases) a task packs a run of packRows rows p into every panel, reading
-// each source row once, front to back; otherwise (the weight of a forward
-// product, small) a task packs one panel.
+// (b.rs == 1: an operand of Panels, PackB) a task packs a run of packRows
+// rows p into every panel, reading each source row once, front to back;
+// otherwise (the weight of a forward product, small) a task packs one
+// panel.
 type packBJob struct {
 	dst  []float32
 	b    operand
@@ -168,7 +176,7 @@ func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32
 	mk := &e.mk
 	e.reservePacks()
 	var bpk []float32
-	if b.rs != 1 || aliasing(b.cs) {
+	if b.rs != 1 {
 		panels := ceilDiv(n, mk.nr)
 		if need := panels * mk.nr * k; len(e.bpack) < need {
 			e.bpack = Alloc(need)
@@ -205,12 +213,6 @@ func (e *Engine) runPacked(c, res []float32, a, b operand, bpk []float32, bps in
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// aliasing reports whether rows stride floats apart fall into few cache
-// sets: a stride of a multiple of 2 KiB maps a panel's rows onto a handful
-// of L1 and L2 sets, which then evict one another; such an operand is
-// packed.
-func aliasing(stride int) bool { return stride%512 == 0 }
-
 // Run computes one mc×nc block of C.
 func (g *packedJob) Run(worker, task int) {
 	mk := &g.e.mk
@@ -233,29 +235,20 @@ func (g *packedJob) Run(worker, task int) {
 	// A's row sums (the bias gradient) come with the tiles of the first
 	// column panel when A's columns are contiguous, else from the loop below.
 	kernelSum := g.asum != nil && j0 == 0 && a.rs == 1
-	// A transposed A whose columns lie a multiple of 2 KiB apart (a
-	// backward product's output gradient with a wide row) is copied, a
-	// k-block at a time, into a contiguous block: read in place, each p
-	// would touch a new page, beyond the prefetchers' reach, in the same
-	// few cache sets. (Packing every transposed A, or packing into panels
-	// of MR rows, measured slower: the copy costs more than it saves.)
-	aBlock := a.rs == 1 && aliasing(a.cs)
-	blk := buf[(mr+nr)*kcBlock:]
+	// A transposed A (a backward product's output gradient, ai = 1) puts
+	// each p of a tile on a cache line of its own, its row stride apart
+	// and so in few cache sets: the first column panel's tiles read it in
+	// place and copy it on the way into packed panels of MR rows, which
+	// the other panels read.
+	copyA := a.rs == 1 && a.cs > 1 && j1-j0 > nr
+	aPanels := buf[(mr+nr)*kcBlock:]
 	for kb := 0; kb < g.k; kb += kcBlock {
 		kl := min(kcBlock, g.k-kb)
 		// The first k-block stores the tile (or adds it to C's old value or
 		// the residual) with the bias; the later ones add their part.
 		first := kb == 0
 		overwrite := first && !g.acc && g.res == nil
-		tileA := func(ir int) ([]float32, int, int) { return a.data[ir*a.rs+kb*a.cs:], a.rs, a.cs }
-		switch {
-		case aBlock:
-			w := i1 - i0
-			for p := 0; p < kl; p++ {
-				copy(blk[p*w:p*w+w], a.data[i0+(kb+p)*a.cs:])
-			}
-			tileA = func(ir int) ([]float32, int, int) { return blk[ir-i0 : kl*w+mr], 1, w }
-		case iFull < i1:
+		if iFull < i1 {
 			pack(aEdge, a, iFull, i1, kb, kl, mr)
 		}
 		for jr := j0; jr < j1; jr += nr {
@@ -266,11 +259,15 @@ func (g *packedJob) Run(worker, task int) {
 			}
 			var bs []float32
 			var bp int
+			// copyB: B read in place by more than one tile is copied by the
+			// first into the worker's panel, which the others read.
+			copyB := false
 			switch {
 			case g.bpk != nil:
 				bs, bp = g.bpk[jr/nr*g.bps+kb*nr:][:kl*nr], nr
 			case nv == nr:
 				bs, bp = b.data[jr+kb*b.cs:], b.cs // b.rs == 1: row p of the panel is contiguous
+				copyB = i1-i0 > mr && iFull > i0
 			default:
 				pack(bEdge, b, jr, jr+nv, kb, kl, nr)
 				bs, bp = bEdge[:kl*nr], nr
@@ -281,19 +278,30 @@ func (g *packedJob) Run(worker, task int) {
 				if sums {
 					as = g.asum[ir : ir+mr]
 				}
-				at, ai, ap := tileA(ir)
-				mk.tile(kl, at, ai, ap, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, as, overwrite)
+				at, ai, ap := a.data[ir*a.rs+kb*a.cs:], a.rs, a.cs
+				var apack, bpack []float32
+				if copyA {
+					panel := aPanels[(ir-i0)*kl:][:kl*mr]
+					if jr == j0 {
+						apack = panel
+					} else {
+						at, ai, ap = panel, 1, mr
+					}
+				}
+				if copyB {
+					bpack = bEdge[:kl*nr]
+				}
+				mk.tile(kl, at, ai, ap, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, as, apack, bpack, overwrite)
+				if copyB {
+					bs, bp, copyB = bpack, nr, false
+				}
 			}
 			if iFull < i1 {
 				var as []float32
 				if sums {
 					as = g.asum[iFull:i1]
 				}
-				at, ai, ap := aEdge[:kl*mr], 1, mr
-				if aBlock {
-					at, ai, ap = tileA(iFull) // the block's slack covers the rows past i1
-				}
-				mk.tile(kl, at, ai, ap, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, as, overwrite)
+				mk.tile(kl, aEdge[:kl*mr], 1, mr, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, as, nil, nil, overwrite)
 			}
 		}
 	}
