@@ -31,8 +31,15 @@ import (
 // MR contiguous floats of A into one of four vectors (p mod 4), masked to
 // mr lanes.
 //
+// With apack or bpack (the first tiles of a k-block to read a transposed A
+// or a B in place, in runtime/mat), one of three more loops, one p per
+// iteration, also stores A's MR floats or B's NR floats of each p into
+// them as packed panels, asks for the lines gemmPackAhead p ahead, and,
+// copying A, sums its rows into one accumulator in place of the asum loop.
+//
 // AVX-512: 8×32, 16 ZMM accumulators + 2 B + 1 A = 19 registers.
-// AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A = 15 (never Y16+).
+// AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A (+ the copy's sum) = 16:
+// never Y16+, which checkVEXRegisters (compile.go) enforces.
 
 func init() { implemented[catalog.GemmTile] = true }
 
