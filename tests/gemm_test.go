@@ -176,6 +176,15 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 						if d := math.Abs(float64(v) - want); !(d <= 1e-6*float64(kc+2)*mag+1e-30) {
 							probs = append(probs, fmt.Sprintf("%s: asum[%d] = %g, want %g", label, r, v, want))
 						}
+						// The contract's order, bit for bit: one float32
+						// accumulator from 0 over p, then added to asum.
+						var s32 float32
+						for p := 0; p < kc; p++ {
+							s32 += a[r+p*ap]
+						}
+						if w32 := asum0[r] + s32; math.Float32bits(v) != math.Float32bits(w32) {
+							probs = append(probs, fmt.Sprintf("%s: asum[%d] = %g, want %g bit for bit (one accumulator over p in order)", label, r, v, w32))
+						}
 					}
 					for idx, v := range cbuf {
 						r, q := (idx-lead)/max(ldc, 1), (idx-lead)%max(ldc, 1)

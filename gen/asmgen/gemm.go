@@ -28,8 +28,8 @@ import (
 //
 // With asum (the bias gradient of a backward product, whose A is the
 // transposed output gradient, ai = 1), a first short loop adds each p's
-// MR contiguous floats of A into one of four vectors (p mod 4), masked to
-// mr lanes.
+// MR contiguous floats of A, masked to mr lanes, into one vector, over p
+// in increasing order.
 //
 // With apack or bpack (the first tiles of a k-block to read a transposed A
 // or a B in place, in runtime/mat), one of three more loops, one p per
@@ -133,22 +133,24 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	{
 		k := newSynKitNarrow(f, "gemmAsum", isa)
 		lanes := k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
-		// Four running sums over p mod 4, so four additions are in
-		// flight rather than one chain of kc (as long as the products).
-		sums := []reg.VecVirtual{c.YMM(), c.YMM(), c.YMM(), c.YMM()}
-		for _, x := range sums {
-			c.VXORPS(x, x, x)
-		}
+		// One running sum over p in increasing order, as the copying
+		// loops form it (and as kernels.GemmTileFunc says): the same bits
+		// whichever loop sums a tile, at either level. Four p per
+		// iteration for fewer pointer updates; the chain of additions is
+		// kc long, but this loop runs only for the tiles that do not copy
+		// A (edge tiles, and products of a single column panel).
+		sum := c.YMM()
+		c.VXORPS(sum, sum, sum)
 		ptr, cnt := c.GP64(), c.GP64()
 		c.MOVQ(a0, ptr)
 		c.MOVQ(kc, cnt)
 		c.CMPQ(cnt, operand.U8(4))
 		c.JL(operand.LabelRef("asumtail"))
 		c.Label("asumloop4")
-		for u := range sums {
+		for u := 0; u < 4; u++ {
 			t := c.YMM()
 			k.loadM(operand.Mem{Base: ptr}, lanes, t)
-			c.VADDPS(t, sums[u], sums[u])
+			c.VADDPS(t, sum, sum)
 			c.ADDQ(pStride, ptr)
 		}
 		c.SUBQ(operand.U8(4), cnt)
@@ -160,15 +162,11 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		c.Label("asumloop")
 		t := c.YMM()
 		k.loadM(operand.Mem{Base: ptr}, lanes, t)
-		c.VADDPS(t, sums[0], sums[0])
+		c.VADDPS(t, sum, sum)
 		c.ADDQ(pStride, ptr)
 		c.DECQ(cnt)
 		c.JNZ(operand.LabelRef("asumloop"))
 		c.Label("asumadd")
-		c.VADDPS(sums[1], sums[0], sums[0])
-		c.VADDPS(sums[3], sums[2], sums[2])
-		c.VADDPS(sums[2], sums[0], sums[0])
-		sum := sums[0]
 		sp := c.Load(c.Param("asum").Base(), c.GP64())
 		old := c.YMM()
 		k.loadM(operand.Mem{Base: sp}, lanes, old)
