@@ -60,6 +60,9 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	if vecs*lanes != nr || vecs != 2 || mr > 8 {
 		panic(fmt.Sprintf("asmgen: GemmTile %s: tile %d×%d is not up to 8 rows of two vectors", isa, mr, nr))
 	}
+	if mr != 8 && mr != 6 { // the copying loops move A's MR floats of a p as 32 bytes, or 16 and 8
+		panic(fmt.Sprintf("asmgen: GemmTile %s: the copy of A handles 6 or 8 rows, not %d", isa, mr))
+	}
 	vec := func() reg.VecVirtual {
 		if isa == kernels.AVX512 {
 			return c.ZMM()
@@ -115,10 +118,20 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 
-	// A copy of A (apack) sums A's rows on its way through, in one
-	// accumulator over p in increasing order.
-	if mr != 8 && mr != 6 {
-		panic(fmt.Sprintf("asmgen: GemmTile %s: the copy of A handles 6 or 8 rows, not %d", isa, mr))
+	// asumKit returns the 8-lane kit of A's row sums and its mask of the
+	// lanes i < mr.
+	asumKit := func() (*synKit, reg.Register) {
+		k := newSynKitNarrow(f, "gemmAsum", isa)
+		return k, k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
+	}
+	// addToAsum adds the lanes of sum, A's row sums over the block, to
+	// asum's.
+	addToAsum := func(k *synKit, lanes reg.Register, sum reg.VecVirtual) {
+		sp := c.Load(c.Param("asum").Base(), c.GP64())
+		old := c.YMM()
+		k.loadM(operand.Mem{Base: sp}, lanes, old)
+		c.VADDPS(sum, old, old)
+		k.storeM(old, lanes, operand.Mem{Base: sp})
 	}
 	c.Comment("asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)")
 	asumLen := c.Load(c.Param("asum").Len(), c.GP64())
@@ -131,8 +144,7 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		c.JNZ(operand.LabelRef("noasum"))
 	}
 	{
-		k := newSynKitNarrow(f, "gemmAsum", isa)
-		lanes := k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
+		k, lanes := asumKit()
 		// One running sum over p in increasing order, as the copying
 		// loops form it (and as kernels.GemmTileFunc says): the same bits
 		// whichever loop sums a tile, at either level. Four p per
@@ -167,11 +179,7 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		c.DECQ(cnt)
 		c.JNZ(operand.LabelRef("asumloop"))
 		c.Label("asumadd")
-		sp := c.Load(c.Param("asum").Base(), c.GP64())
-		old := c.YMM()
-		k.loadM(operand.Mem{Base: sp}, lanes, old)
-		c.VADDPS(sum, old, old)
-		k.storeM(old, lanes, operand.Mem{Base: sp})
+		addToAsum(k, lanes, sum)
 	}
 	c.Label("noasum")
 
@@ -309,13 +317,8 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 			asumLen := c.Load(c.Param("asum").Len(), c.GP64())
 			c.TESTQ(asumLen, asumLen)
 			c.JZ(operand.LabelRef("store"))
-			k := newSynKitNarrow(f, "gemmAsum", isa)
-			lanes := k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
-			sp := c.Load(c.Param("asum").Base(), c.GP64())
-			old := c.YMM()
-			k.loadM(operand.Mem{Base: sp}, lanes, old)
-			c.VADDPS(sum, old, old)
-			k.storeM(old, lanes, operand.Mem{Base: sp})
+			k, lanes := asumKit()
+			addToAsum(k, lanes, sum)
 		}
 		c.JMP(operand.LabelRef("store"))
 	}
