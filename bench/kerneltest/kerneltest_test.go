@@ -108,7 +108,7 @@ func mutants() []mutant {
 			}
 			return g
 		}},
-		{"GemmTile copies B one row short", odd.Spec, "GemmTile", Case{T: 13, Inputs: "rowmajor-copyb", unit: "kc"}, "bpack:", func(g kernels.Set) kernels.Set {
+		{"GemmTile zeroes the last float of its copy of B", odd.Spec, "GemmTile", Case{T: 13, Inputs: "rowmajor-copyb", unit: "kc"}, "bpack:", func(g kernels.Set) kernels.Set {
 			f := g.GemmTile
 			g.GemmTile = func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
 				f(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
