@@ -17,16 +17,20 @@ import (
 // steps with 1 and 2 workers (tokens/s, bytes and allocations per step,
 // peak resident set), beside PyTorch's step of the same model at the same
 // batch with 2 threads and the ratio, each measured in a process of its
-// own (bench.MeasureStepsChild, bench.PyTorch).
+// own (bench.MeasureRow).
 func runSteps(args []string) error {
 	fs := flag.NewFlagSet("steps", flag.ContinueOnError)
 	list := fs.String("specs", "", "comma-separated specs (default: the n 128 family, mid, big and the long-context specs)")
 	minSteps := fs.Int("min-steps", 3, "timed steps per measurement, at least")
 	minTime := fs.Duration("min-time", 3*time.Second, "time per measurement, at least")
+	rounds := fs.Int("rounds", 1, "measurements of each row, each round's ratio from figures taken back to back; the table shows medians and the ratios' range")
 	pytorch := fs.Bool("pytorch", true, "measure PyTorch beside (bench/pytorch/bench.py; skipped with a reason if python3-torch is missing)")
 	md := fs.Bool("md", false, "also print the table as markdown at the end")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *rounds < 1 {
+		return fmt.Errorf("steps: -rounds %d, want at least 1", *rounds)
 	}
 	names := bench.TableSpecs()
 	if *list != "" {
@@ -36,63 +40,49 @@ func runSteps(args []string) error {
 	if err != nil {
 		return fmt.Errorf("steps: %w", err)
 	}
-	var pt *bench.PyTorch
+	o := bench.RowOptions{Exe: exe, MinSteps: *minSteps, MinTime: *minTime, Rounds: *rounds}
 	if *pytorch {
 		wd, _ := os.Getwd()
-		if pt, err = bench.FindPyTorch(wd); err != nil {
+		if o.PyTorch, err = bench.FindPyTorch(wd); err != nil {
 			fmt.Printf("PyTorch columns left out: %v\n", err)
-			pt = nil
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Printf("training steps (forward, backward, clipping, AdamW); each figure from a process of its own; ratio = synthgen 2 workers / PyTorch 2 threads\n")
-	head := stepRow{}
-	head.print(os.Stdout, true)
-	var rows []stepRow
+	fmt.Printf("training steps (forward, backward, clipping, AdamW); each figure from a process of its own; ratio = synthgen 2 workers / PyTorch 2 threads")
+	if *rounds > 1 {
+		fmt.Printf("; %d rounds a row: medians, and the range of the rounds' ratios", *rounds)
+	}
+	fmt.Println()
+	printStepHead(os.Stdout)
+	var rows []bench.Row
 	for _, name := range names {
-		s, err := bench.SpecOf(name)
+		r, err := bench.MeasureRow(ctx, name, o)
 		if err != nil {
 			return fmt.Errorf("steps: %w", err)
 		}
-		r := stepRow{spec: name, n: s.N, d: s.D, layers: s.Layers, batch: bench.StepBatch(s.N)}
-		for i, w := range []int{1, 2} {
-			if r.go_[i], err = bench.MeasureStepsChild(ctx, exe, name, r.batch, w, *minSteps, *minTime); err != nil {
-				return fmt.Errorf("steps: %w", err)
-			}
-		}
-		if pt != nil {
-			res, err := pt.Step(ctx, s, r.batch, 2)
-			if err != nil {
-				r.ptErr = err.Error()
-			} else {
-				r.pt = &res
-			}
-		}
-		r.print(os.Stdout, false)
+		printStepRow(os.Stdout, r)
 		rows = append(rows, r)
 	}
 	if *md {
 		fmt.Println()
-		printStepsMarkdown(os.Stdout, rows)
+		printStepsMarkdown(os.Stdout, rows, *rounds > 1)
 	}
 	return nil
 }
 
-// stepRow is one spec's row.
-type stepRow struct {
-	spec                string
-	n, d, layers, batch int
-	go_                 [2]bench.StepResult // 1 and 2 workers
-	pt                  *bench.PyTorchResult
-	ptErr               string
-}
-
-func (r stepRow) ratio() string {
-	if r.pt == nil || r.pt.TokensPerSec <= 0 {
+// ratio is the row's median ratio, with the rounds' range when there are
+// several; "-" without PyTorch.
+func ratio(r bench.Row) string {
+	if len(r.Ratios) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f×", r.go_[1].TokensPerSec/r.pt.TokensPerSec)
+	s := fmt.Sprintf("%.2f×", r.Ratio())
+	if len(r.Ratios) > 1 {
+		lo, hi := r.RatioRange()
+		s += fmt.Sprintf(" (%.2f–%.2f)", lo, hi)
+	}
+	return s
 }
 
 func mib(kib int64) string {
@@ -102,38 +92,59 @@ func mib(kib int64) string {
 	return fmt.Sprintf("%.0f", float64(kib)/1024)
 }
 
-// print writes the row (or, with head, the header) in fixed-width columns,
-// so rows line up as they arrive.
-func (r stepRow) print(w io.Writer, head bool) {
-	const f = "%-26s %5s %4s %3s %5s %10s %10s %6s %9s %8s %10s %10s %8s\n"
-	if head {
-		fmt.Fprintf(w, f, "spec", "n", "d", "L", "batch", "1 worker", "2 workers", "2 vs 1", "B/step", "RSS MiB", "PyTorch", "PT RSS MiB", "ratio")
-		return
-	}
+const stepFormat = "%-26s %5s %4s %3s %5s %10s %10s %6s %9s %8s %10s %10s %s\n"
+
+// printStepHead writes the header of the fixed-width table.
+func printStepHead(w io.Writer) {
+	fmt.Fprintf(w, stepFormat, "spec", "n", "d", "L", "batch", "1 worker", "2 workers", "2 vs 1", "B/step", "RSS MiB", "PyTorch", "PT RSS MiB", "ratio")
+}
+
+// printStepRow writes a row in fixed-width columns, so rows line up as
+// they arrive.
+func printStepRow(w io.Writer, r bench.Row) {
 	pt, ptRSS := "-", "-"
-	if r.pt != nil {
-		pt, ptRSS = fmt.Sprintf("%.0f", r.pt.TokensPerSec), mib(r.pt.PeakRSSKiB)
+	if r.PyTorch != nil {
+		pt, ptRSS = fmt.Sprintf("%.0f", r.PyTorch.TokensPerSec), mib(r.PyTorch.PeakRSSKiB)
 	}
-	fmt.Fprintf(w, f, r.spec, fmt.Sprint(r.n), fmt.Sprint(r.d), fmt.Sprint(r.layers), fmt.Sprint(r.batch),
-		fmt.Sprintf("%.0f", r.go_[0].TokensPerSec), fmt.Sprintf("%.0f", r.go_[1].TokensPerSec),
-		fmt.Sprintf("%.2f×", r.go_[1].TokensPerSec/r.go_[0].TokensPerSec),
-		fmt.Sprintf("%.0f", r.go_[1].BytesPerStep), mib(r.go_[1].PeakRSSKiB), pt, ptRSS, r.ratio())
-	if r.ptErr != "" {
-		fmt.Fprintf(w, "  (PyTorch: %s)\n", r.ptErr)
+	fmt.Fprintf(w, stepFormat, r.Spec, fmt.Sprint(r.N), fmt.Sprint(r.D), fmt.Sprint(r.Layers), fmt.Sprint(r.Batch),
+		fmt.Sprintf("%.0f", r.Go[0].TokensPerSec), fmt.Sprintf("%.0f", r.Go[1].TokensPerSec),
+		fmt.Sprintf("%.2f×", r.Go[1].TokensPerSec/r.Go[0].TokensPerSec),
+		fmt.Sprintf("%.0f", r.Go[1].BytesPerStep), mib(r.Go[1].PeakRSSKiB), pt, ptRSS, ratio(r))
+	if r.PyTorchErr != nil {
+		fmt.Fprintf(w, "  (PyTorch: %v)\n", r.PyTorchErr)
 	}
 }
 
-func printStepsMarkdown(w io.Writer, rows []stepRow) {
-	fmt.Fprintln(w, "| spec | n | d | layers | batch | 1 worker | 2 workers | 2 vs 1 | bytes/step | peak RSS (MiB) | PyTorch, 2 threads | PyTorch peak RSS (MiB) | synthgen / PyTorch |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+// printStepsMarkdown writes the table as markdown; with ranges, a last
+// column holds the range of the rounds' ratios.
+func printStepsMarkdown(w io.Writer, rows []bench.Row, ranges bool) {
+	head := "| spec | n | d | layers | batch | 1 worker | 2 workers | 2 vs 1 | bytes/step | peak RSS (MiB) | PyTorch, 2 threads | PyTorch peak RSS (MiB) | synthgen / PyTorch |"
+	rule := "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	if ranges {
+		head += " rounds' ratios |"
+		rule += "---|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
 	for _, r := range rows {
-		pt, ptRSS := "", ""
-		if r.pt != nil {
-			pt, ptRSS = group(r.pt.TokensPerSec), mib(r.pt.PeakRSSKiB)
+		pt, ptRSS, rt := "", "", "-"
+		if r.PyTorch != nil {
+			pt, ptRSS = group(r.PyTorch.TokensPerSec), mib(r.PyTorch.PeakRSSKiB)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s | %.2f× | %.0f | %s | %s | %s | %s |\n",
-			r.spec, r.n, r.d, r.layers, r.batch, group(r.go_[0].TokensPerSec), group(r.go_[1].TokensPerSec),
-			r.go_[1].TokensPerSec/r.go_[0].TokensPerSec, r.go_[1].BytesPerStep, mib(r.go_[1].PeakRSSKiB), pt, ptRSS, r.ratio())
+		if len(r.Ratios) > 0 {
+			rt = fmt.Sprintf("%.2f×", r.Ratio())
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %s | %s | %.2f× | %.0f | %s | %s | %s | %s |",
+			r.Spec, r.N, r.D, r.Layers, r.Batch, group(r.Go[0].TokensPerSec), group(r.Go[1].TokensPerSec),
+			r.Go[1].TokensPerSec/r.Go[0].TokensPerSec, r.Go[1].BytesPerStep, mib(r.Go[1].PeakRSSKiB), pt, ptRSS, rt)
+		if ranges {
+			if lo, hi := r.RatioRange(); len(r.Ratios) > 0 {
+				fmt.Fprintf(w, " %.2f–%.2f (%d) |", lo, hi, len(r.Ratios))
+			} else {
+				fmt.Fprint(w, " - |")
+			}
+		}
+		fmt.Fprintln(w)
 	}
 }
 
