@@ -41,6 +41,9 @@ var gemmShapes = append([][3]int{
 	// Row strides of a multiple of 512 floats, which take the packed paths
 	// (B copied per panel, a transposed A copied per block), with edges.
 	{37, 512, 33}, {70, 20, 512}, {141, 512, 1024},
+	// A weight gradient of wide blocks (wideTarget), with edges in both
+	// dimensions and a part k-block.
+	{600, 300, 520},
 }, shapes...)
 
 // TestProductsMicro runs the products through each level's micro-kernel.

@@ -38,6 +38,15 @@ const (
 	mcTarget = 128 // rows of a C block, rounded down to MR (the A block stays in L2)
 	ncTarget = 128 // columns of a C block, rounded down to NR
 	minTasks = 4   // cut blocks smaller until there are this many, for the workers
+	// wideTarget is the rows and columns of a C block of a product whose A
+	// is transposed (a weight gradient, whose inner dimension is the
+	// tokens: thousands), when it still makes minTasks blocks. Each block
+	// reads its rows of A and columns of B over the whole inner dimension
+	// from memory, so the product reads A once per column block and B once
+	// per row block: blocks of 256 × 256 halve that traffic against 128 ×
+	// 128. Their working set, C's block, A's copy (256 KiB each) and B's
+	// panel, fits L2.
+	wideTarget = 256
 )
 
 // micro is the engine's GEMM micro-kernel and its tile shape.
@@ -68,7 +77,8 @@ func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc)
 
 // reservePacks makes sure every worker has its buffer: an edge tile of A
 // (MR×kcBlock), a panel of B (kcBlock×NR: an edge panel, or a copy), and
-// the copy of a block of a transposed A (mc×kcBlock, plus MR floats).
+// the copy of a block of a transposed A (its rows, up to wideTarget, by
+// kcBlock, plus MR floats).
 func (e *Engine) reservePacks() {
 	if e.mk.tile == nil {
 		return
@@ -77,7 +87,7 @@ func (e *Engine) reservePacks() {
 	if e.pool != nil {
 		workers = e.pool.Size()
 	}
-	per := (e.mk.mr+e.mk.nr)*kcBlock + e.mk.mc*kcBlock + e.mk.mr
+	per := (e.mk.mr+e.mk.nr)*kcBlock + max(e.mk.mc, e.mk.wideRows())*kcBlock + e.mk.mr
 	if len(e.packs) < workers || len(e.packs[0]) < per {
 		e.packs = make([][]float32, workers)
 		for w := range e.packs {
@@ -198,6 +208,12 @@ func (e *Engine) runPacked(c, res []float32, a, b operand, bpk []float32, bps in
 		nc = ceilDiv(n, mk.nr) * mk.nr
 	}
 	tiles := func() int { return ceilDiv(m, mc) * ceilDiv(n, nc) }
+	if transposedA(a) && then == nil {
+		wm, wn := mk.wideRows(), max(mk.nr, wideTarget/mk.nr*mk.nr)
+		if ceilDiv(m, wm)*ceilDiv(n, wn) >= minTasks {
+			mc, nc = wm, wn
+		}
+	}
 	for tiles() < minTasks && mc > mk.mr {
 		mc = max(mk.mr, mc/2/mk.mr*mk.mr)
 	}
@@ -212,6 +228,13 @@ func (e *Engine) runPacked(c, res []float32, a, b operand, bpk []float32, bps in
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// transposedA reports whether A is a transposed operand, its rows' p one
+// row stride apart: the output gradient of a weight-gradient product.
+func transposedA(a operand) bool { return a.rs == 1 && a.cs > 1 }
+
+// wideRows is the rows of a wide block (wideTarget rounded down to MR).
+func (mk *micro) wideRows() int { return max(mk.mr, wideTarget/mk.mr*mk.mr) }
 
 // Run computes one mc×nc block of C.
 func (g *packedJob) Run(worker, task int) {
@@ -240,7 +263,7 @@ func (g *packedJob) Run(worker, task int) {
 	// and so in few cache sets: the first column panel's tiles read it in
 	// place and copy it on the way into packed panels of MR rows, which
 	// the other panels read.
-	copyA := a.rs == 1 && a.cs > 1 && j1-j0 > nr
+	copyA := transposedA(a) && j1-j0 > nr
 	aPanels := buf[(mr+nr)*kcBlock:]
 	for kb := 0; kb < g.k; kb += kcBlock {
 		kl := min(kcBlock, g.k-kb)
