@@ -22,6 +22,7 @@
 package mat
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/synthgen/synthgen/runtime/parallel"
@@ -254,6 +255,52 @@ func (e *Engine) LinearBackW(dw, db, dy, x []float32, m, k, n int) {
 	e.gemm(dw, dyt, xt, nil, db, n, k, m, ld, ld, true)
 }
 
+// TNTerm is one product of AccumulateTN's sum: Aᵀ·B for A [K, M] and B
+// [K, n], rows LDA and LDB floats apart (LDA ≥ M, LDB ≥ n).
+type TNTerm struct {
+	A, B     []float32
+	LDA, LDB int
+	M, K     int
+}
+
+// AccumulateTN adds a sum of products to C [m, n] (row-major, contiguous):
+// for each term in order, its Aᵀ·B to C's first term.M rows, as
+// LinearBackW(c, nil, A, B, K, n, M) would with A and B contiguous. Every
+// element gets the terms' parts in the same order and the same bits as
+// those calls made one after another; with the micro-kernel each block of
+// C takes all the terms' parts while it is in cache, rather than each
+// term reading and writing all of C (aft_full's G = Ewᵀ·D, whose terms
+// are its row blocks). Every term.M must be at most m.
+func (e *Engine) AccumulateTN(c []float32, m, n int, terms []TNTerm) {
+	for i, t := range terms {
+		if t.M > m || t.M < 0 || t.K < 0 || t.LDA < t.M || t.LDB < n ||
+			t.K > 0 && t.M > 0 && (len(t.A) < (t.K-1)*t.LDA+t.M || len(t.B) < (t.K-1)*t.LDB+n) {
+			panic(fmt.Sprintf("mat: AccumulateTN term %d: M %d, K %d, LDA %d, LDB %d, len(A) %d, len(B) %d, for C of %d × %d",
+				i, t.M, t.K, t.LDA, t.LDB, len(t.A), len(t.B), m, n))
+		}
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	c = c[:m*n]
+	if e.packedOK(m, n, 1) {
+		e.accumulateTN(c, m, n, terms)
+		return
+	}
+	for _, t := range terms {
+		if t.M == 0 || t.K == 0 {
+			continue
+		}
+		ld := padded(t.K)
+		e.Reserve((t.M + n) * ld)
+		at := e.scratch[:t.M*ld]
+		bt := e.scratch[t.M*ld : (t.M+n)*ld]
+		e.transposeStrided(at, t.A, t.K, t.M, t.LDA, ld)
+		e.transposeStrided(bt, t.B, t.K, n, t.LDB, ld)
+		e.gemm(c[:t.M*n], at, bt, nil, nil, t.M, n, t.K, ld, ld, true)
+	}
+}
+
 // packedOK reports whether a product C[m×n] with inner dimension k runs on
 // the micro-kernel: the engine has one and no dimension is zero (the plain
 // path handles those edge cases).
@@ -461,11 +508,16 @@ func dot11(a0, b0 []float32) (c float32) {
 // transpose writes dst = srcᵀ for src [rows, cols]: dst has cols rows of
 // rows floats, ld apart.
 func (e *Engine) transpose(dst, src []float32, rows, cols, ld int) {
+	e.transposeStrided(dst, src, rows, cols, cols, ld)
+}
+
+// transposeStrided is transpose for src's rows lds floats apart.
+func (e *Engine) transposeStrided(dst, src []float32, rows, cols, lds, ld int) {
 	if rows == 0 || cols == 0 {
 		return
 	}
 	t := &e.tr
-	*t = transposeJob{dst: dst[:(cols-1)*ld+rows], src: src[:rows*cols], rows: rows, cols: cols, ld: ld,
+	*t = transposeJob{dst: dst[:(cols-1)*ld+rows], src: src[:(rows-1)*lds+cols], rows: rows, cols: cols, lds: lds, ld: ld,
 		tilesC: (cols + tileT - 1) / tileT}
 	e.run((rows+tileT-1)/tileT*t.tilesC, t)
 	*t = transposeJob{}
@@ -474,7 +526,7 @@ func (e *Engine) transpose(dst, src []float32, rows, cols, ld int) {
 type transposeJob struct {
 	dst, src   []float32
 	rows, cols int
-	ld         int
+	lds, ld    int // src's and dst's row strides
 	tilesC     int
 }
 
@@ -484,9 +536,9 @@ func (t *transposeJob) Run(_, task int) {
 	j0 := task % t.tilesC * tileT
 	i1 := min(i0+tileT, t.rows)
 	j1 := min(j0+tileT, t.cols)
-	cols, ld := t.cols, t.ld
+	lds, ld := t.lds, t.ld
 	for i := i0; i < i1; i++ {
-		row := t.src[i*cols+j0 : i*cols+j1]
+		row := t.src[i*lds+j0 : i*lds+j1]
 		for jj, v := range row {
 			t.dst[(j0+jj)*ld+i] = v
 		}

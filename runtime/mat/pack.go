@@ -118,7 +118,8 @@ type packedJob struct {
 	m, n, k, ldc       int
 	mc, nc, tilesN     int
 	acc                bool
-	then               Rows // run on each block's rows, which span C's width
+	then               Rows     // run on each block's rows, which span C's width
+	terms              []TNTerm // a sum of products (AccumulateTN): a, b, k unused
 }
 
 // packBJob packs B's panels of NR columns. With B's rows p contiguous
@@ -202,13 +203,25 @@ func (e *Engine) gemmPacked(c, res []float32, a, b operand, bias, asum []float32
 // runPacked runs the micro-kernel's tasks of a product whose B is bpk
 // (panels bps floats apart) when bpk is not nil, else b read in place.
 func (e *Engine) runPacked(c, res []float32, a, b operand, bpk []float32, bps int, bias, asum []float32, m, n, k, ldc int, accumulate bool, then Rows) {
+	j := &e.pj
+	*j = packedJob{e: e, c: c, res: res, bias: bias, asum: asum, a: a, b: b, bpk: bpk, bps: bps, m: m, n: n, k: k, ldc: ldc,
+		acc: accumulate, then: then}
+	e.runJob(j, transposedA(a))
+}
+
+// runJob cuts job j's C into blocks and runs them, one task each: wide
+// blocks for a product whose A is transposed (wide) where they make
+// enough tasks, else mcTarget × ncTarget, cut smaller until there are
+// minTasks.
+func (e *Engine) runJob(j *packedJob, wide bool) {
 	mk := &e.mk
+	m, n, then := j.m, j.n, j.then
 	mc, nc := mk.mc, mk.nc
 	if then != nil {
 		nc = ceilDiv(n, mk.nr) * mk.nr
 	}
 	tiles := func() int { return ceilDiv(m, mc) * ceilDiv(n, nc) }
-	if transposedA(a) && then == nil {
+	if wide && then == nil {
 		wm, wn := mk.wideRows(), max(mk.nr, wideTarget/mk.nr*mk.nr)
 		if ceilDiv(m, wm)*ceilDiv(n, wn) >= minTasks {
 			mc, nc = wm, wn
@@ -220,11 +233,18 @@ func (e *Engine) runPacked(c, res []float32, a, b operand, bpk []float32, bps in
 	for tiles() < minTasks && nc > mk.nr && then == nil {
 		nc = max(mk.nr, nc/2/mk.nr*mk.nr)
 	}
-	j := &e.pj
-	*j = packedJob{e: e, c: c, res: res, bias: bias, asum: asum, a: a, b: b, bpk: bpk, bps: bps, m: m, n: n, k: k, ldc: ldc,
-		mc: mc, nc: nc, tilesN: ceilDiv(n, nc), acc: accumulate, then: then}
+	j.mc, j.nc, j.tilesN = mc, nc, ceilDiv(n, nc)
 	e.run(tiles(), j)
 	*j = packedJob{}
+}
+
+// accumulateTN is AccumulateTN on the micro-kernel: one task per block of
+// C, which adds the terms' parts in turn while the block is in cache.
+func (e *Engine) accumulateTN(c []float32, m, n int, terms []TNTerm) {
+	e.reservePacks()
+	j := &e.pj
+	*j = packedJob{e: e, c: c, m: m, n: n, ldc: n, acc: true, terms: terms}
+	e.runJob(j, true)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
@@ -238,25 +258,55 @@ func (mk *micro) wideRows() int { return max(mk.mr, wideTarget/mk.mr*mk.mr) }
 
 // Run computes one mc×nc block of C.
 func (g *packedJob) Run(worker, task int) {
-	mk := &g.e.mk
-	mr, nr := mk.mr, mk.nr
 	i0 := task / g.tilesN * g.mc
 	j0 := task % g.tilesN * g.nc
 	i1 := min(i0+g.mc, g.m)
 	j1 := min(j0+g.nc, g.n)
-	c, ldc := g.c, g.ldc
+	if g.terms != nil {
+		// A sum of products (AccumulateTN): each term's part of the
+		// block in turn, the rows below its M.
+		for _, t := range g.terms {
+			if t.M > i0 && t.K > 0 {
+				g.block(worker, i0, min(i1, t.M), j0, j1, operand{t.A, 1, t.LDA}, operand{t.B, 1, t.LDB}, t.K)
+			}
+		}
+		return
+	}
 	if g.res != nil {
+		c, ldc := g.c, g.ldc
 		for i := i0; i < i1; i++ {
 			copy(c[i*ldc+j0:i*ldc+j1], g.res[i*ldc+j0:i*ldc+j1])
 		}
 	}
+	g.block(worker, i0, i1, j0, j1, g.a, g.b, g.k)
+	if g.then != nil {
+		g.then.Rows(i0, i1)
+	}
+	// A's row sums, unless block's tiles formed them (A's columns contiguous).
+	if g.asum != nil && j0 == 0 && g.a.rs != 1 {
+		for i := i0; i < i1; i++ {
+			var s float32
+			for p := 0; p < g.k; p++ {
+				s += g.a.at(i, p)
+			}
+			g.asum[i] += s
+		}
+	}
+}
+
+// block adds A·Bᵀ over the inner dimension k to rows i0 ≤ i < i1 and
+// columns j0 ≤ j < j1 of C (overwriting them first, unless the job
+// accumulates or starts from res), with the job's bias and row sums.
+func (g *packedJob) block(worker, i0, i1, j0, j1 int, a, b operand, k int) {
+	mk := &g.e.mk
+	mr, nr := mk.mr, mk.nr
+	c, ldc := g.c, g.ldc
 	buf := g.e.packs[worker]
 	aEdge := buf[:mr*kcBlock]
 	bEdge := buf[mr*kcBlock : (mr+nr)*kcBlock]
-	a, b := g.a, g.b
 	iFull := i0 + (i1-i0)/mr*mr // rows [iFull, i1) make a partial tile
 	// A's row sums (the bias gradient) come with the tiles of the first
-	// column panel when A's columns are contiguous, else from the loop below.
+	// column panel when A's columns are contiguous, else from Run's loop.
 	kernelSum := g.asum != nil && j0 == 0 && a.rs == 1
 	// A transposed A (a backward product's output gradient, ai = 1) puts
 	// each p of a tile on a cache line of its own, its row stride apart
@@ -265,8 +315,8 @@ func (g *packedJob) Run(worker, task int) {
 	// the other panels read.
 	copyA := transposedA(a) && j1-j0 > nr
 	aPanels := buf[(mr+nr)*kcBlock:]
-	for kb := 0; kb < g.k; kb += kcBlock {
-		kl := min(kcBlock, g.k-kb)
+	for kb := 0; kb < k; kb += kcBlock {
+		kl := min(kcBlock, k-kb)
 		// The first k-block stores the tile (or adds it to C's old value or
 		// the residual) with the bias; the later ones add their part.
 		first := kb == 0
@@ -326,18 +376,6 @@ func (g *packedJob) Run(worker, task int) {
 				}
 				mk.tile(kl, aEdge[:kl*mr], 1, mr, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, as, nil, nil, overwrite)
 			}
-		}
-	}
-	if g.then != nil {
-		g.then.Rows(i0, i1)
-	}
-	if g.asum != nil && j0 == 0 && !kernelSum {
-		for i := i0; i < i1; i++ {
-			var s float32
-			for p := 0; p < g.k; p++ {
-				s += g.a.at(i, p)
-			}
-			g.asum[i] += s
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package model
 
-import "math"
+import (
+	"math"
+
+	"github.com/synthgen/synthgen/runtime/mat"
+)
 
 // aft_full as matrix products. Its weights exp(K_jc + w_ij) factor into
 // exp(w_ij − M_i) · exp(K_jc − κ_c), with M_i = max_{j≤i} w_ij (the row's
@@ -254,13 +258,20 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 	j := &m.jobs.aft
 	*j = aftFullJob{m: m, ws: ws, l: l, phase: aftPhaseD}
 	m.run(ws.b, j)
-	// G = Ewᵀ · D, block by block in order (a fixed order of additions).
+	// G = Ewᵀ · D, the row blocks' products added in order (a fixed order
+	// of additions), each block of G taking all of them while it is in
+	// cache: block by block, each product read and wrote all of G's rows
+	// before its end.
 	clear(ws.aG[:t*nx])
+	terms := ws.aTerms[:0]
 	for b := 0; b*aftBlock < t; b++ {
 		i0, i1, off := aftBlockOf(b)
 		i1 = min(i1, t)
-		m.eng.LinearBackW(ws.aG[:i1*nx], nil, lw.ew[off:off+(i1-i0)*i1], ws.aD[i0*nx:i1*nx], i1-i0, nx, i1)
+		terms = append(terms, mat.TNTerm{A: lw.ew[off : off+(i1-i0)*i1], B: ws.aD[i0*nx : i1*nx],
+			LDA: i1, LDB: nx, M: i1, K: i1 - i0})
 	}
+	m.eng.AccumulateTN(ws.aG[:t*nx], t, nx, terms)
+	clear(terms) // no slices of this step's buffers kept
 	j.phase = aftPhaseKV
 	m.run(ws.b, j)
 	m.eng.PackB(&ws.aX, lw.x[:t*nx], t, nx, true) // Xᵀ, packed once for every block

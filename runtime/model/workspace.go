@@ -53,10 +53,11 @@ type Workspace struct {
 	// aft_full's products (aftfull.go): κ per sequence and channel [batch, d];
 	// D and G [N, batch·2d]; dEw of one row block [aftBlock, N].
 	aKappa, aD, aG, aDEw []float32
-	aX                   mat.Panels // X packed once per layer for its row blocks' products
-	aTiny                []bool     // [layers, batch]: the layer's sequence has directly computed (i, c)
-	pU                   []float32  // [tasks][window]: aft_conv's u
-	dmixW                []float64  // [components]
+	aX                   mat.Panels   // X packed once per layer for its row blocks' products
+	aTerms               []mat.TNTerm // G's products, one per row block
+	aTiny                []bool       // [layers, batch]: the layer's sequence has directly computed (i, c)
+	pU                   []float32    // [tasks][window]: aft_conv's u
+	dmixW                []float64    // [components]
 }
 
 // layerWS is what the forward keeps of one layer for the backward.
@@ -175,6 +176,7 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 		ws.aTiny = make([]bool, len(m.layers)*batch)
 		ws.aD, ws.aG = mat.Alloc(rows*2*d), mat.Alloc(rows*2*d)
 		ws.aDEw = mat.Alloc(min(n, aftBlock) * n)
+		ws.aTerms = make([]mat.TNTerm, 0, (n+aftBlock-1)/aftBlock)
 	case kindAFTLocal:
 		ws.pW = mat.Alloc(tasks * n * n)
 	case kindAFTConv:
