@@ -264,7 +264,7 @@ func (g *packedJob) Run(worker, task int) {
 	j1 := min(j0+g.nc, g.n)
 	if g.terms != nil {
 		// A sum of products (AccumulateTN): each term's part of the
-		// block in turn, the rows below its M.
+		// block in turn, over the block's rows before the term's M.
 		for _, t := range g.terms {
 			if t.M > i0 && t.K > 0 {
 				g.block(worker, i0, min(i1, t.M), j0, j1, operand{t.A, 1, t.LDA}, operand{t.B, 1, t.LDB}, t.K)
