@@ -246,13 +246,20 @@ func (e *Engine) LinearBackW(dw, db, dy, x []float32, m, k, n int) {
 		e.gemmPacked(dw, nil, operand{dy, 1, n}, operand{x, 1, k}, nil, db, n, k, m, k, true, nil)
 		return
 	}
-	ld := padded(m)
-	e.Reserve((n + k) * ld)
-	dyt := e.scratch[:n*ld]
-	xt := e.scratch[n*ld : (n+k)*ld]
-	e.transpose(dyt, dy, m, n, ld)
-	e.transpose(xt, x, m, k, ld)
-	e.gemm(dw, dyt, xt, nil, db, n, k, m, ld, ld, true)
+	e.plainTN(dw, db, dy, n, x, k, n, k, m)
+}
+
+// plainTN is C [m, n] += Aᵀ·B (and db += A's column sums, db not nil) on
+// the plain path, for A [k, m] and B [k, n] with rows lda and ldb floats
+// apart: both transposed into scratch, then gemm.
+func (e *Engine) plainTN(c, db, a []float32, lda int, b []float32, ldb, m, n, k int) {
+	ld := padded(k)
+	e.Reserve((m + n) * ld)
+	at := e.scratch[:m*ld]
+	bt := e.scratch[m*ld : (m+n)*ld]
+	e.transposeStrided(at, a, k, m, lda, ld)
+	e.transposeStrided(bt, b, k, n, ldb, ld)
+	e.gemm(c, at, bt, nil, db, m, n, k, ld, ld, true)
 }
 
 // TNTerm is one product of AccumulateTN's sum: Aᵀ·B for A [K, M] and B
@@ -288,16 +295,9 @@ func (e *Engine) AccumulateTN(c []float32, m, n int, terms []TNTerm) {
 		return
 	}
 	for _, t := range terms {
-		if t.M == 0 || t.K == 0 {
-			continue
+		if t.M > 0 && t.K > 0 {
+			e.plainTN(c[:t.M*n], nil, t.A, t.LDA, t.B, t.LDB, t.M, n, t.K)
 		}
-		ld := padded(t.K)
-		e.Reserve((t.M + n) * ld)
-		at := e.scratch[:t.M*ld]
-		bt := e.scratch[t.M*ld : (t.M+n)*ld]
-		e.transposeStrided(at, t.A, t.K, t.M, t.LDA, ld)
-		e.transposeStrided(bt, t.B, t.K, n, t.LDB, ld)
-		e.gemm(c[:t.M*n], at, bt, nil, nil, t.M, n, t.K, ld, ld, true)
 	}
 }
 
