@@ -29,9 +29,6 @@ func runSteps(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *rounds < 1 {
-		return fmt.Errorf("steps: -rounds %d, want at least 1", *rounds)
-	}
 	names := bench.TableSpecs()
 	if *list != "" {
 		names = strings.Split(*list, ",")
