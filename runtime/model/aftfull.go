@@ -260,8 +260,8 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 	m.run(ws.b, j)
 	// G = Ewᵀ · D, the row blocks' products added in order (a fixed order
 	// of additions), each block of G taking all of them while it is in
-	// cache: block by block, each product read and wrote all of G's rows
-	// before its end.
+	// cache (the products one after another would each read and write all
+	// of G's rows before their block's end).
 	clear(ws.aG[:t*nx])
 	terms := ws.aTerms[:0]
 	for b := 0; b*aftBlock < t; b++ {
