@@ -17,10 +17,11 @@ import (
 func gemmShapeName(isa kernels.ISA) string { return "gemmShape" + isaConst(isa) }
 
 // gemmCheck emits checkGemmTile: it panics unless the arguments fit the
-// contract of kernels.GemmTileFunc for a tile of mrMax×nrMax: every
-// element the kernel reads (the whole mrMax×kc block of A and kc×nrMax
-// block of B) and writes (the mr×nr corner of c, and the copies of A's
-// and B's blocks when asked for) is inside its slice.
+// contract of kernels.GemmTileFunc for tiles of mrMax×nrMax: every
+// element the kernel reads (the whole mrMax×kc block of A of each of the
+// ⌈mr/mrMax⌉ tiles, at least one, and the kc×nrMax block of B) and writes
+// (the mr×nr corner of c, and the copies of A's and B's blocks when asked
+// for) is inside its slice.
 func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 	id := jen.Id
 	msg := func(format string, args ...jen.Code) jen.Code {
@@ -32,20 +33,22 @@ func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
 		jen.List(id("bias"), id("asum"), id("apack"), id("bpack")).Index().Float32(),
 	).Block(
-		jen.If(id("kc").Op("<").Lit(0).Op("||").Id("mr").Op("<").Lit(0).Op("||").Id("mr").Op(">").Id("mrMax").
+		jen.If(id("kc").Op("<").Lit(0).Op("||").Id("mr").Op("<").Lit(0).
 			Op("||").Id("nr").Op("<").Lit(0).Op("||").Id("nr").Op(">").Id("nrMax").Op("||").Id("ldc").Op("<").Id("nr")).Block(
-			msg("kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, 0 ≤ mr ≤ %d, 0 ≤ nr ≤ %d, ldc ≥ nr", id("kc"), id("mr"), id("nr"), id("ldc"), id("mrMax"), id("nrMax")),
+			msg("kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, mr ≥ 0, 0 ≤ nr ≤ %d, ldc ≥ nr", id("kc"), id("mr"), id("nr"), id("ldc"), id("nrMax")),
 		),
 		jen.If(id("ai").Op("<").Lit(0).Op("||").Id("ap").Op("<").Lit(0).Op("||").Id("bp").Op("<").Lit(0)).Block(
 			msg("strides ai = %d, ap = %d, bp = %d, want ≥ 0", id("ai"), id("ap"), id("bp"))),
-		jen.If(id("kc").Op(">").Lit(0).Op("&&").Len(id("a")).Op("<").Parens(id("mrMax").Op("-").Lit(1)).Op("*").Id("ai").Op("+").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("ap").Op("+").Lit(1)).Block(
-			msg("len(a) = %d, need %d", jen.Len(id("a")), jen.Parens(id("mrMax").Op("-").Lit(1)).Op("*").Id("ai").Op("+").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("ap").Op("+").Lit(1))),
+		jen.Comment("The tiles of mrMax rows the kernel runs (one, for copies, if mr is 0)."),
+		id("rows").Op(":=").Max(jen.Lit(1), jen.Parens(id("mr").Op("+").Id("mrMax").Op("-").Lit(1)).Op("/").Id("mrMax")).Op("*").Id("mrMax"),
+		jen.If(id("kc").Op(">").Lit(0).Op("&&").Len(id("a")).Op("<").Parens(id("rows").Op("-").Lit(1)).Op("*").Id("ai").Op("+").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("ap").Op("+").Lit(1)).Block(
+			msg("len(a) = %d, need %d", jen.Len(id("a")), jen.Parens(id("rows").Op("-").Lit(1)).Op("*").Id("ai").Op("+").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("ap").Op("+").Lit(1))),
 		jen.If(id("kc").Op(">").Lit(0).Op("&&").Len(id("b")).Op("<").Parens(id("kc").Op("-").Lit(1)).Op("*").Id("bp").Op("+").Id("nrMax")).Block(
 			msg("len(b) = %d, need %d", jen.Len(id("b")), jen.Parens(id("kc").Op("-").Lit(1)).Op("*").Id("bp").Op("+").Id("nrMax"))),
 		jen.If(jen.Len(id("asum")).Op("!=").Lit(0).Op("&&").Parens(id("ai").Op("!=").Lit(1).Op("||").Len(id("asum")).Op("<").Id("mr"))).Block(
 			msg("len(asum) = %d with ai = %d, want 0, or ≥ mr = %d with ai = 1", jen.Len(id("asum")), id("ai"), id("mr"))),
-		jen.If(jen.Len(id("apack")).Op("!=").Lit(0).Op("&&").Parens(id("ai").Op("!=").Lit(1).Op("||").Len(id("apack")).Op("<").Id("kc").Op("*").Id("mrMax"))).Block(
-			msg("len(apack) = %d with ai = %d, want 0, or ≥ kc·MR = %d with ai = 1", jen.Len(id("apack")), id("ai"), id("kc").Op("*").Id("mrMax"))),
+		jen.If(jen.Len(id("apack")).Op("!=").Lit(0).Op("&&").Parens(id("ai").Op("!=").Lit(1).Op("||").Len(id("apack")).Op("<").Id("kc").Op("*").Id("rows"))).Block(
+			msg("len(apack) = %d with ai = %d, want 0, or ≥ kc·MR per tile = %d with ai = 1", jen.Len(id("apack")), id("ai"), id("kc").Op("*").Id("rows"))),
 		jen.If(jen.Len(id("bpack")).Op("!=").Lit(0).Op("&&").Len(id("bpack")).Op("<").Id("kc").Op("*").Id("nrMax")).Block(
 			msg("len(bpack) = %d, want 0 or ≥ kc·NR = %d", jen.Len(id("bpack")), id("kc").Op("*").Id("nrMax"))),
 		jen.If(jen.Len(id("bias")).Op("!=").Lit(0).Op("&&").Len(id("bias")).Op("<").Id("nr")).Block(

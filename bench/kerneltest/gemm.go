@@ -29,6 +29,8 @@ func gemmCases(spec specs.Spec) []Case {
 		c(spec.D, "packed"), c(spec.D, "rowmajor-edge"), c(13, "colmajor-edge"),
 		c(1, "packed-corner"), c(0, "packed"),
 		c(spec.D, "colmajor-copies"), c(13, "rowmajor-copyb"), c(1, "colmajor-copies"),
+		c(spec.D, "tiles-rowmajor-copyb"), c(0, "tiles-rowmajor-copyb"), c(13, "tiles-colmajor-copies"),
+		c(spec.D, "tiles-colmajor-copies"),
 	}
 }
 
@@ -45,7 +47,13 @@ func gemmCases(spec specs.Spec) []Case {
 //     the whole tile, with row sums, accumulating, copying A's and B's
 //     blocks into packed panels (apack, bpack) on the way;
 //   - rowmajor-copyb: A row-major (ai kc+2, ap 1), B rows NR+1 apart, an
-//     (MR−2)×(NR−1) corner, overwriting, copying B's block.
+//     (MR−2)×(NR−1) corner, overwriting, copying B's block;
+//   - tiles-rowmajor-copyb: three tiles in one call (mr 3·MR), A row-major
+//     (ai kc+3, ap 1), B rows NR+5 apart, nr NR−1, with bias, overwriting,
+//     copying B's block (which the second and third tiles read);
+//   - tiles-colmajor-copies: two tiles and a part (mr 2·MR+1), A
+//     column-major (ai 1, ap 3·MR+5), B rows NR+9 apart, the full width,
+//     with row sums, accumulating, copying each tile's block of A and B's.
 func gemmGeomOf(c Case, mrMax, nrMax int) (gemmGeom, error) {
 	kc := c.T
 	switch c.Inputs {
@@ -61,6 +69,10 @@ func gemmGeomOf(c Case, mrMax, nrMax int) (gemmGeom, error) {
 		return gemmGeom{kc: kc, mr: mrMax, nr: nrMax, ai: 1, ap: mrMax + 5, bp: nrMax + 9, ldc: nrMax + 2, asum: true, packA: true, packB: true}, nil
 	case "rowmajor-copyb":
 		return gemmGeom{kc: kc, mr: max(mrMax-2, 1), nr: max(nrMax-1, 1), ai: kc + 2, ap: 1, bp: nrMax + 1, ldc: nrMax, overwrite: true, packB: true}, nil
+	case "tiles-rowmajor-copyb":
+		return gemmGeom{kc: kc, mr: 3 * mrMax, nr: max(nrMax-1, 1), ai: kc + 3, ap: 1, bp: nrMax + 5, ldc: nrMax + 4, bias: true, overwrite: true, packB: true}, nil
+	case "tiles-colmajor-copies":
+		return gemmGeom{kc: kc, mr: 2*mrMax + 1, nr: nrMax, ai: 1, ap: 3*mrMax + 5, bp: nrMax + 9, ldc: nrMax + 2, asum: true, packA: true, packB: true}, nil
 	}
 	return gemmGeom{}, fmt.Errorf("GemmTile has no case with inputs %q", c.Inputs)
 }
@@ -112,9 +124,11 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 	rng := rngFor(spec.Name, "GemmTile", c.T, c.Inputs, mrMax, nrMax)
 	next := func() float32 { return float32(rng.NormFloat64()) }
 	kc, mr, nr := g.kc, g.mr, g.nr
+	// The kernel reads MR whole rows of A for each of its tiles.
+	rowsA := max(1, (mr+mrMax-1)/mrMax) * mrMax
 	aNeed, bNeed := 0, 0
 	if kc > 0 {
-		aNeed, bNeed = (mrMax-1)*g.ai+(kc-1)*g.ap+1, (kc-1)*g.bp+nrMax
+		aNeed, bNeed = (rowsA-1)*g.ai+(kc-1)*g.ap+1, (kc-1)*g.bp+nrMax
 	}
 	cRole := acc
 	if g.overwrite {
@@ -122,7 +136,7 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 	}
 	a := newGemmBuf("a", in, aNeed, func(v func(int)) {
 		for p := 0; p < kc; p++ {
-			for i := 0; i < mrMax; i++ {
+			for i := 0; i < rowsA; i++ {
 				v(i*g.ai + p*g.ap)
 			}
 		}
@@ -162,15 +176,18 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 	want := map[string][]float32{}
 	apack := newGemmBuf("apack", out, 0, func(func(int)) {}, next)
 	if g.packA {
-		apack = newGemmBuf("apack", out, kc*mrMax, func(v func(int)) {
-			for i := 0; i < kc*mrMax; i++ {
+		apack = newGemmBuf("apack", out, kc*rowsA, func(v func(int)) {
+			for i := 0; i < kc*rowsA; i++ {
 				v(i)
 			}
 		}, next)
-		w := make([]float32, kc*mrMax)
-		for p := 0; p < kc; p++ {
-			for i := 0; i < mrMax; i++ {
-				w[p*mrMax+i] = a.view()[i*g.ai+p*g.ap]
+		// Tile r's panel at r·MR·kc.
+		w := make([]float32, kc*rowsA)
+		for r := 0; r < rowsA; r += mrMax {
+			for p := 0; p < kc; p++ {
+				for i := 0; i < mrMax; i++ {
+					w[r*kc+p*mrMax+i] = a.view()[(r+i)*g.ai+p*g.ap]
+				}
 			}
 		}
 		want["apack"] = w

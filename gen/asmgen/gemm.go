@@ -37,6 +37,13 @@ import (
 // them as packed panels, asks for the lines gemmPackAhead p ahead, and,
 // copying A, sums its rows into one accumulator in place of the asum loop.
 //
+// With mr > MR the code above runs once per tile of MR rows: after each
+// tile's stores, while rows are left, it moves the frame's a, c, asum and
+// apack on by a tile and takes mr down by MR (the arguments are the
+// function's own frame slots), and after the first tile a copied B is
+// read from bpack (b = bpack, bp = NR, bpack emptied). Nothing is kept in
+// registers across tiles, so the loop adds no register pressure.
+//
 // AVX-512: 8×32, 16 ZMM accumulators + 2 B + 1 A = 19 registers.
 // AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A (+ the copy's sum) = 16:
 // never Y16+, which checkVEXRegisters (compile.go) enforces.
@@ -70,6 +77,9 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		return c.YMM()
 	}
 
+	c.Comment("One tile of MR rows per pass from here; \"done\" moves the frame's")
+	c.Comment("arguments on to the next tile while mr > MR.")
+	c.Label("tile")
 	kc := c.Load(c.Param("kc"), c.GP64())
 	a0 := c.Load(c.Param("a").Base(), c.GP64())
 	rowStride := c.Load(c.Param("ai"), c.GP64())
@@ -120,9 +130,19 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 
 	// asumKit returns the 8-lane kit of A's row sums and its mask of the
 	// lanes i < mr.
+	clamps := 0
 	asumKit := func() (*synKit, reg.Register) {
 		k := newSynKitNarrow(f, "gemmAsum", isa)
-		return k, k.dynLanes(c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual))
+		// This tile's rows, min(mr, MR) (asumKit runs once per loop that
+		// sums, so each clamp gets a label of its own).
+		n := c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual)
+		clamps++
+		l := fmt.Sprintf("asumrows%d", clamps)
+		c.CMPQ(n, operand.U32(mr))
+		c.JLE(operand.LabelRef(l))
+		c.MOVQ(operand.U32(mr), n)
+		c.Label(l)
+		return k, k.dynLanes(n)
 	}
 	// addToAsum adds the lanes of sum, A's row sums over the block, to
 	// asum's.
@@ -515,6 +535,55 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 	c.Label("done")
+	c.Comment("Rows left past this tile: move a, c, asum and apack on by a tile; a copied")
+	c.Comment("B is read from its copy by the tiles after the first.")
+	{
+		left := c.Load(c.Param("mr"), c.GP64())
+		c.CMPQ(left, operand.U32(mr))
+		c.JLE(operand.LabelRef("ret"))
+		c.SUBQ(operand.U32(mr), left)
+		c.Store(left, c.Param("mr"))
+		// baseOf is the FP address of a slice parameter's base.
+		baseOf := func(name string) operand.Mem {
+			b, err := c.Param(name).Base().Resolve()
+			if err != nil {
+				panic(fmt.Sprintf("asmgen: GemmTile %s: %s: %v", isa, name, err))
+			}
+			return b.Addr
+		}
+		// moveOn adds MR·stride floats to a slice parameter's base.
+		moveOn := func(name string, stride reg.Register) {
+			t := c.GP64()
+			c.IMUL3Q(operand.U32(4*mr), stride, t)
+			c.ADDQ(t, baseOf(name))
+		}
+		moveOn("a", c.Load(c.Param("ai"), c.GP64()))
+		moveOn("c", c.Load(c.Param("ldc"), c.GP64()))
+		// Bases of empty slices stay as they are (nil is not moved on).
+		asLen := c.Load(c.Param("asum").Len(), c.GP64())
+		c.TESTQ(asLen, asLen)
+		c.JZ(operand.LabelRef("nextapack"))
+		c.ADDQ(operand.U32(4*mr), baseOf("asum"))
+		c.Label("nextapack")
+		apLen := c.Load(c.Param("apack").Len(), c.GP64())
+		c.TESTQ(apLen, apLen)
+		c.JZ(operand.LabelRef("nextbpack"))
+		moveOn("apack", c.Load(c.Param("kc"), c.GP64()))
+		c.Label("nextbpack")
+		bpLen := c.Load(c.Param("bpack").Len(), c.GP64())
+		c.TESTQ(bpLen, bpLen)
+		c.JZ(operand.LabelRef("tile"))
+		bpk := c.Load(c.Param("bpack").Base(), c.GP64())
+		c.Store(bpk, c.Param("b").Base())
+		nrq := c.GP64()
+		c.MOVQ(operand.U32(nr), nrq)
+		c.Store(nrq, c.Param("bp"))
+		zero := c.GP64()
+		c.XORQ(zero, zero)
+		c.Store(zero, c.Param("bpack").Len())
+		c.JMP(operand.LabelRef("tile"))
+	}
+	c.Label("ret")
 	c.VZEROUPPER()
 	c.RET()
 }

@@ -584,6 +584,9 @@ done_4:
 // func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+
 TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-225
+	// One tile of MR rows per pass from here; "done" moves the frame's
+	// arguments on to the next tile while mr > MR.
+tile:
 	MOVQ kc+0(FP), AX
 	MOVQ a_base+8(FP), CX
 	MOVQ ai+32(FP), DX
@@ -632,10 +635,15 @@ TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-225
 	JZ    noasum
 
 	// (unless A is copied: then the copying loop sums it)
-	MOVQ   apack_len+184(FP), R10
-	TESTQ  R10, R10
-	JNZ    noasum
-	MOVQ   mr+112(FP), R10
+	MOVQ  apack_len+184(FP), R10
+	TESTQ R10, R10
+	JNZ   noasum
+	MOVQ  mr+112(FP), R10
+	CMPQ  R10, $0x00000008
+	JLE   asumrows1
+	MOVQ  $0x00000008, R10
+
+asumrows1:
 	MOVL   $0x0000ffff, R11
 	BZHIL  R10, R11, R11
 	KMOVW  R11, K1
@@ -774,14 +782,19 @@ packabloop:
 	TESTQ        AX, AX
 	JZ           store
 	MOVQ         mr+112(FP), AX
-	MOVL         $0x0000ffff, CX
-	BZHIL        AX, CX, CX
-	KMOVW        CX, K1
-	MOVQ         asum_base+152(FP), AX
-	VMOVUPS.Z    (AX), K1, Y1
-	VADDPS       Y0, Y1, Y1
-	VMOVUPS      Y1, K1, (AX)
-	JMP          store
+	CMPQ         AX, $0x00000008
+	JLE          asumrows2
+	MOVQ         $0x00000008, AX
+
+asumrows2:
+	MOVL      $0x0000ffff, CX
+	BZHIL     AX, CX, CX
+	KMOVW     CX, K1
+	MOVQ      asum_base+152(FP), AX
+	VMOVUPS.Z (AX), K1, Y1
+	VADDPS    Y0, Y1, Y1
+	VMOVUPS   Y1, K1, (AX)
+	JMP       store
 
 packa:
 	MOVQ   apack_base+176(FP), R10
@@ -832,14 +845,19 @@ packaloop:
 	TESTQ        AX, AX
 	JZ           store
 	MOVQ         mr+112(FP), AX
-	MOVL         $0x0000ffff, CX
-	BZHIL        AX, CX, CX
-	KMOVW        CX, K1
-	MOVQ         asum_base+152(FP), AX
-	VMOVUPS.Z    (AX), K1, Y1
-	VADDPS       Y0, Y1, Y1
-	VMOVUPS      Y1, K1, (AX)
-	JMP          store
+	CMPQ         AX, $0x00000008
+	JLE          asumrows3
+	MOVQ         $0x00000008, AX
+
+asumrows3:
+	MOVL      $0x0000ffff, CX
+	BZHIL     AX, CX, CX
+	KMOVW     CX, K1
+	MOVQ      asum_base+152(FP), AX
+	VMOVUPS.Z (AX), K1, Y1
+	VADDPS    Y0, Y1, Y1
+	VMOVUPS   Y1, K1, (AX)
+	JMP       store
 
 packb:
 	MOVQ   bpack_base+200(FP), R10
@@ -1186,6 +1204,45 @@ overwrite:
 	VMOVUPS Z17, K2, 64(AX)
 
 done:
+	// Rows left past this tile: move a, c, asum and apack on by a tile; a copied
+	// B is read from its copy by the tiles after the first.
+	MOVQ   mr+112(FP), AX
+	CMPQ   AX, $0x00000008
+	JLE    ret
+	SUBQ   $0x00000008, AX
+	MOVQ   AX, mr+112(FP)
+	MOVQ   ai+32(FP), AX
+	IMUL3Q $0x00000020, AX, AX
+	ADDQ   AX, a_base+8(FP)
+	MOVQ   ldc+104(FP), AX
+	IMUL3Q $0x00000020, AX, AX
+	ADDQ   AX, c_base+80(FP)
+	MOVQ   asum_len+160(FP), AX
+	TESTQ  AX, AX
+	JZ     nextapack
+	ADDQ   $0x00000020, asum_base+152(FP)
+
+nextapack:
+	MOVQ   apack_len+184(FP), AX
+	TESTQ  AX, AX
+	JZ     nextbpack
+	MOVQ   kc+0(FP), AX
+	IMUL3Q $0x00000020, AX, AX
+	ADDQ   AX, apack_base+176(FP)
+
+nextbpack:
+	MOVQ  bpack_len+208(FP), AX
+	TESTQ AX, AX
+	JZ    tile
+	MOVQ  bpack_base+200(FP), AX
+	MOVQ  AX, b_base+48(FP)
+	MOVQ  $0x00000020, AX
+	MOVQ  AX, bp+72(FP)
+	XORQ  AX, AX
+	MOVQ  AX, bpack_len+208(FP)
+	JMP   tile
+
+ret:
 	VZEROUPPER
 	RET
 
@@ -3046,6 +3103,9 @@ done_4:
 // func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, FMA3, MMX+
 TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-225
+	// One tile of MR rows per pass from here; "done" moves the frame's
+	// arguments on to the next tile while mr > MR.
+tile:
 	MOVQ kc+0(FP), AX
 	MOVQ a_base+8(FP), CX
 	MOVQ ai+32(FP), DX
@@ -3087,10 +3147,15 @@ TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-225
 	JZ    noasum
 
 	// (unless A is copied: then the copying loop sums it)
-	MOVQ    apack_len+184(FP), R9
-	TESTQ   R9, R9
-	JNZ     noasum
-	MOVQ    mr+112(FP), R9
+	MOVQ  apack_len+184(FP), R9
+	TESTQ R9, R9
+	JNZ   noasum
+	MOVQ  mr+112(FP), R9
+	CMPQ  R9, $0x00000006
+	JLE   asumrows1
+	MOVQ  $0x00000006, R9
+
+asumrows1:
 	LEAQ    synLaneMask<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
@@ -3220,14 +3285,19 @@ packabloop:
 	TESTQ          AX, AX
 	JZ             store
 	MOVQ           mr+112(FP), AX
-	LEAQ           synLaneMask<>+0(SB), CX
-	NEGQ           AX
-	VMOVDQU        32(CX)(AX*4), Y13
-	MOVQ           asum_base+152(FP), AX
-	VMASKMOVPS     (AX), Y13, Y14
-	VADDPS         Y12, Y14, Y14
-	VMASKMOVPS     Y14, Y13, (AX)
-	JMP            store
+	CMPQ           AX, $0x00000006
+	JLE            asumrows2
+	MOVQ           $0x00000006, AX
+
+asumrows2:
+	LEAQ       synLaneMask<>+0(SB), CX
+	NEGQ       AX
+	VMOVDQU    32(CX)(AX*4), Y13
+	MOVQ       asum_base+152(FP), AX
+	VMASKMOVPS (AX), Y13, Y14
+	VADDPS     Y12, Y14, Y14
+	VMASKMOVPS Y14, Y13, (AX)
+	JMP        store
 
 packa:
 	MOVQ   apack_base+176(FP), R9
@@ -3274,14 +3344,19 @@ packaloop:
 	TESTQ          AX, AX
 	JZ             store
 	MOVQ           mr+112(FP), AX
-	LEAQ           synLaneMask<>+0(SB), CX
-	NEGQ           AX
-	VMOVDQU        32(CX)(AX*4), Y13
-	MOVQ           asum_base+152(FP), AX
-	VMASKMOVPS     (AX), Y13, Y14
-	VADDPS         Y12, Y14, Y14
-	VMASKMOVPS     Y14, Y13, (AX)
-	JMP            store
+	CMPQ           AX, $0x00000006
+	JLE            asumrows3
+	MOVQ           $0x00000006, AX
+
+asumrows3:
+	LEAQ       synLaneMask<>+0(SB), CX
+	NEGQ       AX
+	VMOVDQU    32(CX)(AX*4), Y13
+	MOVQ       asum_base+152(FP), AX
+	VMASKMOVPS (AX), Y13, Y14
+	VADDPS     Y12, Y14, Y14
+	VMASKMOVPS Y14, Y13, (AX)
+	JMP        store
 
 packb:
 	MOVQ   bpack_base+200(FP), R9
@@ -3656,6 +3731,45 @@ owmasked:
 	VMASKMOVPS Y11, Y13, 32(AX)
 
 done:
+	// Rows left past this tile: move a, c, asum and apack on by a tile; a copied
+	// B is read from its copy by the tiles after the first.
+	MOVQ   mr+112(FP), AX
+	CMPQ   AX, $0x00000006
+	JLE    ret
+	SUBQ   $0x00000006, AX
+	MOVQ   AX, mr+112(FP)
+	MOVQ   ai+32(FP), AX
+	IMUL3Q $0x00000018, AX, AX
+	ADDQ   AX, a_base+8(FP)
+	MOVQ   ldc+104(FP), AX
+	IMUL3Q $0x00000018, AX, AX
+	ADDQ   AX, c_base+80(FP)
+	MOVQ   asum_len+160(FP), AX
+	TESTQ  AX, AX
+	JZ     nextapack
+	ADDQ   $0x00000018, asum_base+152(FP)
+
+nextapack:
+	MOVQ   apack_len+184(FP), AX
+	TESTQ  AX, AX
+	JZ     nextbpack
+	MOVQ   kc+0(FP), AX
+	IMUL3Q $0x00000018, AX, AX
+	ADDQ   AX, apack_base+176(FP)
+
+nextbpack:
+	MOVQ  bpack_len+208(FP), AX
+	TESTQ AX, AX
+	JZ    tile
+	MOVQ  bpack_base+200(FP), AX
+	MOVQ  AX, b_base+48(FP)
+	MOVQ  $0x00000010, AX
+	MOVQ  AX, bp+72(FP)
+	XORQ  AX, AX
+	MOVQ  AX, bpack_len+208(FP)
+	JMP   tile
+
+ret:
 	VZEROUPPER
 	RET
 

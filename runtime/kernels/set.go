@@ -317,7 +317,7 @@ type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
 
 // GemmTileFunc is the register-blocked micro-kernel of the linear layers'
 // matrix products (runtime/mat): with MR×NR the level's tile shape (its
-// GemmShapeFunc), for i < mr ≤ MR and j < nr ≤ NR it computes
+// GemmShapeFunc), for i < mr and j < nr ≤ NR it computes
 //
 //	s = Σ_{p<kc} a[i·ai + p·ap] · b[p·bp + j]  (+ bias[j] when bias is not empty)
 //	c[i·ldc+j] = s  when overwrite,  c[i·ldc+j] += s  otherwise
@@ -335,6 +335,12 @@ type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
 // b or bias. mr = 0 or nr = 0 leaves c unchanged; kc = 0 stores (or adds)
 // the bias alone.
 //
+// mr may exceed MR: the kernel then runs ⌈mr/MR⌉ tiles down the rows in
+// one call (so that the call and its checks are paid once, not per
+// tile), tile r on A's rows from a[r·MR·ai:] and c's from c[r·MR·ldc:],
+// each as above; A must hold MR whole rows for each tile (the last
+// tile's rows past mr may hold anything finite).
+//
 // When asum is not empty (which needs ai = 1), the kernel also adds A's
 // row sums, asum[i] += Σ_{p<kc} a[i + p·ap] for i < mr, each formed in one
 // accumulator from 0 over p in increasing order: the bias gradient of a
@@ -342,8 +348,9 @@ type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
 //
 // When apack is not empty (which needs ai = 1) the kernel also copies the
 // block of A it reads into it as a packed panel, apack[p·MR + i] =
-// a[i + p·ap] for i < MR, p < kc; when bpack is not empty, it copies B's,
-// bpack[p·NR + j] = b[p·bp + j] for j < NR, p < kc. The caller then runs
+// a[i + p·ap] for i < MR, p < kc (tile r's at apack[r·MR·kc:]); when bpack
+// is not empty, it copies B's, bpack[p·NR + j] = b[p·bp + j] for j < NR,
+// p < kc, and the tiles after the first read the copy. The caller then runs
 // the tile's neighbours on the copies (ai 1, ap MR; bp NR), which fill
 // consecutive cache lines where the operand in place puts each p on a
 // line of its own, often in the same few cache sets: packing on the way

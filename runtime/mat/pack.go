@@ -346,27 +346,39 @@ func (g *packedJob) block(worker, i0, i1, j0, j1 int, a, b operand, k int) {
 				bs, bp = bEdge[:kl*nr], nr
 			}
 			sums := kernelSum && jr == j0
-			for ir := i0; ir < iFull; ir += mr {
-				var as []float32
-				if sums {
-					as = g.asum[ir : ir+mr]
-				}
-				at, ai, ap := a.data[ir*a.rs+kb*a.cs:], a.rs, a.cs
-				var apack, bpack []float32
-				if copyA {
-					panel := aPanels[(ir-i0)*kl:][:kl*mr]
-					if jr == j0 {
-						apack = panel
-					} else {
-						at, ai, ap = panel, 1, mr
+			switch {
+			case iFull == i0:
+			case copyA && jr > j0:
+				// A's packed panels, one per tile (a tile's rows are not a
+				// fixed stride on from the last's), so a call per tile.
+				for ir := i0; ir < iFull; ir += mr {
+					var bpack []float32
+					if copyB {
+						bpack = bEdge[:kl*nr]
 					}
+					panel := aPanels[(ir-i0)*kl:][:kl*mr]
+					mk.tile(kl, panel, 1, mr, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, nil, nil, bpack, overwrite)
+					if copyB {
+						bs, bp, copyB = bpack, nr, false
+					}
+				}
+			default:
+				// The full tiles in one call, A read in place (the first
+				// tile copying B, and each copying its block of A, when
+				// asked).
+				var as, apack, bpack []float32
+				if sums {
+					as = g.asum[i0:iFull]
+				}
+				if copyA {
+					apack = aPanels[:(iFull-i0)*kl]
 				}
 				if copyB {
 					bpack = bEdge[:kl*nr]
 				}
-				mk.tile(kl, at, ai, ap, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, as, apack, bpack, overwrite)
+				mk.tile(kl, a.data[i0*a.rs+kb*a.cs:], a.rs, a.cs, bs, bp, c[i0*ldc+jr:], ldc, iFull-i0, nv, bias, as, apack, bpack, overwrite)
 				if copyB {
-					bs, bp, copyB = bpack, nr, false
+					bs, bp = bpack, nr
 				}
 			}
 			if iFull < i1 {
