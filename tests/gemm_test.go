@@ -156,7 +156,7 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 						}
 						bpack = bpackBuf[lead : lead+kc*nrMax]
 					}
-					tile(kc, a[:alen], ai, ap, b[:blen], bp, c[:clen], ldc, mr, nr, bias, asum, apack, bpack, overwrite)
+					tile(kc, a[:alen], ai, ap, mrMax*ai, b[:blen], bp, c[:clen], ldc, mr, nr, bias, asum, apack, bpack, overwrite)
 					label := fmt.Sprintf("%s kc=%d mr=%d nr=%d bias=%v overwrite=%v asum=%v apack=%v bpack=%v", lay.name, kc, mr, nr, bias != nil, overwrite, asum != nil, apack != nil, bpack != nil)
 					probs = append(probs, checkCopy(label+": apack", apackBuf, kc, mrMax, func(p, i int) float32 { return a[i*ai+p*ap] })...)
 					probs = append(probs, checkCopy(label+": bpack", bpackBuf, kc, nrMax, func(p, j int) float32 { return b[p*bp+j] })...)
@@ -256,50 +256,50 @@ func TestGemmTileCatchesBugs(t *testing.T) {
 	good, shape := goK.GemmTile, goK.GemmShape
 	mrMax, nrMax := shape()
 	bugs := map[string]kernels.GemmTileFunc{
-		"drops the last p": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+		"drops the last p": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
 			if kc > 0 {
 				kc--
 			}
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 		},
-		"overwrites c": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, true)
+		"overwrites c": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, true)
 		},
-		"adds when told to overwrite": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, false)
+		"adds when told to overwrite": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, false)
 		},
-		"drops the row sums": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, nil, apack, bpack, ow)
+		"drops the row sums": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, nil, apack, bpack, ow)
 		},
-		"drops the bias": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, nil, asum, apack, bpack, ow)
+		"drops the bias": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, nil, asum, apack, bpack, ow)
 		},
-		"reads A as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, 1, mrMax, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+		"reads A as if packed": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, 1, mrMax, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 		},
-		"reads B as if packed": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, nrMax, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+		"reads B as if packed": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, nrMax, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 		},
-		"writes the full tile width": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+		"writes the full tile width": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 			if cc := c[:cap(c)]; mr > 0 && nr < nrMax && nr < len(cc) {
 				cc[nr] = 0
 			}
 		},
-		"copies B one p short": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+		"copies B one p short": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 			if len(bpack) >= nrMax {
 				clear(bpack[len(bpack)-nrMax:])
 			}
 		},
-		"copies A's rows in the wrong order": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+		"copies A's rows in the wrong order": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 			if len(apack) >= 2 {
 				apack[0], apack[1] = apack[1], apack[0]
 			}
 		},
-		"writes one row too many": func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-			good(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+		"writes one row too many": func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+			good(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 			if cc := c[:cap(c)]; mr > 0 && mr < mrMax && nr > 0 && len(cc) > mr*ldc {
 				cc[mr*ldc] = 0
 			}

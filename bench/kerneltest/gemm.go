@@ -18,6 +18,7 @@ import (
 // gemmGeom is a GemmTile case's geometry for a tile of mrMax×nrMax.
 type gemmGeom struct {
 	kc, mr, nr, ai, ap, bp, ldc int
+	at                          int // A's step from tile to tile (0: MR·ai)
 	bias, asum, overwrite       bool
 	packA, packB                bool // ask for copies of A's and B's blocks
 }
@@ -30,7 +31,7 @@ func gemmCases(spec specs.Spec) []Case {
 		c(1, "packed-corner"), c(0, "packed"),
 		c(spec.D, "colmajor-copies"), c(13, "rowmajor-copyb"), c(1, "colmajor-copies"),
 		c(spec.D, "tiles-rowmajor-copyb"), c(0, "tiles-rowmajor-copyb"), c(13, "tiles-colmajor-copies"),
-		c(spec.D, "tiles-colmajor-copies"),
+		c(spec.D, "tiles-colmajor-copies"), c(spec.D, "tiles-panels"), c(2, "tiles-panels"),
 	}
 }
 
@@ -53,7 +54,10 @@ func gemmCases(spec specs.Spec) []Case {
 //     copying B's block (which the second and third tiles read);
 //   - tiles-colmajor-copies: two tiles and a part (mr 2·MR+1), A
 //     column-major (ai 1, ap 3·MR+5), B rows NR+9 apart, the full width,
-//     with row sums, accumulating, copying each tile's block of A and B's.
+//     with row sums, accumulating, copying each tile's block of A and B's;
+//   - tiles-panels: two tiles and a part (mr 2·MR+2) reading A's packed
+//     panels (ai 1, ap MR), at MR·kc+3 (so a gap between panels), B rows
+//     NR+3 apart, the full width, with bias, accumulating, copying B's block.
 func gemmGeomOf(c Case, mrMax, nrMax int) (gemmGeom, error) {
 	kc := c.T
 	switch c.Inputs {
@@ -73,6 +77,8 @@ func gemmGeomOf(c Case, mrMax, nrMax int) (gemmGeom, error) {
 		return gemmGeom{kc: kc, mr: 3 * mrMax, nr: max(nrMax-1, 1), ai: kc + 3, ap: 1, bp: nrMax + 5, ldc: nrMax + 4, bias: true, overwrite: true, packB: true}, nil
 	case "tiles-colmajor-copies":
 		return gemmGeom{kc: kc, mr: 2*mrMax + 1, nr: nrMax, ai: 1, ap: 3*mrMax + 5, bp: nrMax + 9, ldc: nrMax + 2, asum: true, packA: true, packB: true}, nil
+	case "tiles-panels":
+		return gemmGeom{kc: kc, mr: 2*mrMax + 2, nr: nrMax, ai: 1, ap: mrMax, at: mrMax*kc + 3, bp: nrMax + 3, ldc: nrMax + 1, bias: true, packB: true}, nil
 	}
 	return gemmGeom{}, fmt.Errorf("GemmTile has no case with inputs %q", c.Inputs)
 }
@@ -121,14 +127,20 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	if g.at == 0 {
+		g.at = mrMax * g.ai
+	}
 	rng := rngFor(spec.Name, "GemmTile", c.T, c.Inputs, mrMax, nrMax)
 	next := func() float32 { return float32(rng.NormFloat64()) }
 	kc, mr, nr := g.kc, g.mr, g.nr
-	// The kernel reads MR whole rows of A for each of its tiles.
-	rowsA := max(1, (mr+mrMax-1)/mrMax) * mrMax
+	// The kernel reads MR whole rows of A for each of its tiles, tile r's
+	// from a[r·at:]; aAt is A's row i, column p.
+	tiles := max(1, (mr+mrMax-1)/mrMax)
+	rowsA := tiles * mrMax
+	aAt := func(i, p int) int { return i/mrMax*g.at + i%mrMax*g.ai + p*g.ap }
 	aNeed, bNeed := 0, 0
 	if kc > 0 {
-		aNeed, bNeed = (rowsA-1)*g.ai+(kc-1)*g.ap+1, (kc-1)*g.bp+nrMax
+		aNeed, bNeed = aAt(rowsA-1, kc-1)+1, (kc-1)*g.bp+nrMax
 	}
 	cRole := acc
 	if g.overwrite {
@@ -137,7 +149,7 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 	a := newGemmBuf("a", in, aNeed, func(v func(int)) {
 		for p := 0; p < kc; p++ {
 			for i := 0; i < rowsA; i++ {
-				v(i*g.ai + p*g.ap)
+				v(aAt(i, p))
 			}
 		}
 	}, next)
@@ -186,7 +198,7 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 		for r := 0; r < rowsA; r += mrMax {
 			for p := 0; p < kc; p++ {
 				for i := 0; i < mrMax; i++ {
-					w[r*kc+p*mrMax+i] = a.view()[(r+i)*g.ai+p*g.ap]
+					w[r*kc+p*mrMax+i] = a.view()[aAt(r+i, p)]
 				}
 			}
 		}
@@ -221,9 +233,17 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 		}
 		return d
 	}
-	ra, rb := a.view(), b.view()
+	// A for the reference: column-major, lda rows apart (ai 1, which row
+	// sums need; the tiles' layout is got's), rows past rowsA zero.
+	lda := max(rows, rowsA)
+	ra, rb := []float32(nil), b.view()
 	if kc > 0 {
-		ra = pad(ra, (rows+rmr-1)*g.ai+(kc-1)*g.ap+1)
+		ra = make([]float32, lda*kc)
+		for i := 0; i < rowsA; i++ {
+			for p := 0; p < kc; p++ {
+				ra[p*lda+i] = a.view()[aAt(i, p)]
+			}
+		}
 		rb = pad(rb, (kc-1)*g.bp+cols+rnr)
 	}
 	rbias := pad(bias.view(), 0)
@@ -243,9 +263,9 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 			}
 			var av, bv []float32
 			if kc > 0 {
-				av, bv = ra[i0*g.ai:], rb[j0:]
+				av, bv = ra[i0:], rb[j0:]
 			}
-			ref.GemmTile(kc, av, g.ai, g.ap, bv, g.bp, rc[i0*g.ldc+j0:], g.ldc, min(rmr, mr-i0), min(rnr, nr-j0), bi, as, nil, nil, g.overwrite)
+			ref.GemmTile(kc, av, 1, lda, rmr, bv, g.bp, rc[i0*g.ldc+j0:], g.ldc, min(rmr, mr-i0), min(rnr, nr-j0), bi, as, nil, nil, g.overwrite)
 		}
 	}
 	want["c"], want["asum"] = rc, rasum
@@ -256,7 +276,7 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 		gotBufs[x.name] = append([]float32(nil), x.buf...)
 	}
 	v := func(name string, n int) []float32 { return gotBufs[name][lead : lead+n] }
-	got.GemmTile(kc, v("a", a.need), g.ai, g.ap, v("b", b.need), g.bp, v("c", cb.need), g.ldc, mr, nr,
+	got.GemmTile(kc, v("a", a.need), g.ai, g.ap, g.at, v("b", b.need), g.bp, v("c", cb.need), g.ldc, mr, nr,
 		v("bias", bias.need), v("asum", asum.need), v("apack", apack.need), v("bpack", bpack.need), g.overwrite)
 
 	var problems []string
@@ -295,8 +315,8 @@ func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error
 			}
 		}
 		if n > 0 {
-			problems = append(problems, fmt.Sprintf("%s: %d floats wrong (kc %d, tile %d×%d of %d×%d, ai %d, ap %d, bp %d, ldc %d, bias %v, asum %v, overwrite %v, apack %v, bpack %v; reference: %s tiles of %d×%d): %s",
-				x.name, n, kc, mr, nr, mrMax, nrMax, g.ai, g.ap, g.bp, g.ldc, g.bias, g.asum, g.overwrite, g.packA, g.packB, ref.ISA, rmr, rnr, strings.Join(list, "; ")))
+			problems = append(problems, fmt.Sprintf("%s: %d floats wrong (kc %d, tile %d×%d of %d×%d, ai %d, ap %d, at %d, bp %d, ldc %d, bias %v, asum %v, overwrite %v, apack %v, bpack %v; reference: %s tiles of %d×%d): %s",
+				x.name, n, kc, mr, nr, mrMax, nrMax, g.ai, g.ap, g.at, g.bp, g.ldc, g.bias, g.asum, g.overwrite, g.packA, g.packB, ref.ISA, rmr, rnr, strings.Join(list, "; ")))
 		}
 	}
 	return problems, nil

@@ -103,25 +103,33 @@ func mutants() []mutant {
 		}},
 		{"GemmTile drops the last column", odd.Spec, "GemmTile", Case{T: 13, Inputs: "colmajor-edge", unit: "kc"}, "c:", func(g kernels.Set) kernels.Set {
 			f := g.GemmTile
-			g.GemmTile = func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-				f(kc, a, ai, ap, b, bp, c, ldc, mr, nr-1, bias, asum, apack, bpack, ow)
+			g.GemmTile = func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+				f(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr-1, bias, asum, apack, bpack, ow)
 			}
 			return g
 		}},
 		{"GemmTile zeroes the last float of its copy of B", odd.Spec, "GemmTile", Case{T: 13, Inputs: "rowmajor-copyb", unit: "kc"}, "bpack:", func(g kernels.Set) kernels.Set {
 			f := g.GemmTile
-			g.GemmTile = func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-				f(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+			g.GemmTile = func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+				f(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 				if len(bpack) > 0 {
 					bpack[len(bpack)-1] = 0
 				}
 			}
 			return g
 		}},
+		{"GemmTile steps A by a tile of rows, not by at", odd.Spec, "GemmTile", Case{T: 13, Inputs: "tiles-panels", unit: "kc"}, "c:", func(g kernels.Set) kernels.Set {
+			f := g.GemmTile
+			mrMax, _ := g.GemmShape()
+			g.GemmTile = func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+				f(kc, a, ai, ap, mrMax*ai, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+			}
+			return g
+		}},
 		{"GemmTile copies A from the wrong p", odd.Spec, "GemmTile", Case{T: 13, Inputs: "colmajor-copies", unit: "kc"}, "apack:", func(g kernels.Set) kernels.Set {
 			f := g.GemmTile
-			g.GemmTile = func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
-				f(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
+			g.GemmTile = func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, ow bool) {
+				f(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, ow)
 				if len(apack) > 0 && kc > 1 {
 					apack[0] = a[ap]
 				}

@@ -38,8 +38,8 @@ import (
 // copying A, sums its rows into one accumulator in place of the asum loop.
 //
 // With mr > MR the code above runs once per tile of MR rows: after each
-// tile's stores, while rows are left, it moves the frame's a, c, asum and
-// apack on by a tile and takes mr down by MR (the arguments are the
+// tile's stores, while rows are left, it moves the frame's a on by at
+// floats, c, asum and apack by a tile, and takes mr down by MR (the arguments are the
 // function's own frame slots), and after the first tile a copied B is
 // read from bpack (b = bpack, bp = NR, bpack emptied). Nothing is kept in
 // registers across tiles, so the loop adds no register pressure.
@@ -535,7 +535,7 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		}
 	}
 	c.Label("done")
-	c.Comment("Rows left past this tile: move a, c, asum and apack on by a tile; a copied")
+	c.Comment("Rows left past this tile: move a on by at, c, asum and apack by a tile; a copied")
 	c.Comment("B is read from its copy by the tiles after the first.")
 	{
 		left := c.Load(c.Param("mr"), c.GP64())
@@ -551,14 +551,14 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 			}
 			return b.Addr
 		}
-		// moveOn adds MR·stride floats to a slice parameter's base.
-		moveOn := func(name string, stride reg.Register) {
+		// moveOn adds mul·stride floats to a slice parameter's base.
+		moveOn := func(name string, stride reg.Register, mul int) {
 			t := c.GP64()
-			c.IMUL3Q(operand.U32(4*mr), stride, t)
+			c.IMUL3Q(operand.U32(4*mul), stride, t)
 			c.ADDQ(t, baseOf(name))
 		}
-		moveOn("a", c.Load(c.Param("ai"), c.GP64()))
-		moveOn("c", c.Load(c.Param("ldc"), c.GP64()))
+		moveOn("a", c.Load(c.Param("at"), c.GP64()), 1)
+		moveOn("c", c.Load(c.Param("ldc"), c.GP64()), mr)
 		// Bases of empty slices stay as they are (nil is not moved on).
 		asLen := c.Load(c.Param("asum").Len(), c.GP64())
 		c.TESTQ(asLen, asLen)
@@ -568,7 +568,7 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 		apLen := c.Load(c.Param("apack").Len(), c.GP64())
 		c.TESTQ(apLen, apLen)
 		c.JZ(operand.LabelRef("nextbpack"))
-		moveOn("apack", c.Load(c.Param("kc"), c.GP64()))
+		moveOn("apack", c.Load(c.Param("kc"), c.GP64()), mr)
 		c.Label("nextbpack")
 		bpLen := c.Load(c.Param("bpack").Len(), c.GP64())
 		c.TESTQ(bpLen, bpLen)

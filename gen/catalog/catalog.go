@@ -84,7 +84,7 @@ var Signatures = map[Kind]string{
 	Linear:        "func(t int, fq, fk, v, y, rd []float32)",
 	LinearBack:    "func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)",
 
-	GemmTile: "func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool)",
+	GemmTile: "func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool)",
 
 	LayerNorm:     "func(t int, x, gamma, beta, y, mu, rs []float32)",
 	LayerNormBack: "func(t int, dy, x, mu, rs, gamma, dx []float32)",

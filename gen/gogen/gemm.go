@@ -100,29 +100,29 @@ func emitGemmTile(f *jen.File, op catalog.Op, _ catalog.Config) {
 	)
 	params := func() *jen.Statement {
 		return jen.Params(
-			id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap")).Int(),
+			id("kc").Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap"), id("at")).Int(),
 			id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),
 			jen.List(id("bias"), id("asum"), id("apack"), id("bpack")).Index().Float32(), id("overwrite").Bool(),
 		)
 	}
 	one := Name(op) + "One"
 	f.Comment(fmt.Sprintf(`%s is the GEMM micro-kernel (kernels.GemmTileFunc) with an %d×%d tile:
-it runs %s on each tile of %d rows in turn (one, if mr is 0), moving A,
-c, asum and apack on by a tile; a B copied by the first tile is read from
-its copy by the others.`, Name(op), mr, nr, one, mr))
+it runs %s on each tile of %d rows in turn (one, if mr is 0), moving A
+on by at, and c, asum and apack by a tile; a B copied by the first tile is
+read from its copy by the others.`, Name(op), mr, nr, one, mr))
 	f.Func().Id(Name(op)).Add(params()).Block(
 		jen.Const().Defs(
 			id("MR").Op("=").Lit(mr),
 			id("NR").Op("=").Lit(nr),
 		),
 		jen.For(id("r").Op(":=").Lit(0), id("r").Op("==").Lit(0).Op("||").Id("r").Op("<").Id("mr"), id("r").Op("+=").Id("MR")).Block(
-			jen.Var().List(id("at"), id("ct"), id("as"), id("apk")).Index().Float32(),
-			jen.If(id("kc").Op(">").Lit(0)).Block(id("at").Op("=").Id("a").Index(id("r").Op("*").Id("ai"), jen.Empty())),
+			jen.Var().List(id("ta"), id("ct"), id("as"), id("apk")).Index().Float32(),
+			jen.If(id("kc").Op(">").Lit(0)).Block(id("ta").Op("=").Id("a").Index(id("r").Op("/").Id("MR").Op("*").Id("at"), jen.Empty())),
 			id("rows").Op(":=").Min(id("MR"), id("mr").Op("-").Id("r")),
 			jen.If(id("rows").Op(">").Lit(0)).Block(id("ct").Op("=").Id("c").Index(id("r").Op("*").Id("ldc"), jen.Empty())),
 			jen.If(jen.Len(id("asum")).Op("!=").Lit(0)).Block(id("as").Op("=").Id("asum").Index(id("r"), jen.Empty())),
 			jen.If(jen.Len(id("apack")).Op("!=").Lit(0)).Block(id("apk").Op("=").Id("apack").Index(id("r").Op("*").Id("kc"), jen.Empty())),
-			id(one).Call(id("kc"), id("at"), id("ai"), id("ap"), id("b"), id("bp"), id("ct"), id("ldc"), id("rows"), id("nr"),
+			id(one).Call(id("kc"), id("ta"), id("ai"), id("ap"), id("at"), id("b"), id("bp"), id("ct"), id("ldc"), id("rows"), id("nr"),
 				id("bias"), id("as"), id("apk"), id("bpack"), id("overwrite")),
 			jen.If(jen.Len(id("bpack")).Op("!=").Lit(0)).Block(
 				jen.List(id("b"), id("bp"), id("bpack")).Op("=").List(id("bpack"), id("NR"), jen.Nil()),

@@ -81,13 +81,13 @@ func triDotGoChecked(t int, x []float32, y []float32) float32 {
 	}
 	return triDotGo(t, x, y)
 }
-func gemmTileGoChecked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
-	checkGemmTile(2, 4, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
+func gemmTileGoChecked(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
+	checkGemmTile(2, 4, kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
 	// Nothing to write: no tile, no row sums, no copies.
 	if (mr == 0 || nr == 0 && len(asum) == 0) && (kc == 0 || len(apack)+len(bpack) == 0) {
 		return
 	}
-	gemmTileGo(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, overwrite)
+	gemmTileGo(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, overwrite)
 }
 
 // gemmShapeGo returns the go GemmTile's tile shape.

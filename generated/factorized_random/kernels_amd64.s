@@ -5072,9 +5072,9 @@ next_5:
 	VZEROUPPER
 	RET
 
-// func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
+// func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+
-TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-225
+TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-233
 	// One tile of MR rows per pass from here; "done" moves the frame's
 	// arguments on to the next tile while mr > MR.
 tile:
@@ -5084,8 +5084,8 @@ tile:
 	SHLQ $0x02, DX
 	MOVQ ap+40(FP), BX
 	SHLQ $0x02, BX
-	MOVQ b_base+48(FP), SI
-	MOVQ bp+72(FP), DI
+	MOVQ b_base+56(FP), SI
+	MOVQ bp+80(FP), DI
 	SHLQ $0x02, DI
 	LEAQ (DX)(DX*2), R8
 	LEAQ (CX)(R8*2), R9
@@ -5093,8 +5093,8 @@ tile:
 
 	// Prefetch the tile's rows of c (first and last byte of each), so that their
 	// misses overlap the products rather than stall the stores at the end.
-	MOVQ       c_base+80(FP), R10
-	MOVQ       ldc+104(FP), R11
+	MOVQ       c_base+88(FP), R10
+	MOVQ       ldc+112(FP), R11
 	SHLQ       $0x02, R11
 	PREFETCHT0 (R10)
 	PREFETCHT0 127(R10)
@@ -5121,15 +5121,15 @@ tile:
 	PREFETCHT0 127(R10)
 
 	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
-	MOVQ  asum_len+160(FP), R10
+	MOVQ  asum_len+168(FP), R10
 	TESTQ R10, R10
 	JZ    noasum
 
 	// (unless A is copied: then the copying loop sums it)
-	MOVQ  apack_len+184(FP), R10
+	MOVQ  apack_len+192(FP), R10
 	TESTQ R10, R10
 	JNZ   noasum
-	MOVQ  mr+112(FP), R10
+	MOVQ  mr+120(FP), R10
 	CMPQ  R10, $0x00000008
 	JLE   asumrows1
 	MOVQ  $0x00000008, R10
@@ -5173,7 +5173,7 @@ asumloop:
 	JNZ       asumloop
 
 asumadd:
-	MOVQ      asum_base+152(FP), R10
+	MOVQ      asum_base+160(FP), R10
 	VMOVUPS.Z (R10), K1, Y1
 	VADDPS    Y0, Y1, Y1
 	VMOVUPS   Y1, K1, (R10)
@@ -5202,8 +5202,8 @@ noasum:
 
 	// With apack (ai = 1) or bpack, the same products one p at a time, copying
 	// A's MR floats a[p·ap:] to apack[p·MR:] or B's NR to bpack[p·NR:] on the way.
-	MOVQ  apack_len+184(FP), R10
-	MOVQ  bpack_len+208(FP), R11
+	MOVQ  apack_len+192(FP), R10
+	MOVQ  bpack_len+216(FP), R11
 	TESTQ R10, R10
 	JZ    nopacka
 	TESTQ R11, R11
@@ -5216,8 +5216,8 @@ nopacka:
 	JMP   packb
 
 packab:
-	MOVQ   apack_base+176(FP), R10
-	MOVQ   bpack_base+200(FP), R11
+	MOVQ   apack_base+184(FP), R10
+	MOVQ   bpack_base+208(FP), R11
 	VXORPS Y0, Y0, Y0
 	IMUL3Q $0x00000020, DI, R12
 	ADDQ   SI, R12
@@ -5269,10 +5269,10 @@ packabloop:
 	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          packabloop
-	MOVQ         asum_len+160(FP), AX
+	MOVQ         asum_len+168(FP), AX
 	TESTQ        AX, AX
 	JZ           store
-	MOVQ         mr+112(FP), AX
+	MOVQ         mr+120(FP), AX
 	CMPQ         AX, $0x00000008
 	JLE          asumrows2
 	MOVQ         $0x00000008, AX
@@ -5281,14 +5281,14 @@ asumrows2:
 	MOVL      $0x0000ffff, CX
 	BZHIL     AX, CX, CX
 	KMOVW     CX, K1
-	MOVQ      asum_base+152(FP), AX
+	MOVQ      asum_base+160(FP), AX
 	VMOVUPS.Z (AX), K1, Y1
 	VADDPS    Y0, Y1, Y1
 	VMOVUPS   Y1, K1, (AX)
 	JMP       store
 
 packa:
-	MOVQ   apack_base+176(FP), R10
+	MOVQ   apack_base+184(FP), R10
 	VXORPS Y0, Y0, Y0
 	IMUL3Q $0x00000020, BX, R11
 	ADDQ   CX, R11
@@ -5332,10 +5332,10 @@ packaloop:
 	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          packaloop
-	MOVQ         asum_len+160(FP), AX
+	MOVQ         asum_len+168(FP), AX
 	TESTQ        AX, AX
 	JZ           store
-	MOVQ         mr+112(FP), AX
+	MOVQ         mr+120(FP), AX
 	CMPQ         AX, $0x00000008
 	JLE          asumrows3
 	MOVQ         $0x00000008, AX
@@ -5344,14 +5344,14 @@ asumrows3:
 	MOVL      $0x0000ffff, CX
 	BZHIL     AX, CX, CX
 	KMOVW     CX, K1
-	MOVQ      asum_base+152(FP), AX
+	MOVQ      asum_base+160(FP), AX
 	VMOVUPS.Z (AX), K1, Y1
 	VADDPS    Y0, Y1, Y1
 	VMOVUPS   Y1, K1, (AX)
 	JMP       store
 
 packb:
-	MOVQ   bpack_base+200(FP), R10
+	MOVQ   bpack_base+208(FP), R10
 	IMUL3Q $0x00000020, DI, R11
 	ADDQ   SI, R11
 
@@ -5559,12 +5559,12 @@ loop:
 
 store:
 	// acc[i] += bias; then c[i·ldc : i·ldc+nr] = acc[i] (overwrite) or += acc[i], i < mr
-	MOVQ      c_base+80(FP), AX
-	MOVQ      ldc+104(FP), CX
+	MOVQ      c_base+88(FP), AX
+	MOVQ      ldc+112(FP), CX
 	SHLQ      $0x02, CX
-	MOVQ      mr+112(FP), DX
-	MOVQ      nr+120(FP), BX
-	MOVQ      bias_len+136(FP), SI
+	MOVQ      mr+120(FP), DX
+	MOVQ      nr+128(FP), BX
+	MOVQ      bias_len+144(FP), SI
 	MOVL      $0xffffffff, DI
 	BZHIL     BX, DI, DI
 	KMOVW     DI, K1
@@ -5572,7 +5572,7 @@ store:
 	KMOVW     DI, K2
 	TESTQ     SI, SI
 	JZ        nobias
-	MOVQ      bias_base+128(FP), BX
+	MOVQ      bias_base+136(FP), BX
 	VMOVUPS.Z (BX), K1, Z0
 	VMOVUPS.Z 64(BX), K2, Z1
 	VADDPS    Z0, Z2, Z2
@@ -5593,7 +5593,7 @@ store:
 	VADDPS    Z1, Z17, Z17
 
 nobias:
-	MOVB     overwrite+224(FP), BL
+	MOVB     overwrite+232(FP), BL
 	TESTB    BL, BL
 	JNZ      overwrite
 	CMPQ     DX, $0x00000000
@@ -5695,42 +5695,42 @@ overwrite:
 	VMOVUPS Z17, K2, 64(AX)
 
 done:
-	// Rows left past this tile: move a, c, asum and apack on by a tile; a copied
+	// Rows left past this tile: move a on by at, c, asum and apack by a tile; a copied
 	// B is read from its copy by the tiles after the first.
-	MOVQ   mr+112(FP), AX
+	MOVQ   mr+120(FP), AX
 	CMPQ   AX, $0x00000008
 	JLE    ret
 	SUBQ   $0x00000008, AX
-	MOVQ   AX, mr+112(FP)
-	MOVQ   ai+32(FP), AX
-	IMUL3Q $0x00000020, AX, AX
+	MOVQ   AX, mr+120(FP)
+	MOVQ   at+48(FP), AX
+	IMUL3Q $0x00000004, AX, AX
 	ADDQ   AX, a_base+8(FP)
-	MOVQ   ldc+104(FP), AX
+	MOVQ   ldc+112(FP), AX
 	IMUL3Q $0x00000020, AX, AX
-	ADDQ   AX, c_base+80(FP)
-	MOVQ   asum_len+160(FP), AX
+	ADDQ   AX, c_base+88(FP)
+	MOVQ   asum_len+168(FP), AX
 	TESTQ  AX, AX
 	JZ     nextapack
-	ADDQ   $0x00000020, asum_base+152(FP)
+	ADDQ   $0x00000020, asum_base+160(FP)
 
 nextapack:
-	MOVQ   apack_len+184(FP), AX
+	MOVQ   apack_len+192(FP), AX
 	TESTQ  AX, AX
 	JZ     nextbpack
 	MOVQ   kc+0(FP), AX
 	IMUL3Q $0x00000020, AX, AX
-	ADDQ   AX, apack_base+176(FP)
+	ADDQ   AX, apack_base+184(FP)
 
 nextbpack:
-	MOVQ  bpack_len+208(FP), AX
+	MOVQ  bpack_len+216(FP), AX
 	TESTQ AX, AX
 	JZ    tile
-	MOVQ  bpack_base+200(FP), AX
-	MOVQ  AX, b_base+48(FP)
+	MOVQ  bpack_base+208(FP), AX
+	MOVQ  AX, b_base+56(FP)
 	MOVQ  $0x00000020, AX
-	MOVQ  AX, bp+72(FP)
+	MOVQ  AX, bp+80(FP)
 	XORQ  AX, AX
-	MOVQ  AX, bpack_len+208(FP)
+	MOVQ  AX, bpack_len+216(FP)
 	JMP   tile
 
 ret:
@@ -11587,9 +11587,9 @@ next_5:
 	VZEROUPPER
 	RET
 
-// func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
+// func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-225
+TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-233
 	// One tile of MR rows per pass from here; "done" moves the frame's
 	// arguments on to the next tile while mr > MR.
 tile:
@@ -11599,16 +11599,16 @@ tile:
 	SHLQ $0x02, DX
 	MOVQ ap+40(FP), BX
 	SHLQ $0x02, BX
-	MOVQ b_base+48(FP), SI
-	MOVQ bp+72(FP), DI
+	MOVQ b_base+56(FP), SI
+	MOVQ bp+80(FP), DI
 	SHLQ $0x02, DI
 	LEAQ (DX)(DX*2), R8
 	ADDQ CX, R8
 
 	// Prefetch the tile's rows of c (first and last byte of each), so that their
 	// misses overlap the products rather than stall the stores at the end.
-	MOVQ       c_base+80(FP), R9
-	MOVQ       ldc+104(FP), R10
+	MOVQ       c_base+88(FP), R9
+	MOVQ       ldc+112(FP), R10
 	SHLQ       $0x02, R10
 	PREFETCHT0 (R9)
 	PREFETCHT0 63(R9)
@@ -11629,15 +11629,15 @@ tile:
 	PREFETCHT0 63(R9)
 
 	// asum[i] += Σ_p a[i + p·ap], i < mr (ai = 1: a column of A is contiguous)
-	MOVQ  asum_len+160(FP), R9
+	MOVQ  asum_len+168(FP), R9
 	TESTQ R9, R9
 	JZ    noasum
 
 	// (unless A is copied: then the copying loop sums it)
-	MOVQ  apack_len+184(FP), R9
+	MOVQ  apack_len+192(FP), R9
 	TESTQ R9, R9
 	JNZ   noasum
-	MOVQ  mr+112(FP), R9
+	MOVQ  mr+120(FP), R9
 	CMPQ  R9, $0x00000006
 	JLE   asumrows1
 	MOVQ  $0x00000006, R9
@@ -11681,7 +11681,7 @@ asumloop:
 	JNZ        asumloop
 
 asumadd:
-	MOVQ       asum_base+152(FP), R9
+	MOVQ       asum_base+160(FP), R9
 	VMASKMOVPS (R9), Y0, Y2
 	VADDPS     Y1, Y2, Y2
 	VMASKMOVPS Y2, Y0, (R9)
@@ -11706,8 +11706,8 @@ noasum:
 
 	// With apack (ai = 1) or bpack, the same products one p at a time, copying
 	// A's MR floats a[p·ap:] to apack[p·MR:] or B's NR to bpack[p·NR:] on the way.
-	MOVQ  apack_len+184(FP), R9
-	MOVQ  bpack_len+208(FP), R10
+	MOVQ  apack_len+192(FP), R9
+	MOVQ  bpack_len+216(FP), R10
 	TESTQ R9, R9
 	JZ    nopacka
 	TESTQ R10, R10
@@ -11720,8 +11720,8 @@ nopacka:
 	JMP   packb
 
 packab:
-	MOVQ   apack_base+176(FP), R9
-	MOVQ   bpack_base+200(FP), R10
+	MOVQ   apack_base+184(FP), R9
+	MOVQ   bpack_base+208(FP), R10
 	VXORPS Y12, Y12, Y12
 	IMUL3Q $0x00000020, DI, R11
 	ADDQ   SI, R11
@@ -11768,10 +11768,10 @@ packabloop:
 	ADDQ           DI, SI
 	DECQ           AX
 	JNZ            packabloop
-	MOVQ           asum_len+160(FP), AX
+	MOVQ           asum_len+168(FP), AX
 	TESTQ          AX, AX
 	JZ             store
-	MOVQ           mr+112(FP), AX
+	MOVQ           mr+120(FP), AX
 	CMPQ           AX, $0x00000006
 	JLE            asumrows2
 	MOVQ           $0x00000006, AX
@@ -11780,14 +11780,14 @@ asumrows2:
 	LEAQ       synLaneMask<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
-	MOVQ       asum_base+152(FP), AX
+	MOVQ       asum_base+160(FP), AX
 	VMASKMOVPS (AX), Y13, Y14
 	VADDPS     Y12, Y14, Y14
 	VMASKMOVPS Y14, Y13, (AX)
 	JMP        store
 
 packa:
-	MOVQ   apack_base+176(FP), R9
+	MOVQ   apack_base+184(FP), R9
 	VXORPS Y12, Y12, Y12
 	IMUL3Q $0x00000020, BX, R10
 	ADDQ   CX, R10
@@ -11827,10 +11827,10 @@ packaloop:
 	ADDQ           DI, SI
 	DECQ           AX
 	JNZ            packaloop
-	MOVQ           asum_len+160(FP), AX
+	MOVQ           asum_len+168(FP), AX
 	TESTQ          AX, AX
 	JZ             store
-	MOVQ           mr+112(FP), AX
+	MOVQ           mr+120(FP), AX
 	CMPQ           AX, $0x00000006
 	JLE            asumrows3
 	MOVQ           $0x00000006, AX
@@ -11839,14 +11839,14 @@ asumrows3:
 	LEAQ       synLaneMask<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
-	MOVQ       asum_base+152(FP), AX
+	MOVQ       asum_base+160(FP), AX
 	VMASKMOVPS (AX), Y13, Y14
 	VADDPS     Y12, Y14, Y14
 	VMASKMOVPS Y14, Y13, (AX)
 	JMP        store
 
 packb:
-	MOVQ   bpack_base+200(FP), R9
+	MOVQ   bpack_base+208(FP), R9
 	IMUL3Q $0x00000020, DI, R10
 	ADDQ   SI, R10
 
@@ -12014,12 +12014,12 @@ loop:
 
 store:
 	// acc[i] += bias; then c[i·ldc : i·ldc+nr] = acc[i] (overwrite) or += acc[i], i < mr
-	MOVQ c_base+80(FP), AX
-	MOVQ ldc+104(FP), CX
+	MOVQ c_base+88(FP), AX
+	MOVQ ldc+112(FP), CX
 	SHLQ $0x02, CX
-	MOVQ mr+112(FP), DX
-	MOVQ nr+120(FP), BX
-	MOVQ bias_len+136(FP), SI
+	MOVQ mr+120(FP), DX
+	MOVQ nr+128(FP), BX
+	MOVQ bias_len+144(FP), SI
 
 	// Lane j of mask h is set iff lanes·h + j < nr: a window of NR ones then NR zeros.
 	LEAQ       gemm_mask16<>+0(SB), DI
@@ -12027,7 +12027,7 @@ store:
 	SUBQ       BX, R8
 	TESTQ      SI, SI
 	JZ         nobias
-	MOVQ       bias_base+128(FP), SI
+	MOVQ       bias_base+136(FP), SI
 	VMOVDQU    (DI)(R8*4), Y12
 	VMASKMOVPS (SI), Y12, Y12
 	VADDPS     Y12, Y0, Y0
@@ -12046,7 +12046,7 @@ store:
 	VADDPS     Y12, Y11, Y11
 
 nobias:
-	MOVB    overwrite+224(FP), SI
+	MOVB    overwrite+232(FP), SI
 	CMPQ    BX, $0x00000010
 	JNE     masked
 	TESTB   SI, SI
@@ -12218,42 +12218,42 @@ owmasked:
 	VMASKMOVPS Y11, Y13, 32(AX)
 
 done:
-	// Rows left past this tile: move a, c, asum and apack on by a tile; a copied
+	// Rows left past this tile: move a on by at, c, asum and apack by a tile; a copied
 	// B is read from its copy by the tiles after the first.
-	MOVQ   mr+112(FP), AX
+	MOVQ   mr+120(FP), AX
 	CMPQ   AX, $0x00000006
 	JLE    ret
 	SUBQ   $0x00000006, AX
-	MOVQ   AX, mr+112(FP)
-	MOVQ   ai+32(FP), AX
-	IMUL3Q $0x00000018, AX, AX
+	MOVQ   AX, mr+120(FP)
+	MOVQ   at+48(FP), AX
+	IMUL3Q $0x00000004, AX, AX
 	ADDQ   AX, a_base+8(FP)
-	MOVQ   ldc+104(FP), AX
+	MOVQ   ldc+112(FP), AX
 	IMUL3Q $0x00000018, AX, AX
-	ADDQ   AX, c_base+80(FP)
-	MOVQ   asum_len+160(FP), AX
+	ADDQ   AX, c_base+88(FP)
+	MOVQ   asum_len+168(FP), AX
 	TESTQ  AX, AX
 	JZ     nextapack
-	ADDQ   $0x00000018, asum_base+152(FP)
+	ADDQ   $0x00000018, asum_base+160(FP)
 
 nextapack:
-	MOVQ   apack_len+184(FP), AX
+	MOVQ   apack_len+192(FP), AX
 	TESTQ  AX, AX
 	JZ     nextbpack
 	MOVQ   kc+0(FP), AX
 	IMUL3Q $0x00000018, AX, AX
-	ADDQ   AX, apack_base+176(FP)
+	ADDQ   AX, apack_base+184(FP)
 
 nextbpack:
-	MOVQ  bpack_len+208(FP), AX
+	MOVQ  bpack_len+216(FP), AX
 	TESTQ AX, AX
 	JZ    tile
-	MOVQ  bpack_base+200(FP), AX
-	MOVQ  AX, b_base+48(FP)
+	MOVQ  bpack_base+208(FP), AX
+	MOVQ  AX, b_base+56(FP)
 	MOVQ  $0x00000010, AX
-	MOVQ  AX, bp+72(FP)
+	MOVQ  AX, bp+80(FP)
 	XORQ  AX, AX
-	MOVQ  AX, bpack_len+208(FP)
+	MOVQ  AX, bpack_len+216(FP)
 	JMP   tile
 
 ret:

@@ -20,7 +20,7 @@ func triAxpyAVX512(t int, alpha float32, x []float32, y []float32)
 func triDotAVX512(t int, x []float32, y []float32) float32
 
 //go:noescape
-func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
+func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
 func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
@@ -62,7 +62,7 @@ func triAxpyAVX2(t int, alpha float32, x []float32, y []float32)
 func triDotAVX2(t int, x []float32, y []float32) float32
 
 //go:noescape
-func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
+func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
 func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)

@@ -139,17 +139,18 @@ func checkTriDot(t int, x []float32, y []float32) {
 }
 
 // checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
-func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32) {
+func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32) {
 	if kc < 0 || mr < 0 || nr < 0 || nr > nrMax || ldc < nr {
 		panic(fmt.Sprintf("long1024_dense.GemmTile: kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, mr ≥ 0, 0 ≤ nr ≤ %d, ldc ≥ nr", kc, mr, nr, ldc, nrMax))
 	}
-	if ai < 0 || ap < 0 || bp < 0 {
-		panic(fmt.Sprintf("long1024_dense.GemmTile: strides ai = %d, ap = %d, bp = %d, want ≥ 0", ai, ap, bp))
+	if ai < 0 || ap < 0 || at < 0 || bp < 0 {
+		panic(fmt.Sprintf("long1024_dense.GemmTile: strides ai = %d, ap = %d, at = %d, bp = %d, want ≥ 0", ai, ap, at, bp))
 	}
 	// The tiles of mrMax rows the kernel runs (one, for copies, if mr is 0).
-	rows := max(1, (mr+mrMax-1)/mrMax) * mrMax
-	if kc > 0 && len(a) < (rows-1)*ai+(kc-1)*ap+1 {
-		panic(fmt.Sprintf("long1024_dense.GemmTile: len(a) = %d, need %d", len(a), (rows-1)*ai+(kc-1)*ap+1))
+	tiles := max(1, (mr+mrMax-1)/mrMax)
+	aNeed := (tiles-1)*at + (mrMax-1)*ai + (kc-1)*ap + 1
+	if kc > 0 && len(a) < aNeed {
+		panic(fmt.Sprintf("long1024_dense.GemmTile: len(a) = %d, need %d", len(a), aNeed))
 	}
 	if kc > 0 && len(b) < (kc-1)*bp+nrMax {
 		panic(fmt.Sprintf("long1024_dense.GemmTile: len(b) = %d, need %d", len(b), (kc-1)*bp+nrMax))
@@ -157,8 +158,8 @@ func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap int, b []float32, b
 	if len(asum) != 0 && (ai != 1 || len(asum) < mr) {
 		panic(fmt.Sprintf("long1024_dense.GemmTile: len(asum) = %d with ai = %d, want 0, or ≥ mr = %d with ai = 1", len(asum), ai, mr))
 	}
-	if len(apack) != 0 && (ai != 1 || len(apack) < kc*rows) {
-		panic(fmt.Sprintf("long1024_dense.GemmTile: len(apack) = %d with ai = %d, want 0, or ≥ kc·MR per tile = %d with ai = 1", len(apack), ai, kc*rows))
+	if len(apack) != 0 && (ai != 1 || len(apack) < tiles*kc*mrMax) {
+		panic(fmt.Sprintf("long1024_dense.GemmTile: len(apack) = %d with ai = %d, want 0, or ≥ kc·MR per tile = %d with ai = 1", len(apack), ai, tiles*kc*mrMax))
 	}
 	if len(bpack) != 0 && len(bpack) < kc*nrMax {
 		panic(fmt.Sprintf("long1024_dense.GemmTile: len(bpack) = %d, want 0 or ≥ kc·NR = %d", len(bpack), kc*nrMax))

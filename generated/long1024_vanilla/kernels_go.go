@@ -493,19 +493,19 @@ func triDotGo(t int, x, y []float32) float32 {
 
 /*
 gemmTileGo is the GEMM micro-kernel (kernels.GemmTileFunc) with an 2×4 tile:
-it runs gemmTileGoOne on each tile of 2 rows in turn (one, if mr is 0), moving A,
-c, asum and apack on by a tile; a B copied by the first tile is read from
-its copy by the others.
+it runs gemmTileGoOne on each tile of 2 rows in turn (one, if mr is 0), moving A
+on by at, and c, asum and apack by a tile; a B copied by the first tile is
+read from its copy by the others.
 */
-func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
+func gemmTileGo(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
 	const (
 		MR = 2
 		NR = 4
 	)
 	for r := 0; r == 0 || r < mr; r += MR {
-		var at, ct, as, apk []float32
+		var ta, ct, as, apk []float32
 		if kc > 0 {
-			at = a[r*ai:]
+			ta = a[r/MR*at:]
 		}
 		rows := min(MR, mr-r)
 		if rows > 0 {
@@ -517,7 +517,7 @@ func gemmTileGo(kc int, a []float32, ai, ap int, b []float32, bp int, c []float3
 		if len(apack) != 0 {
 			apk = apack[r*kc:]
 		}
-		gemmTileGoOne(kc, at, ai, ap, b, bp, ct, ldc, rows, nr, bias, as, apk, bpack, overwrite)
+		gemmTileGoOne(kc, ta, ai, ap, at, b, bp, ct, ldc, rows, nr, bias, as, apk, bpack, overwrite)
 		if len(bpack) != 0 {
 			b, bp, bpack = bpack, NR, nil
 		}
@@ -534,7 +534,7 @@ and, when asum is not empty (ai = 1), asum[i] += Σ_{p<kc} a[i + p·ap]; when
 apack (ai = 1) or bpack is not empty, it also copies A's or B's block
 into it as a packed panel (ap MR, bp NR).
 */
-func gemmTileGoOne(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
+func gemmTileGoOne(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
 	const (
 		MR = 2 // rows of A read
 		NR = 4 // columns of B read

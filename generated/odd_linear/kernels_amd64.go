@@ -11,7 +11,7 @@ func linearAVX512(t int, fq []float32, fk []float32, v []float32, y []float32, r
 func linearBackAVX512(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32, dy []float32, dfq []float32, dfk []float32, dv []float32)
 
 //go:noescape
-func gemmTileAVX512(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
+func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
 func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
@@ -44,7 +44,7 @@ func linearAVX2(t int, fq []float32, fk []float32, v []float32, y []float32, rd 
 func linearBackAVX2(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32, dy []float32, dfq []float32, dfk []float32, dv []float32)
 
 //go:noescape
-func gemmTileAVX2(kc int, a []float32, ai int, ap int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
+func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
 func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)

@@ -61,13 +61,13 @@ func triDotAvx2Checked(t int, x []float32, y []float32) float32 {
 	}
 	return triDotAVX2(t, x, y)
 }
-func gemmTileAvx2Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
-	checkGemmTile(6, 16, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
+func gemmTileAvx2Checked(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
+	checkGemmTile(6, 16, kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
 	// Nothing to write: no tile, no row sums, no copies.
 	if (mr == 0 || nr == 0 && len(asum) == 0) && (kc == 0 || len(apack)+len(bpack) == 0) {
 		return
 	}
-	gemmTileAVX2(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, overwrite)
+	gemmTileAVX2(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, overwrite)
 }
 
 // gemmShapeAVX2 returns the avx2 GemmTile's tile shape.
@@ -186,13 +186,13 @@ func triDotAvx512Checked(t int, x []float32, y []float32) float32 {
 	}
 	return triDotAVX512(t, x, y)
 }
-func gemmTileAvx512Checked(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
-	checkGemmTile(8, 32, kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
+func gemmTileAvx512Checked(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
+	checkGemmTile(8, 32, kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
 	// Nothing to write: no tile, no row sums, no copies.
 	if (mr == 0 || nr == 0 && len(asum) == 0) && (kc == 0 || len(apack)+len(bpack) == 0) {
 		return
 	}
-	gemmTileAVX512(kc, a, ai, ap, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, overwrite)
+	gemmTileAVX512(kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack, overwrite)
 }
 
 // gemmShapeAVX512 returns the avx512 GemmTile's tile shape.

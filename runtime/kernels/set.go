@@ -337,9 +337,11 @@ type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
 //
 // mr may exceed MR: the kernel then runs ⌈mr/MR⌉ tiles down the rows in
 // one call (so that the call and its checks are paid once, not per
-// tile), tile r on A's rows from a[r·MR·ai:] and c's from c[r·MR·ldc:],
-// each as above; A must hold MR whole rows for each tile (the last
-// tile's rows past mr may hold anything finite).
+// tile), tile r on A's block at a[r·at:] (at = MR·ai for a matrix read in
+// place, MR·kc for packed panels one after another) and c's rows from
+// c[r·MR·ldc:], each as above; A must hold MR whole rows for each tile
+// (the last tile's rows past mr may hold anything finite). With mr ≤ MR,
+// at is not used.
 //
 // When asum is not empty (which needs ai = 1), the kernel also adds A's
 // row sums, asum[i] += Σ_{p<kc} a[i + p·ap] for i < mr, each formed in one
@@ -356,7 +358,7 @@ type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
 // line of its own, often in the same few cache sets: packing on the way
 // through costs a store per vector loaded rather than a pass of its own.
 // apack and bpack must not overlap the other slices.
-type GemmTileFunc func(kc int, a []float32, ai, ap int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool)
+type GemmTileFunc func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool)
 
 // GemmShapeFunc returns the tile shape MR×NR of the GemmTileFunc of the same
 // level.

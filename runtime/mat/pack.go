@@ -27,6 +27,10 @@ import (
 // the first panel's. Copying in a pass of its own, before the products,
 // measured slower than reading in place: the copy cost what it saved.
 //
+// One call of the micro-kernel runs all the full tiles down a B panel
+// (mr above MR, A's tiles at steps of at), so that the call, its checks
+// and this loop are paid once per panel and k-block rather than per tile.
+//
 // An element of C is the sum of its kc-blocks' partial sums, added in
 // increasing order, each partial sum formed over p in increasing order by
 // the micro-kernel: its value depends on kcBlock only, not on mc, nc, the
@@ -346,37 +350,27 @@ func (g *packedJob) block(worker, i0, i1, j0, j1 int, a, b operand, k int) {
 				bs, bp = bEdge[:kl*nr], nr
 			}
 			sums := kernelSum && jr == j0
-			switch {
-			case iFull == i0:
-			case copyA && jr > j0:
-				// A's packed panels, one per tile (a tile's rows are not a
-				// fixed stride on from the last's), so a call per tile.
-				for ir := i0; ir < iFull; ir += mr {
-					var bpack []float32
-					if copyB {
-						bpack = bEdge[:kl*nr]
-					}
-					panel := aPanels[(ir-i0)*kl:][:kl*mr]
-					mk.tile(kl, panel, 1, mr, bs, bp, c[ir*ldc+jr:], ldc, mr, nv, bias, nil, nil, bpack, overwrite)
-					if copyB {
-						bs, bp, copyB = bpack, nr, false
-					}
-				}
-			default:
-				// The full tiles in one call, A read in place (the first
-				// tile copying B, and each copying its block of A, when
-				// asked).
+			if iFull > i0 {
+				// The full tiles in one call: A read in place (each tile
+				// copying its block when asked), or from the first column
+				// panel's copies, kl·mr floats apart; the first tile copies
+				// B when asked, and the others read the copy.
 				var as, apack, bpack []float32
+				at, ai, ap, aStep := a.data[i0*a.rs+kb*a.cs:], a.rs, a.cs, mr*a.rs
 				if sums {
 					as = g.asum[i0:iFull]
 				}
 				if copyA {
-					apack = aPanels[:(iFull-i0)*kl]
+					if jr == j0 {
+						apack = aPanels[:(iFull-i0)*kl]
+					} else {
+						at, ai, ap, aStep = aPanels[:(iFull-i0)*kl], 1, mr, mr*kl
+					}
 				}
 				if copyB {
 					bpack = bEdge[:kl*nr]
 				}
-				mk.tile(kl, a.data[i0*a.rs+kb*a.cs:], a.rs, a.cs, bs, bp, c[i0*ldc+jr:], ldc, iFull-i0, nv, bias, as, apack, bpack, overwrite)
+				mk.tile(kl, at, ai, ap, aStep, bs, bp, c[i0*ldc+jr:], ldc, iFull-i0, nv, bias, as, apack, bpack, overwrite)
 				if copyB {
 					bs, bp = bpack, nr
 				}
@@ -386,7 +380,7 @@ func (g *packedJob) block(worker, i0, i1, j0, j1 int, a, b operand, k int) {
 				if sums {
 					as = g.asum[iFull:i1]
 				}
-				mk.tile(kl, aEdge[:kl*mr], 1, mr, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, as, nil, nil, overwrite)
+				mk.tile(kl, aEdge[:kl*mr], 1, mr, mr*kl, bs, bp, c[iFull*ldc+jr:], ldc, i1-iFull, nv, bias, as, nil, nil, overwrite)
 			}
 		}
 	}
