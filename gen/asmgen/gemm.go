@@ -38,11 +38,11 @@ import (
 // copying A, sums its rows into one accumulator in place of the asum loop.
 //
 // With mr > MR the code above runs once per tile of MR rows: after each
-// tile's stores, while rows are left, it moves the frame's a on by at
-// floats, c, asum and apack by a tile, and takes mr down by MR (the arguments are the
-// function's own frame slots), and after the first tile a copied B is
-// read from bpack (b = bpack, bp = NR, bpack emptied). Nothing is kept in
-// registers across tiles, so the loop adds no register pressure.
+// tile's stores, while rows are left, it takes mr down by MR and moves
+// its arguments on in their frame slots (a by at floats; c, asum and
+// apack by a tile); after the first tile a copied B is read from bpack
+// (b = bpack, bp = NR, bpack emptied). Nothing is kept in registers
+// across tiles, so the loop adds no register pressure.
 //
 // AVX-512: 8×32, 16 ZMM accumulators + 2 B + 1 A = 19 registers.
 // AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A (+ the copy's sum) = 16:
@@ -557,9 +557,14 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 			c.IMUL3Q(operand.U32(4*mul), stride, t)
 			c.ADDQ(t, baseOf(name))
 		}
-		moveOn("a", c.Load(c.Param("at"), c.GP64()), 1)
 		moveOn("c", c.Load(c.Param("ldc"), c.GP64()), mr)
-		// Bases of empty slices stay as they are (nil is not moved on).
+		// Bases of slices that are not read stay as they are (a with kc
+		// 0, empty ones: a pointer past a slice's end is not made).
+		kcq := c.Load(c.Param("kc"), c.GP64())
+		c.TESTQ(kcq, kcq)
+		c.JZ(operand.LabelRef("nexta"))
+		moveOn("a", c.Load(c.Param("at"), c.GP64()), 1)
+		c.Label("nexta")
 		asLen := c.Load(c.Param("asum").Len(), c.GP64())
 		c.TESTQ(asLen, asLen)
 		c.JZ(operand.LabelRef("nextapack"))

@@ -5658,16 +5658,21 @@ done:
 	JLE    ret
 	SUBQ   $0x00000008, AX
 	MOVQ   AX, mr+120(FP)
-	MOVQ   at+48(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	ADDQ   AX, a_base+8(FP)
 	MOVQ   ldc+112(FP), AX
 	IMUL3Q $0x00000020, AX, AX
 	ADDQ   AX, c_base+88(FP)
-	MOVQ   asum_len+168(FP), AX
+	MOVQ   kc+0(FP), AX
 	TESTQ  AX, AX
-	JZ     nextapack
-	ADDQ   $0x00000020, asum_base+160(FP)
+	JZ     nexta
+	MOVQ   at+48(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	ADDQ   AX, a_base+8(FP)
+
+nexta:
+	MOVQ  asum_len+168(FP), AX
+	TESTQ AX, AX
+	JZ    nextapack
+	ADDQ  $0x00000020, asum_base+160(FP)
 
 nextapack:
 	MOVQ   apack_len+192(FP), AX
@@ -12989,16 +12994,21 @@ done:
 	JLE    ret
 	SUBQ   $0x00000006, AX
 	MOVQ   AX, mr+120(FP)
-	MOVQ   at+48(FP), AX
-	IMUL3Q $0x00000004, AX, AX
-	ADDQ   AX, a_base+8(FP)
 	MOVQ   ldc+112(FP), AX
 	IMUL3Q $0x00000018, AX, AX
 	ADDQ   AX, c_base+88(FP)
-	MOVQ   asum_len+168(FP), AX
+	MOVQ   kc+0(FP), AX
 	TESTQ  AX, AX
-	JZ     nextapack
-	ADDQ   $0x00000018, asum_base+160(FP)
+	JZ     nexta
+	MOVQ   at+48(FP), AX
+	IMUL3Q $0x00000004, AX, AX
+	ADDQ   AX, a_base+8(FP)
+
+nexta:
+	MOVQ  asum_len+168(FP), AX
+	TESTQ AX, AX
+	JZ    nextapack
+	ADDQ  $0x00000018, asum_base+160(FP)
 
 nextapack:
 	MOVQ   apack_len+192(FP), AX
