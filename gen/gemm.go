@@ -20,15 +20,14 @@ func gemmShapeName(isa kernels.ISA) string { return "gemmShape" + isaConst(isa) 
 // contract of kernels.GemmTileFunc for tiles of mrMax×nrMax: every
 // element the kernel reads (the whole mrMax×kc block of A of each of the
 // ⌈mr/mrMax⌉ tiles, at least one, at steps of at, and the kc×nrMax block
-// of B) and writes
-// (the mr×nr corner of c, and the copies of A's and B's blocks when asked
-// for) is inside its slice.
+// of B) and writes (the mr×nr corner of c, and the copies of A's and B's
+// blocks when asked for) is inside its slice.
 func gemmCheck(f *jen.File, specName string, op catalog.Op) {
 	id := jen.Id
 	msg := func(format string, args ...jen.Code) jen.Code {
 		return jen.Panic(jen.Qual("fmt", "Sprintf").Call(append([]jen.Code{jen.Lit(specName + "." + op.Field + ": " + format)}, args...)...))
 	}
-	f.Commentf("%s panics unless the arguments fit %s's contract for an mrMax×nrMax tile.", checkName(op), op.Field)
+	f.Commentf("%s panics unless the arguments fit %s's contract for tiles of mrMax×nrMax.", checkName(op), op.Field)
 	f.Func().Id(checkName(op)).Params(
 		jen.List(id("mrMax"), id("nrMax"), id("kc")).Int(), id("a").Index().Float32(), jen.List(id("ai"), id("ap"), id("at")).Int(),
 		id("b").Index().Float32(), id("bp").Int(), id("c").Index().Float32(), jen.List(id("ldc"), id("mr"), id("nr")).Int(),

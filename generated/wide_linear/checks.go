@@ -60,7 +60,7 @@ func checkLinearBack(t int, fq []float32, fk []float32, v []float32, y []float32
 	}
 }
 
-// checkGemmTile panics unless the arguments fit GemmTile's contract for an mrMax×nrMax tile.
+// checkGemmTile panics unless the arguments fit GemmTile's contract for tiles of mrMax×nrMax.
 func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32) {
 	if kc < 0 || mr < 0 || nr < 0 || nr > nrMax || ldc < nr {
 		panic(fmt.Sprintf("wide_linear.GemmTile: kc = %d, mr = %d, nr = %d, ldc = %d, want kc ≥ 0, mr ≥ 0, 0 ≤ nr ≤ %d, ldc ≥ nr", kc, mr, nr, ldc, nrMax))
