@@ -137,7 +137,7 @@ func snapshot(o *AdamW) state {
 // started the step from, which scales the tolerances: each moment to a
 // few ulp of its two terms (β·m and (1−β)·g' may nearly cancel), each
 // weight to a few ulp of its two terms (the decayed weight and the
-// update) and 1e-5 of the update.
+// update), 1e-5 of the update, and what m's tolerance does to the update.
 //
 // worst is the largest ratio of a difference to its tolerance.
 func compareAdamW(got, ref *AdamW, before state, lr, gradScale float64) (msg string, worst float64) {
@@ -151,7 +151,8 @@ func compareAdamW(got, ref *AdamW, before state, lr, gradScale float64) (msg str
 		for j := range p.Data {
 			g := float64(before.g[i][j]) * gradScale
 			m, mr := float64(got.M[i][j]), float64(ref.M[i][j])
-			if d, tol := math.Abs(m-mr), 4*ulp*(ref.Beta1*math.Abs(float64(before.m[i][j]))+(1-ref.Beta1)*math.Abs(g)+math.Abs(mr)); d > tol {
+			tolM := 4 * ulp * (ref.Beta1*math.Abs(float64(before.m[i][j])) + (1-ref.Beta1)*math.Abs(g) + math.Abs(mr))
+			if d, tol := math.Abs(m-mr), tolM; d > tol {
 				return fmt.Sprintf("m of %s[%d] = %.9g, want %.9g", p.Name, j, m, mr), d / tol
 			} else {
 				worst = max(worst, d/tol)
@@ -162,9 +163,12 @@ func compareAdamW(got, ref *AdamW, before state, lr, gradScale float64) (msg str
 			} else {
 				worst = max(worst, d/tol)
 			}
-			update := lr / (1 - math.Pow(ref.Beta1, k)) * math.Abs(mr) / (math.Sqrt(vr/(1-math.Pow(ref.Beta2, k))) + ref.Eps)
+			den := math.Sqrt(vr/(1-math.Pow(ref.Beta2, k))) + ref.Eps
+			update := lr / (1 - math.Pow(ref.Beta1, k)) * math.Abs(mr) / den
+			// m's rounding error, relative to m, carries into the update.
+			tolUpd := 1e-5*update + lr/(1-math.Pow(ref.Beta1, k))*tolM/den
 			w, wr := float64(p.Data[j]), float64(q.Data[j])
-			if d, tol := math.Abs(w-wr), 4*ulp*(math.Abs(float64(before.p[i][j]))+update+math.Abs(wr))+1e-5*update; d > tol {
+			if d, tol := math.Abs(w-wr), 4*ulp*(math.Abs(float64(before.p[i][j]))+update+math.Abs(wr))+tolUpd; d > tol {
 				return fmt.Sprintf("%s[%d] = %.9g, want %.9g (difference %.3g; before %.9g, m %.9g v %.9g g %.9g update %.3g)", p.Name, j, w, wr, d, before.p[i][j], mr, vr, g, update), d / tol
 			} else {
 				worst = max(worst, d/tol)
