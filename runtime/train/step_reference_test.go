@@ -443,3 +443,17 @@ func TestReferenceCatchesMutants(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultConfigDocumented pins the training defaults to the README's
+// values (the reference's constants above): AdamW β 0.9/0.95, eps 1e-8,
+// weight decay 0.1, warm-up min(100, 5% of the run), cosine to 10% of the
+// peak 1e-3, clipping at 1.0, seed 1.
+func TestDefaultConfigDocumented(t *testing.T) {
+	for _, c := range []struct{ steps, batch, warmup int }{{3000, 16, 100}, {400, 8, 20}, {19, 1, 0}} {
+		want := Config{Steps: c.steps, Batch: c.batch, LR: 1e-3, Warmup: c.warmup, MinLRFrac: refFloor, Clip: 1, Seed: 1,
+			Optim: optim.Config{Beta1: refBeta1, Beta2: refBeta2, Eps: refEps, WeightDecay: refWD}}
+		if got := DefaultConfig(c.steps, c.batch); got != want {
+			t.Errorf("DefaultConfig(%d, %d) = %+v, want %+v", c.steps, c.batch, got, want)
+		}
+	}
+}
