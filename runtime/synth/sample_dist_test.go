@@ -34,8 +34,8 @@ func randomLogits(rng *rand.Rand, v int, scale float64) []float32 {
 	return l
 }
 
-// ranks returns the indices of logits from the largest down (ties by index).
-func ranks(logits []float32) []int {
+// byLikelihood returns the indices of logits from the largest down (ties by index).
+func byLikelihood(logits []float32) []int {
 	order := make([]int, len(logits))
 	for i := range order {
 		order[i] = i
@@ -101,7 +101,7 @@ func TestSampleTopKStaysInTop(t *testing.T) {
 	for _, k := range []int{2, 5, 40, 255} {
 		for range 20 {
 			logits := randomLogits(rng, 256, 2)
-			order := ranks(logits)
+			order := byLikelihood(logits)
 			rank := make([]int, 256)
 			for r, i := range order {
 				rank[i] = r
@@ -143,7 +143,7 @@ func chiSquare(d *drawer, logits []float32, temp float64, topk, n int, want []fl
 // softmax is the distribution of sampling logits at temperature temp
 // among the topk largest (topk 0: all), in float64.
 func softmax(logits []float32, temp float64, topk int) []float64 {
-	order := ranks(logits)
+	order := byLikelihood(logits)
 	if topk == 0 {
 		topk = len(logits)
 	}

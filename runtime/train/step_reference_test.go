@@ -168,11 +168,11 @@ func refStep(t *testing.T, tr *Trainer, c refCase, rng *rand.Rand, fd bool, muta
 		if frozen(p) != p.Frozen {
 			t.Fatalf("%s: frozen %v, the card says %v", p.Name, p.Frozen, frozen(p))
 		}
-		w0[i] = f64(p.Data)
+		w0[i] = float64s(p.Data)
 		if p.Frozen {
 			continue
 		}
-		g[i] = f64(p.Grad)
+		g[i] = float64s(p.Grad)
 		for _, x := range g[i] {
 			sumSq += x * x
 		}
@@ -203,7 +203,7 @@ func refStep(t *testing.T, tr *Trainer, c refCase, rng *rand.Rand, fd bool, muta
 			o.M[i][j] = float32(g[i][j]*rng.NormFloat64() + 0.3*rms*rng.NormFloat64())
 			o.V[i][j] = float32((g[i][j]*g[i][j] + rms*rms) * (0.2 + rng.Float64()))
 		}
-		m0[i], v0[i] = f64(o.M[i]), f64(o.V[i])
+		m0[i], v0[i] = float64s(o.M[i]), float64s(o.V[i])
 	}
 	if c.clipped {
 		tr.Cfg.Clip = norm / 4
@@ -241,11 +241,14 @@ func refStep(t *testing.T, tr *Trainer, c refCase, rng *rand.Rand, fd bool, muta
 		fail("after the step: Step %d, AdamW.Steps %d; want %d, %d", tr.Step, o.Steps, c.step+1, int(k))
 	}
 	const ulp = 1.0 / (1 << 23)
-	check := func(what string, got, want, tol float64) {
+	// check compares one value (what, of element j of parameter name)
+	// with the reference's, formatting only on failure.
+	check := func(what, name string, j int, got, want, tol float64) {
 		if d := math.Abs(got - want); d > tol {
-			fail("%s = %.9g, the reference's is %.9g (difference %.3g, tolerance %.3g)", what, got, want, d, tol)
+			msg := fmt.Sprintf("%s%s[%d] = %.9g, the reference's is %.9g (difference %.3g, tolerance %.3g)", what, name, j, got, want, d, tol)
+			fail("%s", msg)
 			if res.numbers == "" {
-				res.numbers = fmt.Sprintf("%s = %.9g, the reference's is %.9g (difference %.3g, tolerance %.3g)", what, got, want, d, tol)
+				res.numbers = msg
 			}
 		} else if tol > 0 {
 			res.worst = max(res.worst, d/tol)
@@ -286,17 +289,17 @@ func refStep(t *testing.T, tr *Trainer, c refCase, rng *rand.Rand, fd bool, muta
 			// update (the kernel's float32 arithmetic) plus what m's
 			// rounding does to the update.
 			tolM := 4 * ulp * (refBeta1*math.Abs(m0[i][j]) + (1-refBeta1)*math.Abs(gs) + math.Abs(mj))
-			check(fmt.Sprintf("m of %s[%d]", p.Name, j), float64(o.M[i][j]), mj, tolM)
-			check(fmt.Sprintf("v of %s[%d]", p.Name, j), float64(o.V[i][j]), vj, 4*ulp*vj)
+			check("m of ", p.Name, j, float64(o.M[i][j]), mj, tolM)
+			check("v of ", p.Name, j, float64(o.V[i][j]), vj, 4*ulp*vj)
 			tolUpd := 1e-5*math.Abs(upd) + res.lr/bc1*tolM/(math.Sqrt(vj/bc2)+refEps)
-			check(fmt.Sprintf("%s[%d]", p.Name, j), float64(p.Data[j]), w,
+			check("", p.Name, j, float64(p.Data[j]), w,
 				4*ulp*(math.Abs(w0[i][j])+math.Abs(upd)+math.Abs(w))+tolUpd)
 		}
 	}
 	return res
 }
 
-func f64(x []float32) []float64 {
+func float64s(x []float32) []float64 {
 	y := make([]float64, len(x))
 	for i, v := range x {
 		y[i] = float64(v)
