@@ -1,6 +1,6 @@
 // Package specs parses and validates synthgen model specs: the JSON files
 // in this directory, whose meaning is fixed by the model card
-// (shared/design/model.md). Both the generator (gen/) and the runtime read
+// (docs/model.md). Both the generator (gen/) and the runtime read
 // specs through this package, so the rules live in one place.
 package specs
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch reference figures for synthgen's benchmarks (bench/, `synth bench`).
 
-Reimplements the model card (shared/design/model.md) for the variants of the
+Reimplements the model card (docs/model.md) for the variants of the
 comparison table, and times on this CPU:
   * softmax(causal_mask(B))·V, forward and forward+backward, n 256, dh 64,
     32 (sequence × head) problems, 1 thread, nominal FLOPs 2·n²·dh (fwd),

@@ -1,5 +1,5 @@
 // Command synth trains, evaluates, samples and inspects the byte-level
-// language models of synthgen's specs (shared/design/model.md), running
+// language models of synthgen's specs (docs/model.md), running
 // their attention on the generated kernels of every shipped spec:
 //
 //	synth train   [-spec random] [-data file] [-steps N] [-batch B] [-out x.safetensors] [-resume x.safetensors] …

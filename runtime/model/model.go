@@ -1,4 +1,4 @@
-// Package model is the network of the model card (shared/design/model.md):
+// Package model is the network of the model card (docs/model.md):
 // a causal, byte-level language model with pre-norm blocks whose attention
 // (vanilla, the synthesizer variants and their "+" mixtures, the
 // attention-free variants aft_full, aft_local, aft_simple and aft_conv, and

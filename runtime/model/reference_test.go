@@ -9,7 +9,7 @@ import (
 )
 
 // refLoss is the card's network written out naively in float64, straight
-// from the formulas of shared/design/model.md, for one batch: it returns
+// from the formulas of docs/model.md, for one batch: it returns
 // the mean cross-entropy and the logits of every position.
 func refLoss(m *model.Model, in, tg []int32, batch int) (float64, [][]float64) {
 	s := m.Spec
