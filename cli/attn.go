@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 	"github.com/synthgen/synthgen/runtime/plots"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
-
-func runAttn(args []string) error { return attnCmd(stdEnv(), args) }
 
 func attnCmd(e *env, args []string) error {
 	fs := newFlagSet(e, "attn", "Runs a checkpoint on a prompt and writes its attention weights (after the softmax or the\n"+
@@ -23,6 +21,9 @@ func attnCmd(e *env, args []string) error {
 	fs.StringVar(&dataPath, "data", "", "text whose held-out part gives the default prompt (default: Go's Isaac.Newton-Opticks.txt)")
 	fs.StringVar(&out, "out", "attn", "output `folder` (created if missing)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := needCkpt(ckpt); err != nil {
 		return err
 	}
 	m, err := synth.Load(ckpt)

@@ -1,10 +1,8 @@
-package main
+package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -16,17 +14,14 @@ import (
 // CPU has, against plain Go and gonum, and the training step of the
 // comparison specs, and prints one table. The same cases back
 // `go test ./bench -bench .`, which is the way to get benchstat samples.
-func runBench(args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	spec := fs.String("spec", "mid", "spec whose kernels to measure")
+func benchCmd(e *env, args []string) error {
+	fs := newFlagSet(e, "bench", "Measures one spec's kernels on every instruction set this CPU has, against plain Go and gonum,\nand the training step of the comparison specs with 1 and 2 workers, and prints one table.\n`go test ./bench -bench .` runs the same cases for benchstat.")
+	spec := fs.String("spec", "mid", "linked spec whose kernels to measure")
 	trainSpecs := fs.String("train-specs", "", "comma-separated specs for the training step (default: the n 128, d 128, 4-head, 4-layer ones)")
 	batch := fs.Int("batch", 16, "batch of the training step")
 	skipTrain := fs.Bool("kernels-only", false, "measure only the kernels")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
 	}
 	if *batch < 1 {
 		return fmt.Errorf("bench: -batch %d must be ≥ 1", *batch)
@@ -38,7 +33,7 @@ func runBench(args []string) error {
 			names = strings.Split(*trainSpecs, ",")
 		}
 	}
-	return printBench(os.Stdout, *spec, names, *batch)
+	return printBench(e.out, *spec, names, *batch)
 }
 
 func printBench(w io.Writer, spec string, trainSpecs []string, batch int) error {

@@ -1,11 +1,15 @@
-package main
+package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"slices"
+	"strings"
+
+	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 // env is where a command writes and what cancels it, so tests can run
@@ -16,10 +20,6 @@ type env struct {
 	terminal    bool            // out is a terminal: live progress line
 }
 
-func stdEnv() *env {
-	return &env{out: os.Stdout, errOut: os.Stderr, terminal: isTerminal(os.Stdout)}
-}
-
 // context is the command's context.
 func (e *env) context() context.Context {
 	if e.ctx == nil {
@@ -28,12 +28,46 @@ func (e *env) context() context.Context {
 	return e.ctx
 }
 
-// defaultCkpt is the checkpoint eval, sample and inspect read without -ckpt:
-// the default output of synth train.
-const defaultCkpt = DefaultSpec + ".safetensors"
+// defaultSpec is the spec synth train uses without -spec: random (the
+// README's default: random synthesizer, n 128, d 128, 4 heads, 4 layers)
+// when the program links it, else the only spec the program links, else
+// "" (-spec is then required).
+func defaultSpec() string {
+	linked := synth.Linked()
+	if slices.Contains(linked, "random") {
+		return "random"
+	}
+	if len(linked) == 1 {
+		return linked[0]
+	}
+	return ""
+}
 
+// linkedList names the linked specs for an error message.
+func linkedList() string {
+	linked := synth.Linked()
+	if len(linked) == 0 {
+		return "no spec: import a generated package in the program's main.go"
+	}
+	return "the specs " + strings.Join(linked, ", ")
+}
+
+// ckptUsage adds the -ckpt flag: by default the checkpoint synth train
+// writes without -out (when the default spec is known).
 func ckptUsage(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "ckpt", defaultCkpt, "checkpoint `file` to read (written by synth train)")
+	def := ""
+	if s := defaultSpec(); s != "" {
+		def = s + ".safetensors"
+	}
+	fs.StringVar(p, "ckpt", def, "checkpoint `file` to read (written by synth train)")
+}
+
+// needCkpt checks that a checkpoint was named.
+func needCkpt(ckpt string) error {
+	if ckpt == "" {
+		return errors.New("-ckpt is required (this program links no single default spec whose checkpoint to read)")
+	}
+	return nil
 }
 
 // newFlagSet makes a subcommand's flag set, reporting to e.errOut.

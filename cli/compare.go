@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,10 +18,9 @@ import (
 // defaultStudyDir is synth compare's output folder without -out.
 const defaultStudyDir = "study"
 
-func runCompare(args []string) error {
+func runCompare(e *env, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	e := stdEnv()
 	e.ctx = ctx
 	return compareCmd(e, args)
 }

@@ -1,12 +1,10 @@
-package main
+package cli
 
 import (
 	"fmt"
 
 	"github.com/synthgen/synthgen/runtime/synth"
 )
-
-func runEval(args []string) error { return evalCmd(stdEnv(), args) }
 
 func evalCmd(e *env, args []string) error {
 	fs := newFlagSet(e, "eval", "Prints the mean next-byte cross-entropy of a checkpoint on a text (loss in nats, and bits\nper byte) over its consecutive, non-overlapping windows of n+1 bytes.")
@@ -18,6 +16,9 @@ func evalCmd(e *env, args []string) error {
 	fs.IntVar(&batch, "batch", 16, "windows per forward pass (speed and memory only)")
 	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := needCkpt(ckpt); err != nil {
 		return err
 	}
 	switch {

@@ -1,7 +1,6 @@
-package main
+package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,16 +12,13 @@ import (
 
 // runInfo prints which specs this program links and, per kernel, the
 // instruction set dispatch picked on this CPU.
-func runInfo(args []string) error {
-	fs := flag.NewFlagSet("info", flag.ContinueOnError)
-	only := fs.String("spec", "", "show only this spec")
-	if err := fs.Parse(args); err != nil {
+func infoCmd(e *env, args []string) error {
+	fs := newFlagSet(e, "info", "Prints the instruction sets this CPU supports and the dispatch level, then every linked spec\n(the generated packages this program imports) with the level each of its kernels runs on.\nIt needs no linked spec.")
+	only := fs.String("spec", "", "show only this linked spec (`name`)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("info: unexpected arguments %q", fs.Args())
-	}
-	return printInfo(os.Stdout, *only)
+	return printInfo(e.out, *only)
 }
 
 func printInfo(w io.Writer, only string) error {
@@ -42,6 +38,9 @@ func printInfo(w io.Writer, only string) error {
 	}
 	fmt.Fprintf(w, "cpu supports: %s; dispatch level: %s (%s=%s)\n", strings.Join(have, ", "), level, kernels.EnvISA, env)
 	names := kernels.Names()
+	if len(names) == 0 {
+		fmt.Fprintln(w, "\nno spec linked: import a generated package (blank import) in the program's main.go")
+	}
 	if only != "" {
 		if _, err := kernels.Spec(only); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -9,13 +9,14 @@ import (
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
-func runInspect(args []string) error { return inspectCmd(stdEnv(), args) }
-
 func inspectCmd(e *env, args []string) error {
 	flags := newFlagSet(e, "inspect", "Lists a checkpoint's tensors and shapes, its parameter count, spec and step, and its optimizer state.")
 	var ckpt string
 	ckptUsage(flags, &ckpt)
 	if err := parseFlags(flags, args); err != nil {
+		return err
+	}
+	if err := needCkpt(ckpt); err != nil {
 		return err
 	}
 	in, err := synth.Inspect(ckpt)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -12,10 +12,10 @@ import (
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
-// DefaultMPITimeout is -mpi-timeout's default: how long a rank may wait in
+// defaultMPITimeout is -mpi-timeout's default: how long a rank may wait in
 // one collective call (for rank 0's evaluations and saves, say) before the
 // watchdog decides another rank is stuck and ends the job.
-const DefaultMPITimeout = 10 * time.Minute
+const defaultMPITimeout = 10 * time.Minute
 
 // abortDelay is how long a rank other than 0 waits before reporting an
 // error and aborting the job (see world.finish).

@@ -1,6 +1,6 @@
 //go:build mpi && cgo
 
-package main
+package cli
 
 import (
 	"bufio"

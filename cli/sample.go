@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 
 	"github.com/synthgen/synthgen/runtime/synth"
 )
-
-func runSample(args []string) error { return sampleCmd(stdEnv(), args) }
 
 func sampleCmd(e *env, args []string) error {
 	fs := newFlagSet(e, "sample", "Continues a prompt with bytes sampled from a checkpoint and prints the prompt and the continuation.")
@@ -21,6 +19,9 @@ func sampleCmd(e *env, args []string) error {
 	fs.IntVar(&o.TopK, "topk", 0, "sample among the k most likely bytes only (0: all)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "random seed")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := needCkpt(ckpt); err != nil {
 		return err
 	}
 	switch {

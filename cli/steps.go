@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,8 +17,8 @@ import (
 // peak resident set), beside PyTorch's step of the same model at the same
 // batch with 2 threads and the ratio, each measured in a process of its
 // own (bench.MeasureRow).
-func runSteps(args []string) error {
-	fs := flag.NewFlagSet("steps", flag.ContinueOnError)
+func stepsCmd(e *env, args []string) error {
+	fs := newFlagSet(e, "steps", "Measures whole training steps of each spec with 1 and 2 workers (tokens/s, bytes and allocations\nper step, peak resident set) beside PyTorch's step of the same model with 2 threads, each in a\nprocess of its own, and prints one row per spec as it is measured.")
 	list := fs.String("specs", "", "comma-separated specs (default: the n 128 family, mid, big and the long-context specs)")
 	minSteps := fs.Int("min-steps", 3, "timed steps per measurement, at least")
 	minTime := fs.Duration("min-time", 3*time.Second, "time per measurement, at least")
@@ -41,16 +40,16 @@ func runSteps(args []string) error {
 	if *pytorch {
 		wd, _ := os.Getwd()
 		if o.PyTorch, err = bench.FindPyTorch(wd); err != nil {
-			fmt.Printf("PyTorch columns left out: %v\n", err)
+			fmt.Fprintf(e.out, "PyTorch columns left out: %v\n", err)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Printf("training steps (forward, backward, clipping, AdamW); each figure from a process of its own; ratio = synthgen 2 workers / PyTorch 2 threads")
+	fmt.Fprintf(e.out, "training steps (forward, backward, clipping, AdamW); each figure from a process of its own; ratio = synthgen 2 workers / PyTorch 2 threads")
 	if *rounds > 1 {
-		fmt.Printf("; %d rounds a row: medians, and the range of the rounds' ratios", *rounds)
+		fmt.Fprintf(e.out, "; %d rounds a row: medians, and the range of the rounds' ratios", *rounds)
 	}
-	fmt.Println()
+	fmt.Fprintln(e.out)
 	printStepHead(os.Stdout)
 	var rows []bench.Row
 	for _, name := range names {
@@ -58,12 +57,12 @@ func runSteps(args []string) error {
 		if err != nil {
 			return fmt.Errorf("steps: %w", err)
 		}
-		printStepRow(os.Stdout, r)
+		printStepRow(e.out, r)
 		rows = append(rows, r)
 	}
 	if *md {
-		fmt.Println()
-		printStepsMarkdown(os.Stdout, rows, *rounds > 1)
+		fmt.Fprintln(e.out)
+		printStepsMarkdown(e.out, rows, *rounds > 1)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,14 +13,9 @@ import (
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
-// DefaultSpec is the spec synth train uses without -spec (the README's
-// default: random synthesizer, n 128, d 128, 4 heads, 4 layers).
-const DefaultSpec = "random"
-
-func runTrain(args []string) error {
+func runTrain(e *env, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	e := stdEnv()
 	e.ctx = ctx
 	return trainCmd(e, args)
 }
@@ -35,7 +30,7 @@ func trainCmd(e *env, args []string) (err error) {
 		seed                                           uint64
 		mpiTimeout                                     time.Duration
 	)
-	fs.StringVar(&spec, "spec", DefaultSpec, "linked spec to train (`name`, or a spec file whose package is linked)")
+	fs.StringVar(&spec, "spec", defaultSpec(), "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
 	fs.IntVar(&steps, "steps", synth.DefaultSteps, "total steps of the run (with -resume: continue up to this step); the schedule's horizon")
 	fs.IntVar(&lrSteps, "lr-steps", 0, "length of the learning-rate schedule (0: -steps); fix it to split one run into several: -steps 100 -lr-steps 200, then -resume -steps 200, ends with the weights of -steps 200")
@@ -53,7 +48,7 @@ func trainCmd(e *env, args []string) (err error) {
 	fs.IntVar(&logEvery, "log-every", synth.DefaultLogEvery, "print a progress line every this many steps when output is not a terminal")
 	fs.IntVar(&saveEvery, "save-every", 0, "also save a checkpoint every this many steps (0: only at the end)")
 	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS, shared by the ranks on one machine under mpirun); results do not depend on it")
-	fs.DurationVar(&mpiTimeout, "mpi-timeout", DefaultMPITimeout, "under mpirun (built with -tags mpi): end the job when a rank waits this long for the others (0: never)")
+	fs.DurationVar(&mpiTimeout, "mpi-timeout", defaultMPITimeout, "under mpirun (built with -tags mpi): end the job when a rank waits this long for the others (0: never)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -142,6 +137,9 @@ func trainCmd(e *env, args []string) (err error) {
 		}
 		run = r
 	} else {
+		if spec == "" {
+			return fmt.Errorf("-spec is required: this program links %s", linkedList())
+		}
 		s, err := synth.LookupSpec(spec)
 		if err != nil {
 			return fmt.Errorf("-spec %s: %w", spec, err)

@@ -33,7 +33,8 @@ func (i ISA) String() string {
 	return fmt.Sprintf("ISA(%d)", int(i))
 }
 
-// ParseISA reads a level as SYNTHGEN_ISA spells it: generic (or go), avx2, avx512.
+// ParseISA reads a level as SYNTHGEN_ISA spells it: go (or generic), avx2,
+// avx512; String gives the first of these names.
 func ParseISA(s string) (ISA, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "generic", "go", "purego":
@@ -43,7 +44,7 @@ func ParseISA(s string) (ISA, error) {
 	case "avx512":
 		return AVX512, nil
 	}
-	return 0, fmt.Errorf("unknown instruction set %q (want generic, avx2 or avx512)", s)
+	return 0, fmt.Errorf("unknown instruction set %q (want go, avx2 or avx512; generic and purego mean go)", s)
 }
 
 // Features lists the CPU features each level's generated assembly uses. The
