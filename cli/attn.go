@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/synthgen/synthgen/runtime/plots"
+	"github.com/synthgen/synthgen/internal/plots"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 

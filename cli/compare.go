@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/synthgen/synthgen/runtime/study"
+	"github.com/synthgen/synthgen/internal/study"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/runtime/study"
+	"github.com/synthgen/synthgen/internal/study"
 )
 
 func tinyCompare(txt, out string, extra ...string) []string {

@@ -35,7 +35,7 @@
 // evaluates, prints and saves, and the checkpoint is the one-process run's
 // to float32 rounding (runtime/mpi, synth.Ranks).
 //
-// synth compare is the variant study (package runtime/study): by default it
+// synth compare is the variant study (package internal/study): by default it
 // trains the 14 specs of the n128 d128 h4 L4 family for 600 steps of batch
 // 16 each on the same data and seed, prints the table (parameters, train
 // loss, validation loss and bits per byte on every held-out window,

@@ -16,7 +16,7 @@ import (
 
 	_ "github.com/synthgen/synthgen/generated/odd_linear"
 	_ "github.com/synthgen/synthgen/generated/small"
-	"github.com/synthgen/synthgen/runtime/study"
+	"github.com/synthgen/synthgen/internal/study"
 	"github.com/synthgen/synthgen/runtime/synth"
 	"github.com/synthgen/synthgen/specs"
 )

@@ -12,7 +12,7 @@ import (
 
 	_ "github.com/synthgen/synthgen/generated/odd_aft_simple"
 	"github.com/synthgen/synthgen/generated/small"
-	"github.com/synthgen/synthgen/runtime/plots"
+	"github.com/synthgen/synthgen/internal/plots"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 

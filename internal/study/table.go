@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/synthgen/synthgen/runtime/plots"
+	"github.com/synthgen/synthgen/internal/plots"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
