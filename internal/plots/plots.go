@@ -22,7 +22,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/synthgen/synthgen/runtime/checkpoint"
+	"github.com/synthgen/synthgen/internal/atomicfile"
 )
 
 // dpi of the PNGs: a vg.Inch is this many pixels.
@@ -358,8 +358,8 @@ func writePNG(w io.Writer, c *vgimg.Canvas) error {
 }
 
 // WriteFile writes the PNG that draw writes to path, atomically (a
-// temporary file in the same folder, then a rename: checkpoint.WriteAtomic),
+// temporary file in the same folder, then a rename: atomicfile.Write),
 // so a failure leaves any previous file at path intact.
 func WriteFile(path string, draw func(io.Writer) error) error {
-	return checkpoint.WriteAtomic(path, draw)
+	return atomicfile.Write(path, draw)
 }

@@ -32,7 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/synthgen/synthgen/runtime/checkpoint"
+	"github.com/synthgen/synthgen/internal/atomicfile"
 	"github.com/synthgen/synthgen/runtime/synth"
 	"github.com/synthgen/synthgen/specs"
 )
@@ -523,7 +523,7 @@ func fileExists(p string) bool {
 
 // writeAtomic writes b to path through a temporary file and a rename.
 func writeAtomic(path string, b []byte) error {
-	return checkpoint.WriteAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	})
