@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/internal/study"
-	"github.com/synthgen/synthgen/runtime/synth"
+	"github.com/synthgen/synthgen/internal/textfmt"
 )
 
 // defaultStudyDir is synth compare's output folder without -out.
@@ -114,7 +114,7 @@ func compareCmd(e *env, args []string) error {
 		fmt.Fprintf(e.out, "finished runs and a resumable checkpoint are in %s; continue with: synth compare -resume -out %s\n", out, out)
 		return nil
 	}
-	fmt.Fprintf(e.out, "study done in %s\n", synth.FormatDuration(time.Since(start)))
+	fmt.Fprintf(e.out, "study done in %s\n", textfmt.Duration(time.Since(start)))
 	return nil
 }
 

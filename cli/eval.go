@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 
+	"github.com/synthgen/synthgen/runtime/data"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
@@ -45,7 +46,7 @@ func evalCmd(e *env, args []string) error {
 		}
 		fmt.Fprintf(e.out, "no -data given: scoring the held-out last 10%% (%d bytes) of the default text %s\n", len(text), p)
 	} else {
-		if text, err = synth.ReadText(dataArg); err != nil {
+		if text, err = data.ReadFile(dataArg); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.out, "data: %s (%d bytes)\n", dataArg, len(text))

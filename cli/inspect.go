@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/synthgen/synthgen/internal/textfmt"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
@@ -49,7 +50,7 @@ func inspectCmd(e *env, args []string) error {
 		row := fmt.Sprintf("%-*s  %-5s  %-16s  %10d  %s", wName, t.Name, t.DType, "["+strings.Join(shape, ", ")+"]", t.Elems, strings.Join(notes, ", "))
 		fmt.Fprintln(e.out, strings.TrimRight(row, " "))
 	}
-	fmt.Fprintf(e.out, "\n%d tensors, %d parameters (%s), %d trainable\n", len(in.Tensors), in.NumParams, synth.HumanCount(float64(in.NumParams)), in.Trainable)
+	fmt.Fprintf(e.out, "\n%d tensors, %d parameters (%s), %d trainable\n", len(in.Tensors), in.NumParams, textfmt.Count(float64(in.NumParams)), in.Trainable)
 
 	switch {
 	case in.OptErr == nil:

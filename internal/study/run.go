@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/synthgen/synthgen/internal/textfmt"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
@@ -49,7 +50,7 @@ func (p Progress) String() string {
 	head := fmt.Sprintf("[%*d/%d %s seed %d]", w, p.Run+1, p.Runs, p.Spec, p.Seed)
 	study := fmt.Sprintf("study %.0f%%", 100*float64(p.DoneSteps)/float64(max(1, p.TotalSteps)))
 	if p.ETA > 0 {
-		study += " ETA " + synth.FormatDuration(p.ETA)
+		study += " ETA " + textfmt.Duration(p.ETA)
 	}
 	switch p.Kind {
 	case RunStarted:
@@ -70,7 +71,7 @@ func (p Progress) String() string {
 	if !math.IsNaN(e.LastVal) {
 		val = fmt.Sprintf("%.4f", e.LastVal)
 	}
-	return fmt.Sprintf("%s step %*d/%d  loss %.4f  val %s  %s tok/s | %s", head, len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, synth.HumanCount(e.TokensPerSec), study)
+	return fmt.Sprintf("%s step %*d/%d  loss %.4f  val %s  %s tok/s | %s", head, len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, textfmt.Count(e.TokensPerSec), study)
 }
 
 // RunResult is one finished run.
@@ -96,7 +97,7 @@ type RunResult struct {
 
 // String is the result in one line.
 func (r *RunResult) String() string {
-	return fmt.Sprintf("train loss %.4f, val loss %.4f (%.4f bpb), %s tok/s, %s", r.TrainLoss, r.ValLoss, r.BPB, synth.HumanCount(r.TokensPerSec), synth.FormatDuration(time.Duration(r.WallSeconds*float64(time.Second))))
+	return fmt.Sprintf("train loss %.4f, val loss %.4f (%.4f bpb), %s tok/s, %s", r.TrainLoss, r.ValLoss, r.BPB, textfmt.Count(r.TokensPerSec), textfmt.Duration(time.Duration(r.WallSeconds*float64(time.Second))))
 }
 
 // Result is a study's outcome: the table of the finished runs and the

@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/internal/atomicfile"
+	"github.com/synthgen/synthgen/runtime/data"
 	"github.com/synthgen/synthgen/runtime/synth"
 	"github.com/synthgen/synthgen/specs"
 )
@@ -376,7 +377,7 @@ func (o *options) resolveData() error {
 
 // checkData checks that the text at path trains and evaluates every spec.
 func checkData(path string, ss []specs.Spec) error {
-	b, err := synth.ReadText(path)
+	b, err := data.ReadFile(path)
 	if err != nil {
 		return err
 	}
@@ -398,7 +399,7 @@ func checkData(path string, ss []specs.Spec) error {
 }
 
 func fingerprint(path string) (int64, string, error) {
-	b, err := synth.ReadText(path)
+	b, err := data.ReadFile(path)
 	if err != nil {
 		return 0, "", err
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/internal/plots"
-	"github.com/synthgen/synthgen/runtime/synth"
+	"github.com/synthgen/synthgen/internal/textfmt"
 )
 
 // Row is one spec's line of the table: its runs' losses, their mean and
@@ -111,9 +111,9 @@ func (t *Table) Markdown() string {
 		} else {
 			windows = 0 // they differ: n differs
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.Variant, synth.HumanCount(float64(r.Params)),
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name, r.Variant, textfmt.Count(float64(r.Params)),
 			pm(r.TrainLoss, r.TrainLossStd, r.Runs), pm(r.ValLoss, r.ValLossStd, r.Runs), pm(r.BPB, r.BPBStd, r.Runs),
-			synth.HumanCount(r.TokensPerSec), synth.FormatDuration(time.Duration(r.WallSeconds*float64(time.Second))))
+			textfmt.Count(r.TokensPerSec), textfmt.Duration(time.Duration(r.WallSeconds*float64(time.Second))))
 	}
 	s := t.Settings
 	fmt.Fprintf(&b, "\n%d steps × batch %d", s.Steps, s.Batch)

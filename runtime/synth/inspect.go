@@ -99,7 +99,7 @@ func Inspect(path string) (*Inspection, error) {
 			in.OptErr = err
 			break
 		}
-		in.OptStep, in.OptConfig, in.OptData = meta[checkpoint.KeyStep], c, meta[KeyData]
+		in.OptStep, in.OptConfig, in.OptData = meta[checkpoint.KeyStep], c, meta[keyData]
 	}
 	return in, nil
 }

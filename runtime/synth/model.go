@@ -160,10 +160,6 @@ func (m *Model) Evaluate(ctx context.Context, text []byte, opts EvalOptions) (Ev
 	return ev.EvaluateContext(ctx, text, opts.Windows)
 }
 
-// ReadText reads a text file as training or evaluation data: a regular,
-// readable file. Errors name the file.
-func ReadText(path string) ([]byte, error) { return data.ReadFile(path) }
-
 // DefaultText is the path of the default training text, Isaac Newton's
 // Opticks as every Go installation ships it.
 func DefaultText() (string, error) { return data.DefaultFile() }

@@ -19,9 +19,9 @@ import (
 	"github.com/synthgen/synthgen/specs"
 )
 
-// KeyData is the optimizer-state metadata entry naming the run's data
+// keyData is the optimizer-state metadata entry naming the run's data
 // file (an absolute path), which a resume reads unless Data overrides it.
-const KeyData = "train.data"
+const keyData = "train.data"
 
 // Config is everything that decides a run's trajectory: steps, schedule,
 // batch, optimizer, clipping and seed.
@@ -191,8 +191,8 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 		keep("wd", o.wd == saved.Optim.WeightDecay, func() { cfg.Optim.WeightDecay = saved.Optim.WeightDecay })
 		keep("seed", o.seed == saved.Seed, func() { cfg.Seed = saved.Seed })
 		cfg.MinLRFrac, cfg.Optim.Beta1, cfg.Optim.Beta2, cfg.Optim.Eps = saved.MinLRFrac, saved.Optim.Beta1, saved.Optim.Beta2, saved.Optim.Eps
-		if !set["data"] && f.Metadata[KeyData] != "" {
-			o.data, plan.SavedData = f.Metadata[KeyData], true
+		if !set["data"] && f.Metadata[keyData] != "" {
+			o.data, plan.SavedData = f.Metadata[keyData], true
 		}
 	} else {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))
@@ -312,7 +312,7 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 	plan.ValWindows = data.NumWindows(ds.Val, s.N, 0)
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{KeyData: abs}}
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{keyData: abs}}
 	if err := r.distribute(); err != nil {
 		return nil, err
 	}
