@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/synthgen/synthgen/internal/plots"
 	"github.com/synthgen/synthgen/runtime/synth"
@@ -42,13 +41,11 @@ func attnCmd(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", ckpt, err)
 	}
-	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
-		return fmt.Errorf("output folder %s is a file, not a folder", out)
+	layers, err := attentionLayers(a)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ckpt, err)
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return fmt.Errorf("output folder %s: %w", out, err)
-	}
-	files, err := plots.AttentionPNGs(out, a)
+	files, err := plots.AttentionPNGs(out, a.Spec.Name, layers)
 	if err != nil {
 		return err
 	}
@@ -58,4 +55,41 @@ func attnCmd(e *env, args []string) error {
 		fmt.Fprintf(e.out, "wrote %s\n", f)
 	}
 	return nil
+}
+
+// attentionLayers lays a's maps out as plots' pictures: one per layer, a
+// panel per head (or one shared by the heads), titled with the spec, the
+// step, what the maps show and the prompt.
+func attentionLayers(a *synth.Attention) ([]plots.AttentionLayer, error) {
+	var layers []plots.AttentionLayer
+	for l, layer := range a.Maps {
+		var hms []plots.Heatmap
+		for _, m := range layer {
+			title := fmt.Sprintf("layer %d, head %d", m.Layer, m.Head)
+			if m.Head < 0 {
+				title = fmt.Sprintf("layer %d, all heads (shared)", m.Layer)
+			}
+			hm, err := plots.CausalHeatmap(title, m.T, m.P)
+			if err != nil {
+				return nil, err
+			}
+			hms = append(hms, hm)
+		}
+		prompt := "prompt: " + quote(a.Prompt, 60)
+		if !a.InputDependent {
+			prompt = fmt.Sprintf("shown for t = %d", len(a.Prompt))
+		}
+		title := fmt.Sprintf("%s (%s), step %d, layer %d: %s\n%s", a.Spec.Name, a.Spec.Variant, a.Step, l, a.What, prompt)
+		layers = append(layers, plots.AttentionLayer{Title: title, Maps: hms})
+	}
+	return layers, nil
+}
+
+// quote is b as a Go string literal, cut to about n characters.
+func quote(b []byte, n int) string {
+	q := []rune(fmt.Sprintf("%q", b))
+	if len(q) > n {
+		return string(q[:n]) + "…"
+	}
+	return string(q)
 }

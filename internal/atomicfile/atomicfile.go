@@ -61,17 +61,18 @@ func Stage(path string, fill func(io.Writer) error) (p *Pending, err error) {
 	if hooks.Wrap != nil {
 		w = hooks.Wrap(path, w)
 	}
+	hide := func(err error) error { return hideTemp(diskFull(err), tmp.Name()) }
 	if err = fill(w); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, diskFull(err))
+		return nil, fmt.Errorf("write %s: %w", path, hide(err))
 	}
 	if err = tmp.Chmod(0o644); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
+		return nil, fmt.Errorf("write %s: %w", path, hide(err))
 	}
 	if err = tmp.Sync(); err != nil {
-		return nil, fmt.Errorf("write %s: sync: %w", path, diskFull(err))
+		return nil, fmt.Errorf("write %s: sync: %w", path, hide(err))
 	}
 	if err = tmp.Close(); err != nil {
-		return nil, fmt.Errorf("write %s: close: %w", path, diskFull(err))
+		return nil, fmt.Errorf("write %s: close: %w", path, hide(err))
 	}
 	return &Pending{path: path, tmp: tmp.Name()}, nil
 }
@@ -88,7 +89,7 @@ func (p *Pending) Commit() error {
 	}
 	if err := rename(p.tmp, p.path); err != nil {
 		os.Remove(p.tmp)
-		return fmt.Errorf("write %s: %w", p.path, err)
+		return fmt.Errorf("write %s: %w", p.path, hideTemp(err, p.tmp))
 	}
 	dir := filepath.Dir(p.path)
 	d, err := os.Open(dir)
@@ -160,6 +161,25 @@ func removeStaleTemps(dir, base string) {
 		}
 	}
 }
+
+// hideTemp is err with the temporary file's name tmp replaced by
+// "temporary file" in its text (errors.Is and errors.As still see err's
+// chain): the error names the file being written, not a hidden one that no
+// longer exists.
+func hideTemp(err error, tmp string) error {
+	if err == nil || !strings.Contains(err.Error(), tmp) {
+		return err
+	}
+	return &tempError{err: err, tmp: tmp}
+}
+
+type tempError struct {
+	err error
+	tmp string
+}
+
+func (e *tempError) Error() string { return strings.ReplaceAll(e.err.Error(), e.tmp, "temporary file") }
+func (e *tempError) Unwrap() error { return e.err }
 
 // diskFull adds a plain statement to an out-of-space error (ENOSPC or
 // EDQUOT): the file being written was not replaced.

@@ -38,10 +38,12 @@ func TestWrite(t *testing.T) {
 	if err := Write(p, func(io.Writer) error { return errors.New("boom") }); err == nil || !strings.Contains(err.Error(), p) {
 		t.Errorf("failed fill: %v", err)
 	}
-	restore := SetTestHooks(Hooks{Rename: func(string, string) error { return errors.New("no rename") }})
+	restore := SetTestHooks(Hooks{Rename: func(from, to string) error {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: errors.New("no rename")}
+	}})
 	err := Write(p, put("two"))
 	restore()
-	if err == nil || !strings.Contains(err.Error(), p) {
+	if err == nil || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), ".tmp") || !errors.As(err, new(*os.LinkError)) {
 		t.Errorf("failed rename: %v", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "one" || files() != "f.txt" {

@@ -2,18 +2,16 @@ package plots_test
 
 import (
 	"bytes"
-	"context"
+	"fmt"
 	"image"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
-	_ "github.com/synthgen/synthgen/generated/odd_aft_simple"
-	"github.com/synthgen/synthgen/generated/small"
 	"github.com/synthgen/synthgen/internal/plots"
-	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 // colours counts the distinct colours of img inside r.
@@ -113,23 +111,38 @@ func TestAttentionGrid(t *testing.T) {
 	}
 }
 
-// TestAttentionPNGs: a model's maps as one PNG per layer, not blank;
-// aft_simple has none.
+// TestAttentionPNGs: plain causal grids as one PNG per layer, not blank,
+// into a folder created on the way; an error names the file it could not
+// write.
 func TestAttentionPNGs(t *testing.T) {
-	m, err := synth.New(small.Spec, 1)
+	const T = 24
+	var layers []plots.AttentionLayer
+	for l := 0; l < 2; l++ {
+		var hms []plots.Heatmap
+		for h := 0; h < 2; h++ {
+			p := make([]float32, T*T)
+			for i := 0; i < T; i++ {
+				for j := 0; j <= i; j++ {
+					p[i*T+j] = float32((i*7+j*3+h+l)%11) / 10
+				}
+			}
+			hm, err := plots.CausalHeatmap(fmt.Sprintf("layer %d, head %d", l, h), T, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !math.IsNaN(hm.Z[1]) || hm.Z[T] != float64(p[T]) {
+				t.Fatalf("causal mask: %v %v", hm.Z[1], hm.Z[T])
+			}
+			hms = append(hms, hm)
+		}
+		layers = append(layers, plots.AttentionLayer{Title: fmt.Sprintf("spec x, layer %d", l), Maps: hms})
+	}
+	dir := filepath.Join(t.TempDir(), "new", "attn")
+	files, err := plots.AttentionPNGs(dir, "x", layers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := m.Attention(context.Background(), []byte("The light of the sun, reflected by the moon and the planets"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	files, err := plots.AttentionPNGs(dir, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) != small.Spec.Layers || filepath.Base(files[1]) != "small-layer1.png" {
+	if len(files) != 2 || files[1] != filepath.Join(dir, "x-layer1.png") {
 		t.Fatalf("files %v", files)
 	}
 	for _, f := range files {
@@ -146,15 +159,15 @@ func TestAttentionPNGs(t *testing.T) {
 			t.Errorf("%s: %d colours in the first panel", f, k)
 		}
 	}
-	aft, err := synth.LookupSpec("odd_aft_simple")
-	if err != nil {
+	if _, err := plots.CausalHeatmap("bad", 3, make([]float32, 4)); err == nil {
+		t.Error("a map of the wrong size: no error")
+	}
+	// A folder where a picture should go: the error names the picture.
+	if err := os.Mkdir(filepath.Join(dir, "y-layer0.png"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ma, err := synth.New(aft, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ma.Attention(context.Background(), []byte("x")); err == nil {
-		t.Error("aft_simple: no error")
+	_, err = plots.AttentionPNGs(dir, "y", layers)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "y-layer0.png")) || strings.Contains(err.Error(), ".tmp") {
+		t.Errorf("writing over a folder: %v", err)
 	}
 }
