@@ -87,3 +87,23 @@ func explicit(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
 	return found
 }
+
+// trainFlags maps synth's options to synth train's flags.
+var trainFlags = map[string]string{
+	"Steps": "steps", "LRSteps": "lr-steps", "Batch": "batch", "LR": "lr", "Warmup": "warmup",
+	"Clip": "clip", "WeightDecay": "wd", "Seed": "seed", "StopAt": "stop-at", "Workers": "workers",
+	"EvalEvery": "eval-every", "EvalWindows": "eval-windows", "SaveEvery": "save-every",
+	"Data": "data", "Out": "out",
+}
+
+// flagError says err in the command's terms: an option's error names the
+// flag that set it.
+func flagError(err error) error {
+	var oe *synth.OptionError
+	if errors.As(err, &oe) {
+		if f, ok := trainFlags[oe.Option]; ok {
+			return fmt.Errorf("-%s %v: %s", f, oe.Value, oe.Rule)
+		}
+	}
+	return err
+}

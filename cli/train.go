@@ -133,7 +133,7 @@ func trainCmd(e *env, args []string) (err error) {
 		}
 		r, err := synth.ResumeRun(resume, opts...)
 		if err != nil {
-			return err
+			return flagError(err)
 		}
 		run = r
 	} else {
@@ -145,7 +145,7 @@ func trainCmd(e *env, args []string) (err error) {
 			return fmt.Errorf("-spec %s: %w", spec, err)
 		}
 		if run, err = synth.NewRun(s, opts...); err != nil {
-			return err
+			return flagError(err)
 		}
 	}
 	plan := run.Plan()

@@ -38,7 +38,7 @@ func crashOptions(text, out string) []synth.Option {
 func weightsHash(m *synth.Model) uint64 {
 	h := fnv.New64a()
 	var b [4]byte
-	for _, p := range m.Network().Params {
+	for _, p := range synth.NetworkOf(m).Params {
 		for _, x := range p.Data {
 			u := math.Float32bits(x)
 			b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)

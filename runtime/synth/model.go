@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 
@@ -121,13 +122,16 @@ func (m *Model) ISA() kernels.ISA { return m.net.Kernels.ISA }
 // (0: GOMAXPROCS). Results do not depend on it.
 func (m *Model) SetWorkers(n int) { m.net.SetWorkers(n) }
 
-// Network is the underlying network (parameters, forward and backward),
-// for programs that need more than this package offers.
-func (m *Model) Network() *model.Model { return m.net }
-
 // EvalResult is an evaluation: the mean next-byte cross-entropy over the
-// scored bytes (Loss, in nats; BPB in bits per byte).
-type EvalResult = train.Result
+// scored bytes.
+type EvalResult struct {
+	Loss    float64 // nats per byte
+	Windows int     // windows of n+1 bytes scored
+	Tokens  int     // bytes scored: Windows·n
+}
+
+// BPB is the loss in bits per byte.
+func (r EvalResult) BPB() float64 { return r.Loss / math.Ln2 }
 
 // EvalOptions tune Evaluate. The zero value scores every window, 16 per
 // forward pass.
@@ -157,7 +161,8 @@ func (m *Model) Evaluate(ctx context.Context, text []byte, opts EvalOptions) (Ev
 	}
 	k := data.NumWindows(text, n, opts.Windows)
 	ev := train.NewEvaluator(m.net, min(batch, k))
-	return ev.EvaluateContext(ctx, text, opts.Windows)
+	res, err := ev.EvaluateContext(ctx, text, opts.Windows)
+	return EvalResult(res), err
 }
 
 // DefaultText is the path of the default training text, Isaac Newton's

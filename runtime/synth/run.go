@@ -222,21 +222,34 @@ func apply(opts []Option) options {
 	return o
 }
 
-// validate checks the settings that need no model.
+// validate checks the settings that need no model; the errors are
+// OptionErrors naming the option.
 func (o *options) validate() error {
 	switch {
+	case o.steps < 1:
+		return optionErr("steps", o.steps, "must be ≥ 1")
+	case o.batch < 1 || o.batch > train.MaxBatch:
+		return optionErr("batch", o.batch, "must satisfy 1 ≤ batch ≤ %d", train.MaxBatch)
+	case !(o.lr > 0) || math.IsInf(o.lr, 0):
+		return optionErr("lr", o.lr, "the learning rate must be a positive number")
+	case o.set["warmup"] && o.warmup < 0:
+		return optionErr("warmup", o.warmup, "must be ≥ 0")
+	case math.IsNaN(o.clip) || math.IsInf(o.clip, 0):
+		return optionErr("clip", o.clip, "must be a finite number (0: no clipping)")
+	case !(o.wd >= 0) || math.IsInf(o.wd, 0):
+		return optionErr("wd", o.wd, "must be a finite number ≥ 0")
 	case o.evalEvery < 0:
-		return fmt.Errorf("eval-every %d must be ≥ 0", o.evalEvery)
+		return optionErr("eval-every", o.evalEvery, "must be ≥ 0")
 	case o.evalWindows < 0:
-		return fmt.Errorf("eval-windows %d must be ≥ 0", o.evalWindows)
+		return optionErr("eval-windows", o.evalWindows, "must be ≥ 0")
 	case o.saveEvery < 0:
-		return fmt.Errorf("save-every %d must be ≥ 0", o.saveEvery)
+		return optionErr("save-every", o.saveEvery, "must be ≥ 0")
 	case o.workers < 0:
-		return fmt.Errorf("workers %d must be ≥ 0", o.workers)
+		return optionErr("workers", o.workers, "must be ≥ 0")
 	case o.stopAt < 0:
-		return fmt.Errorf("stop-at %d must be ≥ 0", o.stopAt)
+		return optionErr("stop-at", o.stopAt, "must be ≥ 0")
 	case o.lrSteps < 0:
-		return fmt.Errorf("lr-steps %d must be ≥ 0", o.lrSteps)
+		return optionErr("lr-steps", o.lrSteps, "must be ≥ 0")
 	}
 	return nil
 }
@@ -277,7 +290,7 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 	stop := cfg.Steps
 	if o.stopAt > 0 {
 		if o.stopAt <= start || o.stopAt > cfg.Steps {
-			return nil, fmt.Errorf("stop-at %d must be after the start step %d and at most the run's %d steps", o.stopAt, start, cfg.Steps)
+			return nil, optionErr("stop-at", o.stopAt, "must be after the start step %d and at most the run's %d steps", start, cfg.Steps)
 		}
 		stop = o.stopAt
 	}
@@ -429,7 +442,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 		case err == nil:
 			sum.ValLoss = res.Loss
 			ev := base
-			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
+			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, EvalResult(res)
 			emit(ev)
 			lg.printf("0,,%s,,\n", ftoa(res.Loss))
 		case ctx.Err() == nil:
@@ -452,7 +465,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 			switch {
 			case err == nil:
 				sum.ValLoss = res.Loss
-				ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
+				ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, EvalResult(res)
 			case ctx.Err() == nil:
 				return finish(), err
 			} // cancelled during the evaluation: save below, unevaluated

@@ -132,7 +132,7 @@ func TestModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Step() != 4 || m.Spec().Name != "small" || m.NumParams() != m.Network().NumParams() {
+	if m.Step() != 4 || m.Spec().Name != "small" || m.NumParams() != synth.NetworkOf(m).NumParams() {
 		t.Errorf("loaded model: step %d, spec %s", m.Step(), m.Spec().Name)
 	}
 	cp := filepath.Join(dir, "copy.safetensors")
@@ -213,12 +213,12 @@ func TestErrors(t *testing.T) {
 		opt  synth.Option
 		want string
 	}{
-		{synth.Steps(0), "steps"},
-		{synth.Batch(0), "batch"},
+		{synth.Steps(0), "Steps(0)"},
+		{synth.Batch(0), "Batch(0)"},
 		{synth.LR(-1), "learning rate"},
-		{synth.EvalEvery(-1), "eval-every"},
-		{synth.Workers(-1), "workers"},
-		{synth.StopAt(99), "stop-at"},
+		{synth.EvalEvery(-1), "EvalEvery(-1): must be ≥ 0"},
+		{synth.Workers(-1), "Workers(-1)"},
+		{synth.StopAt(99), "StopAt(99)"},
 		{synth.Data(filepath.Join(dir, "none.txt")), "none.txt"},
 		{synth.Out(filepath.Join(dir, "no", "x.safetensors")), "directory"},
 	} {
