@@ -19,8 +19,8 @@ var ErrNoAttention = errors.New("the variant has no attention weights")
 // head, as Model.Attention returns them.
 type Attention struct {
 	Spec   specs.Spec
-	Step   int    // the checkpoint's training steps
-	Prompt []byte // the bytes the model saw: the last n bytes of the prompt
+	Step   int           // the checkpoint's training steps
+	Prompt []byte        // the bytes the model saw: the last n bytes of the prompt
 	Kind   AttentionKind // which weights the maps are
 	// What says in one sentence what the maps show (which weights, after
 	// which normalisation, whether they depend on the input).
