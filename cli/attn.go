@@ -25,7 +25,7 @@ func attnCmd(e *env, args []string) error {
 	if err := needCkpt(ckpt); err != nil {
 		return err
 	}
-	m, err := synth.Load(ckpt)
+	m, err := synth.Load(e.context(), ckpt)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func evalCmd(e *env, args []string) error {
 	case workers < 0:
 		return fmt.Errorf("-workers %d must be ≥ 0", workers)
 	}
-	m, err := synth.Load(ckpt)
+	m, err := synth.Load(e.context(), ckpt)
 	if err != nil {
 		return err
 	}

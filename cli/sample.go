@@ -34,7 +34,7 @@ func sampleCmd(e *env, args []string) error {
 	case prompt == "":
 		return fmt.Errorf("-prompt must not be empty: the model needs at least one byte to continue")
 	}
-	m, err := synth.Load(ckpt)
+	m, err := synth.Load(e.context(), ckpt)
 	if err != nil {
 		return err
 	}

@@ -131,8 +131,12 @@ func trainCmd(e *env, args []string) (err error) {
 				return fmt.Errorf("-spec %s does not match the spec of -resume %s (%s); drop -spec", spec, resume, saved.JSON())
 			}
 		}
-		r, err := synth.ResumeRun(resume, opts...)
+		r, err := synth.ResumeRun(e.context(), resume, opts...)
 		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintf(e.out, "%v before training started; nothing was trained or written\n", context.Cause(e.context()))
+				return nil
+			}
 			return flagError(err)
 		}
 		run = r
@@ -144,7 +148,11 @@ func trainCmd(e *env, args []string) (err error) {
 		if err != nil {
 			return fmt.Errorf("-spec %s: %w", spec, err)
 		}
-		if run, err = synth.NewRun(s, opts...); err != nil {
+		if run, err = synth.NewRun(e.context(), s, opts...); err != nil {
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintf(e.out, "%v before training started; nothing was trained or written\n", context.Cause(e.context()))
+				return nil
+			}
 			return flagError(err)
 		}
 	}
@@ -153,6 +161,10 @@ func trainCmd(e *env, args []string) (err error) {
 
 	sum, err := run.Train(e.context())
 	p.finish()
+	if errors.Is(err, context.Canceled) && sum != nil && sum.Step == sum.Start {
+		fmt.Fprintf(e.out, "%v: stopped before step %d of %d; nothing was trained or written\n", context.Cause(e.context()), sum.Start+1, sum.Steps)
+		return nil
+	}
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintf(e.out, "%v: stopped after step %d of %d\n", context.Cause(e.context()), sum.Step, sum.Steps)
 		fmt.Fprintf(e.out, "saved step %d to %s (optimizer state %s); continue with: synth train -resume %s\n", sum.Step, sum.Out, sum.OptOut, sum.Out)

@@ -190,10 +190,10 @@ func (st *Study) train(ctx context.Context, rp RunPlan, rs *runState, onEvent fu
 		var run *synth.Run
 		var err error
 		if rp.Step > 0 {
-			run, err = synth.ResumeRun(rp.Checkpoint, opts...)
+			run, err = synth.ResumeRun(ctx, rp.Checkpoint, opts...)
 		} else {
 			opts = append(opts, synth.Steps(s.Steps), synth.Batch(s.Batch), synth.Seed(rp.Seed))
-			run, err = synth.NewRun(rp.Spec, opts...)
+			run, err = synth.NewRun(ctx, rp.Spec, opts...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("spec %s seed %d: %w", rp.Spec.Name, rp.Seed, err)
@@ -216,7 +216,7 @@ func (st *Study) train(ctx context.Context, rp RunPlan, rs *runState, onEvent fu
 		m = run.Model()
 	} else {
 		var err error
-		if m, err = synth.Load(rp.Checkpoint); err != nil {
+		if m, err = synth.Load(ctx, rp.Checkpoint); err != nil {
 			return nil, fmt.Errorf("spec %s seed %d: %w", rp.Spec.Name, rp.Seed, err)
 		}
 		m.SetWorkers(st.o.workers)

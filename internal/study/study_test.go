@@ -146,7 +146,7 @@ func TestTable(t *testing.T) {
 			t.Errorf("run %+v: train loss from a log of %d lines: want %g", a, len(log), sum/8)
 		}
 		// The final validation is the model's loss on every held-out window.
-		mm, err := synth.Load(a.Checkpoint)
+		mm, err := synth.Load(context.Background(), a.Checkpoint)
 		if err != nil {
 			t.Fatal(err)
 		}

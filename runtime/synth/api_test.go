@@ -1,7 +1,9 @@
 package synth_test
 
 import (
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -41,7 +43,34 @@ func TestInspectNeedsNoKernels(t *testing.T) {
 			t.Errorf("tensor %d: %+v, want %s", i, ti, p.Name)
 		}
 	}
-	if _, err := synth.Load(p); !errors.Is(err, synth.ErrNotLinked) {
+	if _, err := synth.Load(context.Background(), p); !errors.Is(err, synth.ErrNotLinked) {
 		t.Errorf("Load of an unlinked spec's checkpoint: %v", err)
+	}
+}
+
+// TestCancelledBeforeStart: a cancelled context stops NewRun and Load with
+// its error, and a Run's Train before its first step, writing nothing.
+func TestCancelledBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	out := filepath.Join(dir, "x.safetensors")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := synth.NewRun(ctx, small.Spec, tiny(data, out)...); !errors.Is(err, context.Canceled) {
+		t.Errorf("NewRun: %v", err)
+	}
+	if _, err := synth.Load(ctx, out); !errors.Is(err, context.Canceled) {
+		t.Errorf("Load: %v", err)
+	}
+	r, err := synth.NewRun(context.Background(), small.Spec, tiny(data, out, synth.Steps(5))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := r.Train(ctx)
+	if !errors.Is(err, context.Canceled) || sum == nil || sum.Step != 0 || sum.Start != 0 || !sum.Stopped || r.Step() != 0 {
+		t.Errorf("Train: %v, %+v", err, sum)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Errorf("files after a cancelled start: %v", es)
 	}
 }

@@ -81,13 +81,32 @@ func New(s specs.Spec, seed uint64) (*Model, error) {
 
 // Load reads a checkpoint written by Save or by a training run: the
 // weights, the spec and the step. The spec's generated package must be
-// linked.
-func Load(path string) (*Model, error) {
+// linked. A ctx cancelled before or during the read gives its error.
+func Load(ctx context.Context, path string) (*Model, error) {
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	net, step, err := checkpoint.Load(path)
 	if err != nil {
 		return nil, err
 	}
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	return &Model{net: net, step: step}, nil
+}
+
+// cancelled is ctx's error once ctx is done, with its cause when that is
+// another error.
+func cancelled(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if c := context.Cause(ctx); c != nil && c != err {
+		return fmt.Errorf("%w: %w", c, err)
+	}
+	return err
 }
 
 // CheckpointSpec reads the spec and step a checkpoint file states, checking

@@ -74,7 +74,7 @@ type Run struct {
 // checkpoint, optimizer state and CSV log (see Out), and returns how the
 // run ended. See Run.Train for cancellation.
 func Train(ctx context.Context, s specs.Spec, opts ...Option) (*Summary, error) {
-	r, err := NewRun(s, opts...)
+	r, err := NewRun(ctx, s, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func Train(ctx context.Context, s specs.Spec, opts ...Option) (*Summary, error) 
 // with the saved run's settings unless opts override them; Steps can
 // extend the run. See Run.Train for cancellation.
 func Resume(ctx context.Context, checkpoint string, opts ...Option) (*Summary, error) {
-	r, err := ResumeRun(checkpoint, opts...)
+	r, err := ResumeRun(ctx, checkpoint, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +93,13 @@ func Resume(ctx context.Context, checkpoint string, opts ...Option) (*Summary, e
 }
 
 // NewRun prepares a new run of spec s: it checks every setting, builds the
-// model and loads the data, but trains nothing. The spec's generated
-// package must be linked into the program.
-func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
+// model and loads the data, but trains nothing and writes nothing. The
+// spec's generated package must be linked into the program. ctx is checked
+// between the steps of the preparation: a cancelled ctx gives its error.
+func NewRun(ctx context.Context, s specs.Spec, opts ...Option) (*Run, error) {
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	o := apply(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -108,7 +112,7 @@ func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return o.finish(m, cfg, Plan{}, nil)
+	return o.finish(ctx, m, cfg, Plan{}, nil)
 }
 
 // ResumeRun prepares the continuation of the run saved in path: the
@@ -120,8 +124,12 @@ func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
 // error that says to move it aside to resume from the weights alone.
 // Options override the saved settings; overriding one (other than Steps,
 // LRSteps, Workers, evaluation, logging and output) makes the result differ
-// from an uninterrupted run, which Plan.Notes says.
-func ResumeRun(path string, opts ...Option) (*Run, error) {
+// from an uninterrupted run, which Plan.Notes says. ctx is checked between
+// the files read: a cancelled ctx gives its error.
+func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	o := apply(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -131,6 +139,9 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 	h, err := checkpoint.ReadHeader(path)
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
+	}
+	if err := cancelled(ctx); err != nil {
+		return nil, err
 	}
 	k, err := checkpoint.Kernels(path, &h.Spec)
 	if err != nil {
@@ -200,7 +211,7 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 	if cfg.Steps <= h.Step {
 		return nil, fmt.Errorf("resume %s is at step %d, already at or past the run's %d steps: ask for more steps", path, h.Step, cfg.Steps)
 	}
-	return o.finish(m, cfg, plan, func(t *train.Trainer) error {
+	return o.finish(ctx, m, cfg, plan, func(t *train.Trainer) error {
 		if plan.WithOptimizer {
 			if _, err := t.LoadStateFrom(optPath, h.Step); err != nil {
 				return fmt.Errorf("resume: %w", err)
@@ -270,7 +281,7 @@ func (o *options) config() Config {
 
 // finish loads the data, makes the trainer (restore sets its state) and
 // completes the plan.
-func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Trainer) error) (*Run, error) {
+func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, restore func(*train.Trainer) error) (*Run, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -303,8 +314,14 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 		path, plan.DefaultData = p, true
 	}
 	s := m.net.Spec
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	ds, err := data.Load(path, s.N, s.Vocab)
 	if err != nil {
+		return nil, err
+	}
+	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
 	t, err := train.New(m.net, ds.Train, cfg)
@@ -394,8 +411,16 @@ type Summary struct {
 // finishes the current step, saves a resumable checkpoint, and returns the
 // summary with an error wrapping ctx's cause (errors.Is(err,
 // context.Canceled) for a plain cancel). Any other error leaves the last
-// saved checkpoint intact.
+// saved checkpoint intact. On one process, a ctx cancelled before Train
+// starts trains no step and writes nothing: the summary's Step is its
+// Start. (Over several ranks, the ranks agree on the step to stop after,
+// as for a cancel during the run.)
 func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
+	if err := cancelled(ctx); err != nil && r.dist == nil {
+		s := r.t.Step
+		return &Summary{Start: s, Step: s, Steps: r.t.Cfg.Steps, Stopped: true, Loss: math.NaN(), ValLoss: math.NaN(), Out: r.plan.Out, OptOut: r.plan.OptOut, CSV: r.plan.CSV},
+			fmt.Errorf("training stopped before step %d of %d (nothing written): %w", s+1, r.t.Cfg.Steps, err)
+	}
 	ctx, release := r.collective(ctx) // on several ranks: every rank stops after the same step
 	defer release()
 	lg, err := openCSV(r.csvLogPath(), r.plan.Resume != "")

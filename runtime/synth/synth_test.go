@@ -92,7 +92,7 @@ func TestTrainResumeExact(t *testing.T) {
 	if s, step, err := synth.CheckpointSpec(c); err != nil || step != 5 || s.JSON() != small.Spec.JSON() {
 		t.Fatalf("checkpoint after cancel: %v step %d", err, step)
 	}
-	r, err := synth.ResumeRun(c)
+	r, err := synth.ResumeRun(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestTrainResumeExact(t *testing.T) {
 	}
 
 	// Overriding a saved setting is noted.
-	r, err = synth.ResumeRun(a, synth.Steps(12), synth.Batch(3), synth.Out(filepath.Join(dir, "d.safetensors")))
+	r, err = synth.ResumeRun(context.Background(), a, synth.Steps(12), synth.Batch(3), synth.Out(filepath.Join(dir, "d.safetensors")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestModel(t *testing.T) {
 	if _, err := synth.Train(ctx, small.Spec, tiny(data, ck, synth.Steps(4))...); err != nil {
 		t.Fatal(err)
 	}
-	m, err := synth.Load(ck)
+	m, err := synth.Load(context.Background(), ck)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestErrors(t *testing.T) {
 	out := filepath.Join(dir, "e.safetensors")
 	unlinked := small.Spec
 	unlinked.Name = "not_generated"
-	if _, err := synth.NewRun(unlinked, synth.Data(data), synth.Out(out)); !errors.Is(err, synth.ErrNotLinked) ||
+	if _, err := synth.NewRun(context.Background(), unlinked, synth.Data(data), synth.Out(out)); !errors.Is(err, synth.ErrNotLinked) ||
 		!strings.Contains(err.Error(), `"not_generated"`) || !strings.Contains(err.Error(), "cmd/synthgen") {
 		t.Errorf("unlinked spec: %v", err)
 	}
@@ -222,14 +222,14 @@ func TestErrors(t *testing.T) {
 		{synth.Data(filepath.Join(dir, "none.txt")), "none.txt"},
 		{synth.Out(filepath.Join(dir, "no", "x.safetensors")), "directory"},
 	} {
-		if _, err := synth.NewRun(small.Spec, synth.Data(data), synth.Out(out), synth.Steps(10), c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := synth.NewRun(context.Background(), small.Spec, synth.Data(data), synth.Out(out), synth.Steps(10), c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("err = %v, want one containing %q", err, c.want)
 		}
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a failed NewRun wrote %s", out)
 	}
-	if _, err := synth.Load(data); err == nil || !strings.Contains(err.Error(), "text.txt") {
+	if _, err := synth.Load(context.Background(), data); err == nil || !strings.Contains(err.Error(), "text.txt") {
 		t.Errorf("Load of a text file: %v", err)
 	}
 	if _, err := synth.LookupSpec("nosuch"); !errors.Is(err, synth.ErrNotLinked) {
