@@ -185,6 +185,15 @@ func Lookup(name string) (*Kernels, error) {
 // For dispatches the kernels of spec s at Level(), checking that the
 // package linked under s's name was generated from exactly s.
 func For(s specs.Spec) (*Kernels, error) {
+	l, err := Level()
+	if err != nil {
+		return nil, err
+	}
+	return ForAt(s, l)
+}
+
+// ForAt is For at level l or below, whatever SYNTHGEN_ISA says.
+func ForAt(s specs.Spec, l ISA) (*Kernels, error) {
 	e, err := get(s.Name)
 	if err != nil {
 		return nil, err
@@ -192,7 +201,7 @@ func For(s specs.Spec) (*Kernels, error) {
 	if linked := e.spec; linked.JSON() != s.JSON() {
 		return nil, &MismatchError{Spec: s, Linked: linked, Package: e.pkg}
 	}
-	return Lookup(s.Name)
+	return LookupAt(s.Name, l)
 }
 
 // LookupAt dispatches spec name's kernels at level l or below.

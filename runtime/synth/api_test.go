@@ -74,3 +74,29 @@ func TestCancelledBeforeStart(t *testing.T) {
 		t.Errorf("files after a cancelled start: %v", es)
 	}
 }
+
+// TestISAOption: the ISA option picks the kernels' level whatever
+// SYNTHGEN_ISA says, for a new run and a resumed one.
+func TestISAOption(t *testing.T) {
+	t.Setenv(kernels.EnvISA, "")
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	out := filepath.Join(dir, "g.safetensors")
+	r, err := synth.NewRun(context.Background(), small.Spec, tiny(data, out, synth.Steps(2), synth.ISA(kernels.Go))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan().ISA != "go" || r.Model().ISA() != kernels.Go {
+		t.Errorf("new run: plan ISA %s, model %s", r.Plan().ISA, r.Model().ISA())
+	}
+	if _, err := r.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := synth.ResumeRun(context.Background(), out, synth.Steps(3), synth.ISA(kernels.Go))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Model().ISA() != kernels.Go {
+		t.Errorf("resumed run: model %s", rr.Model().ISA())
+	}
+}

@@ -18,7 +18,7 @@ var optionNames = map[string]string{
 	"data": "Data", "out": "Out", "steps": "Steps", "lr-steps": "LRSteps", "batch": "Batch",
 	"lr": "LR", "warmup": "Warmup", "clip": "Clip", "wd": "WeightDecay", "seed": "Seed",
 	"stop-at": "StopAt", "workers": "Workers", "eval-every": "EvalEvery",
-	"eval-windows": "EvalWindows", "save-every": "SaveEvery",
+	"eval-windows": "EvalWindows", "save-every": "SaveEvery", "isa": "ISA",
 }
 
 // optionErr is the OptionError of setting key (an options.set key).

@@ -56,9 +56,13 @@ func LookupSpec(nameOrFile string) (specs.Spec, error) {
 
 // dispatch returns the kernels of spec s, checking that the linked package
 // of that name was generated from exactly s.
-func dispatch(s specs.Spec) (*kernels.Kernels, error) {
+// A nil isa is the level Level gives (the CPU's best, or SYNTHGEN_ISA).
+func dispatch(s specs.Spec, isa *kernels.ISA) (*kernels.Kernels, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+	if isa != nil {
+		return kernels.ForAt(s, *isa)
 	}
 	return kernels.For(s)
 }
@@ -67,8 +71,11 @@ func dispatch(s specs.Spec) (*kernels.Kernels, error) {
 // from seed. The program must link s's generated package (a blank import
 // of it is enough); otherwise the error says which spec and how to
 // generate it.
-func New(s specs.Spec, seed uint64) (*Model, error) {
-	k, err := dispatch(s)
+func New(s specs.Spec, seed uint64) (*Model, error) { return newModel(s, seed, nil) }
+
+// newModel is New on the kernels of level isa (nil: Level's).
+func newModel(s specs.Spec, seed uint64, isa *kernels.ISA) (*Model, error) {
+	k, err := dispatch(s, isa)
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func NewRun(ctx context.Context, s specs.Spec, opts ...Option) (*Run, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := New(s, cfg.Seed)
+	m, err := newModel(s, cfg.Seed, o.isa)
 	if err != nil {
 		return nil, err
 	}
@@ -143,9 +143,9 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	k, err := checkpoint.Kernels(path, &h.Spec)
+	k, err := dispatch(h.Spec, o.isa)
 	if err != nil {
-		return nil, fmt.Errorf("resume: %w", err)
+		return nil, fmt.Errorf("resume: %s: %w", path, err)
 	}
 	net, err := model.New(h.Spec, k, 0)
 	if err != nil {
