@@ -27,7 +27,7 @@ func printInfo(w io.Writer, only string) error {
 		return err
 	}
 	var have []string
-	for _, l := range kernels.ISAs {
+	for _, l := range kernels.Levels() {
 		if kernels.Supported(l) {
 			have = append(have, l.String())
 		}
