@@ -25,8 +25,8 @@ func sampleCmd(e *env, args []string) error {
 		return err
 	}
 	switch {
-	case o.Len < 0:
-		return fmt.Errorf("-len %d must be ≥ 0", o.Len)
+	case o.Len < 1:
+		return fmt.Errorf("-len %d must be ≥ 1", o.Len)
 	case !(o.Temp >= 0) || math.IsInf(o.Temp, 0):
 		return fmt.Errorf("-temp %g must be a number ≥ 0", o.Temp)
 	case o.TopK < 0:

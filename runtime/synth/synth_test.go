@@ -180,6 +180,7 @@ func TestModel(t *testing.T) {
 	}{
 		{"", synth.SampleOptions{Len: 1}, "prompt"},
 		{"x", synth.SampleOptions{Len: -1}, "length"},
+		{"x", synth.SampleOptions{}, "SampleOptions.Len"},
 		{"x", synth.SampleOptions{Len: 1, Temp: math.NaN()}, "temperature"},
 		{"x", synth.SampleOptions{Len: 1, TopK: -2}, "top-k"},
 	} {
