@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/bench"
+	"github.com/synthgen/synthgen/internal/textfmt"
 )
 
 // runSteps prints the training-step table: for every spec, whole training
@@ -50,15 +51,29 @@ func stepsCmd(e *env, args []string) error {
 		fmt.Fprintf(e.out, "; %d rounds a row: medians, and the range of the rounds' ratios", *rounds)
 	}
 	fmt.Fprintln(e.out)
-	printStepHead(os.Stdout)
+	// Each row measures 1 and 2 workers (and PyTorch) per round for at
+	// least -min-time each: a lower bound now, the pace so far after each
+	// row; on standard error, so the table stays whole.
+	per := 2
+	if o.PyTorch != nil {
+		per = 3
+	}
+	fmt.Fprintf(e.errOut, "%d rows × %d rounds × %d measurements of at least %s: at least %s, more for the large specs\n",
+		len(names), max(*rounds, 1), per, *minTime, textfmt.Duration(time.Duration(len(names)*max(*rounds, 1)*per)**minTime))
+	printStepHead(e.out)
 	var rows []bench.Row
-	for _, name := range names {
+	start := time.Now()
+	for i, name := range names {
 		r, err := bench.MeasureRow(ctx, name, o)
 		if err != nil {
 			return fmt.Errorf("steps: %w", err)
 		}
 		printStepRow(e.out, r)
 		rows = append(rows, r)
+		if left := len(names) - i - 1; left > 0 {
+			took := time.Since(start)
+			fmt.Fprintf(e.errOut, "  %d of %d rows in %s; ETA %s at this pace\n", i+1, len(names), textfmt.Duration(took), textfmt.Duration(took/time.Duration(i+1)*time.Duration(left)))
+		}
 	}
 	if *md {
 		fmt.Fprintln(e.out)

@@ -32,7 +32,7 @@ func trainCmd(e *env, args []string) (err error) {
 	)
 	fs.StringVar(&spec, "spec", defaultSpec(), "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
-	fs.IntVar(&steps, "steps", synth.DefaultSteps, "total steps of the run (with -resume: continue up to this step); the schedule's horizon")
+	fs.IntVar(&steps, "steps", synth.DefaultSteps, "total steps of the run (with -resume: continue up to this step); the schedule's horizon. With -resume, a -steps beyond the saved run's stretches its cosine to the new total, so the learning rate goes back up; add -lr-steps <the saved steps> to keep the saved schedule (the rate then stays at 10% of the peak)")
 	fs.IntVar(&lrSteps, "lr-steps", 0, "length of the learning-rate schedule (0: -steps); fix it to split one run into several: -steps 100 -lr-steps 200, then -resume -steps 200, ends with the weights of -steps 200")
 	fs.IntVar(&batch, "batch", synth.DefaultBatch, "sequences of n tokens per step")
 	fs.Float64Var(&lr, "lr", synth.DefaultLR, "peak learning rate (linear warm-up, then cosine decay to 10%)")

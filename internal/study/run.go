@@ -67,11 +67,11 @@ func (p Progress) String() string {
 	if e.Step == e.Start && math.IsNaN(e.Loss) {
 		return fmt.Sprintf("%s step %d: val loss %.4f", head, e.Step, e.Val)
 	}
-	val := "-"
-	if !math.IsNaN(e.LastVal) {
-		val = fmt.Sprintf("%.4f", e.LastVal)
+	val := "" // only on an evaluation: no stale value between them
+	if e.Evaluated {
+		val = fmt.Sprintf("  val %.4f", e.Val)
 	}
-	return fmt.Sprintf("%s step %*d/%d  loss %.4f  val %s  %s tok/s | %s", head, len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, textfmt.Count(e.TokensPerSec), study)
+	return fmt.Sprintf("%s step %*d/%d  loss %.4f%s  %s tok/s | %s", head, len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, textfmt.Count(e.TokensPerSec), study)
 }
 
 // RunResult is one finished run.

@@ -40,8 +40,10 @@ func (e Event) ETA() time.Duration {
 
 // String is the event as one progress line:
 //
-//	step  40/200  loss 2.9123  val 2.9521  lr 9.80e-04  61.2k tok/s  ETA 13s
+//	step  40/200  loss 2.9123  lr 9.80e-04  61.2k tok/s  ETA 13s
 //
+// with "val 2.9521" after the loss when the event carries an evaluation
+// (a line between evaluations shows none rather than repeat a stale one),
 // or, for the initial evaluation, the held-out loss beside a uniform
 // guess's.
 func (e Event) String() string {
@@ -49,15 +51,15 @@ func (e Event) String() string {
 		return fmt.Sprintf("step %d: val loss %.4f (%.4f bpb) on %d held-out windows; a uniform guess scores %.4f",
 			e.Step, e.Val, e.Eval.BPB(), e.Eval.Windows, math.Log(float64(e.Vocab)))
 	}
-	val := "-"
-	if !math.IsNaN(e.LastVal) {
-		val = fmt.Sprintf("%.4f", e.LastVal)
+	val := ""
+	if e.Evaluated {
+		val = fmt.Sprintf("  val %.4f", e.Val)
 	}
 	eta := "-"
 	if e.Step > e.Start {
 		eta = textfmt.Duration(e.ETA())
 	}
-	return fmt.Sprintf("step %*d/%d  loss %.4f  val %s  lr %.2e  %s tok/s  ETA %s",
+	return fmt.Sprintf("step %*d/%d  loss %.4f%s  lr %.2e  %s tok/s  ETA %s",
 		len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, e.LR, textfmt.Count(e.TokensPerSec), eta)
 }
 

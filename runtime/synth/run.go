@@ -184,7 +184,10 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 		if !set["steps"] {
 			cfg.Steps = saved.Steps
 		} else if o.steps != saved.Steps && cfg.Horizon == 0 {
-			plan.Notes = append(plan.Notes, fmt.Sprintf("steps %d differs from the saved run's %d: the cosine schedule is stretched to the new total from step %d on", o.steps, saved.Steps, h.Step))
+			plan.Notes = append(plan.Notes, fmt.Sprintf("steps %d differs from the saved run's %d: the cosine schedule is stretched to the new total from step %d on, "+
+				"so the learning rate goes back up (the cosine over %d steps is higher at step %d than over %d); "+
+				"to keep the saved schedule instead (the rate then stays at its floor, 10%% of the peak, after step %d), fix its length: LRSteps(%d) (synth train: -lr-steps %d)",
+				o.steps, saved.Steps, h.Step, o.steps, h.Step, saved.Steps, saved.Steps, saved.Steps, saved.Steps))
 		}
 		if !set["warmup"] {
 			cfg.Warmup = saved.Warmup
