@@ -49,7 +49,8 @@ func LookupSpec(nameOrFile string) (specs.Spec, error) {
 		return specs.Spec{}, err
 	}
 	if file != nil && file.JSON() != linked.JSON() {
-		return specs.Spec{}, fmt.Errorf("spec file %s: its spec %s differs from the linked %q %s: regenerate its package (go generate)", nameOrFile, file.JSON(), name, linked.JSON())
+		pkg, _ := kernels.PackageOf(name)
+		return specs.Spec{}, fmt.Errorf("spec file %s: its spec %s differs from the linked %q %s (package %s): regenerate that package from the file (go generate) and rebuild", nameOrFile, file.JSON(), name, linked.JSON(), pkg)
 	}
 	return linked, nil
 }
