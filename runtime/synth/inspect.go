@@ -46,10 +46,11 @@ type TensorInfo struct {
 
 // Inspect reads the checkpoint at path, checks its tensors' names, dtypes
 // and shapes against its spec, and reads the header of the optimizer state
-// beside it, if any. It needs no linked kernels: a program can inspect a
-// checkpoint of any spec.
+// beside it, if any. It reads only the files' headers and needs no linked
+// kernels: a program can inspect a checkpoint of any spec, of any size,
+// quickly.
 func Inspect(path string) (*Inspection, error) {
-	h, err := checkpoint.ReadHeader(path)
+	h, err := checkpoint.PeekHeader(path)
 	if err != nil {
 		return nil, err
 	}
