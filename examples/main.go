@@ -20,7 +20,7 @@ func main() {
 	check(err)
 	_, err = synth.Resume(ctx, tiny.Checkpoint, synth.Log(os.Stdout, 50)) // steps 101–200: as one run
 	check(err)
-	m, err := synth.Load(tiny.Checkpoint)
+	m, err := synth.Load(ctx, tiny.Checkpoint)
 	check(err)
 	val, err := synth.HeldOut("", m.Spec()) // the default text's last 10%
 	check(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/internal/atomicfile"
 	"github.com/synthgen/synthgen/specs"
 )
 
@@ -364,13 +365,13 @@ func TestWriteRemovesStale(t *testing.T) {
 func TestWriteFailureLeavesNoTemps(t *testing.T) {
 	s, spec, out := userDir(t, true)
 	n := 0
-	renameFile = func(from, to string) error {
+	restore := atomicfile.SetTestHooks(atomicfile.Hooks{Rename: func(from, to string) error {
 		if n++; n == 2 {
 			return errors.New("simulated failure")
 		}
 		return os.Rename(from, to)
-	}
-	defer func() { renameFile = os.Rename }()
+	}})
+	defer restore()
 	err := Write(s, spec, out, "")
 	if err == nil || !strings.Contains(err.Error(), "simulated failure") || !strings.Contains(err.Error(), out) {
 		t.Fatalf("error %v, want the simulated one naming a file in %s", err, out)
@@ -382,7 +383,7 @@ func TestWriteFailureLeavesNoTemps(t *testing.T) {
 		}
 	}
 	// The next run completes the package.
-	renameFile = os.Rename
+	restore()
 	if err := Write(s, spec, out, ""); err != nil {
 		t.Fatal(err)
 	}

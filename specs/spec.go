@@ -55,7 +55,7 @@ func (s *Spec) IsMixture() bool { return len(s.Components()) > 1 }
 // IsSynthesizer reports whether the variant builds a [t, t] logit matrix per
 // head that goes through softmax and the value product (the synthesizer
 // family and vanilla, and their mixtures).
-func (s *Spec) IsSynthesizer() bool { return SynthesizerFamily[s.Components()[0]] }
+func (s *Spec) IsSynthesizer() bool { return synthesizerFamily[s.Components()[0]] }
 
 // JSON returns the spec's canonical JSON, with defaults filled in. It is
 // what checkpoints store in their "spec" metadata.
@@ -67,16 +67,26 @@ func (s *Spec) JSON() string {
 	return string(b)
 }
 
-// SynthesizerFamily lists the variants that may be mixed with "+".
-var SynthesizerFamily = map[string]bool{
+// synthesizerFamily lists the variants that may be mixed with "+".
+var synthesizerFamily = map[string]bool{
 	"vanilla": true, "dense": true, "random": true, "fixed_random": true,
 	"factorized_random": true, "factorized_dense": true,
 }
 
+// IsSynthesizerFamily reports whether variant is one of the synthesizer
+// family or vanilla, the variants that may be mixed with "+".
+func IsSynthesizerFamily(variant string) bool { return synthesizerFamily[variant] }
+
 // AttentionFree lists the attention-free and linear variants, which stand alone.
+//
+// Deprecated: use IsAttentionFree; the map will be unexported.
 var AttentionFree = map[string]bool{
 	"aft_full": true, "aft_local": true, "aft_simple": true, "aft_conv": true, "linear": true,
 }
+
+// IsAttentionFree reports whether variant is one of the attention-free and
+// linear variants, which stand alone.
+func IsAttentionFree(variant string) bool { return AttentionFree[variant] }
 
 // MaxN is the largest context length a spec may ask for.
 const MaxN = 8192
@@ -276,7 +286,7 @@ func (s *Spec) validate(file string, present map[string]bool) error {
 	seen := map[string]bool{}
 	for _, c := range comps {
 		switch {
-		case SynthesizerFamily[c]:
+		case synthesizerFamily[c]:
 		case AttentionFree[c]:
 			if len(comps) > 1 {
 				return fail("variant", q(s.Variant), c+" cannot be mixed: only the synthesizer family and vanilla join with +")
@@ -327,7 +337,7 @@ func (s *Spec) validate(file string, present map[string]bool) error {
 
 func variantList() string {
 	var names []string
-	for k := range SynthesizerFamily {
+	for k := range synthesizerFamily {
 		names = append(names, k)
 	}
 	for k := range AttentionFree {

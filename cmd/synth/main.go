@@ -12,7 +12,8 @@
 //	synth bench
 //	synth steps   [-specs a,b] [-min-time 3s] [-pytorch=false] [-md]
 //
-// Run "synth <command> -h" for a command's flags.
+// Run "synth help <command>" for a command's flags, "synth version" for the
+// versions it was built from.
 //
 // Training defaults: spec random on Go's own Isaac.Newton-Opticks.txt (the
 // last 10% held out), AdamW (β1 0.9, β2 0.95, eps 1e-8, weight decay 0.1
@@ -34,7 +35,7 @@
 // evaluates, prints and saves, and the checkpoint is the one-process run's
 // to float32 rounding (runtime/mpi, synth.Ranks).
 //
-// synth compare is the variant study (package runtime/study): by default it
+// synth compare is the variant study (package internal/study): by default it
 // trains the 14 specs of the n128 d128 h4 L4 family for 600 steps of batch
 // 16 each on the same data and seed, prints the table (parameters, train
 // loss, validation loss and bits per byte on every held-out window,
@@ -45,117 +46,16 @@
 // same table. synth attn draws a checkpoint's attention maps (softmax
 // probabilities, linear attention's implicit weights or AFT's normalised
 // position biases) as one PNG grid per layer.
+//
+// The command is package cli run over this repository's generated
+// packages; a module with specs of its own builds the same command over
+// its packages with a main.go like this one (see package cli).
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"os"
-	"sort"
+	"github.com/synthgen/synthgen/cli"
 
-	"github.com/synthgen/synthgen/bench"
 	_ "github.com/synthgen/synthgen/generated/all" // links every shipped spec's kernels
 )
 
-// command is one subcommand of synth.
-type command struct {
-	run     func(args []string) error
-	summary string
-}
-
-// commands is the subcommand table.
-var commands = map[string]command{
-	"train":   {runTrain, "train a model (or resume a run) and write a checkpoint"},
-	"eval":    {runEval, "score a checkpoint on a data file: loss in nats and bits per byte"},
-	"sample":  {runSample, "generate text from a checkpoint and a prompt"},
-	"inspect": {runInspect, "list a checkpoint's tensors, shapes, parameter count, spec and step"},
-	"info":    {runInfo, "show the linked specs, the CPU and the kernels dispatch picks"},
-	"bench":   {runBench, "measure kernel and training throughput"},
-	"steps":   {runSteps, "tabulate training-step speed and memory per spec beside PyTorch"},
-	"compare": {runCompare, "train a list of specs on the same data and tabulate and plot their losses"},
-	"attn":    {runAttn, "draw a checkpoint's attention maps per layer and head as PNG heatmaps"},
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: synth <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "commands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "synth <command> -h" for a command's flags.`)
-}
-
-func main() {
-	// synth steps measures each row in a child process: this binary, re-run.
-	if handled, err := bench.RunStepChild(); handled {
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "synth steps (child): %v\n", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(run(os.Args[1:], os.Stderr))
-}
-
-// run dispatches args to a subcommand and returns the exit status.
-func run(args []string, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
-	name := args[0]
-	switch name {
-	case "help", "-h", "-help", "--help":
-		usage(os.Stdout)
-		return 0
-	}
-	c, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(stderr, "synth: unknown command %q\n\n", name)
-		usage(stderr)
-		return 2
-	}
-	if err := c.run(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		fmt.Fprintf(stderr, "synth %s: %v\n", name, err)
-		return 1
-	}
-	return 0
-}
-
-// errUsage marks a flag error the flag package has already reported.
-var errUsage = errors.New("bad usage")
-
-// parseFlags parses args into fs, rejecting positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (flags only; see synth %s -h)", fs.Arg(0), fs.Name())
-	}
-	return nil
-}
-
-// isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+func main() { cli.Main() }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/synthgen/synthgen/internal/atomicfile"
 	"github.com/synthgen/synthgen/runtime/model"
 	"github.com/synthgen/synthgen/runtime/optim"
 )
@@ -33,17 +34,16 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 	return n, &os.PathError{Op: "write", Path: "tmp", Err: syscall.ENOSPC}
 }
 
-// failAt makes WriteAtomic's writes of the file named base fail after
-// limit bytes, until the test ends.
+// failAt makes the atomic writes of the file named base fail after limit
+// bytes, until the test ends.
 func failAt(t *testing.T, base string, limit int) {
 	t.Helper()
-	testWrap = func(path string, w io.Writer) io.Writer {
+	t.Cleanup(atomicfile.SetTestHooks(atomicfile.Hooks{Wrap: func(path string, w io.Writer) io.Writer {
 		if filepath.Base(path) == base {
 			return &failingWriter{w: w, left: limit}
 		}
 		return w
-	}
-	t.Cleanup(func() { testWrap = nil })
+	}}))
 }
 
 // runState is a model and optimizer whose contents depend on step, so that
@@ -233,7 +233,7 @@ func TestDiskFull(t *testing.T) {
 			failAt(t, base, limit)
 			runState(t, m, o, 2)
 			err := SaveRun(p, m, o, 2, nil)
-			testWrap = nil
+			atomicfile.SetTestHooks(atomicfile.Hooks{})
 			if err == nil {
 				t.Fatalf("%s failing after %d bytes: no error", base, limit)
 			}

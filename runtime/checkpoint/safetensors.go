@@ -20,10 +20,9 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
-	"syscall"
+
+	"github.com/synthgen/synthgen/internal/atomicfile"
 )
 
 // MaxHeader is the largest JSON header accepted (as in the reference
@@ -310,109 +309,5 @@ func Encode(w io.Writer, tensors []WriteTensor, metadata map[string]string) erro
 // file in the same directory, synced and closed, renamed over path, and
 // the directory synced.
 func Write(path string, tensors []WriteTensor, metadata map[string]string) error {
-	return WriteAtomic(path, func(w io.Writer) error { return Encode(w, tensors, metadata) })
-}
-
-// WriteAtomic creates path with the bytes fill writes, atomically: a crash
-// or a failed write (a full disk) leaves the previous file, if any,
-// untouched, and a failed write removes its temporary file. Temporary files
-// of path left by an earlier, killed writer (".NAME.tmpDIGITS") are removed
-// first.
-func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
-		return fmt.Errorf("write %s: is a directory", path)
-	}
-	removeStaleTemps(dir, base)
-	tmp, err := os.CreateTemp(dir, tempPrefix(base)+"*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, diskFull(err))
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	var w io.Writer = tmp
-	if testWrap != nil {
-		w = testWrap(path, w)
-	}
-	if err = fill(w); err != nil {
-		return fmt.Errorf("write %s: %w", path, diskFull(err))
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync: %w", path, diskFull(err))
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: close: %w", path, diskFull(err))
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write %s: open directory to sync: %w", path, err)
-	}
-	serr := d.Sync()
-	d.Close()
-	// Some file systems cannot sync a directory (EINVAL); the rename stands.
-	if serr != nil && !errors.Is(serr, syscall.EINVAL) {
-		return fmt.Errorf("write %s: sync directory %s: %w", path, dir, serr)
-	}
-	return nil
-}
-
-// testWrap, when set (by tests only), wraps the writer of each temporary
-// file WriteAtomic fills for path, e.g. to fail part-way as a full disk
-// does. It is nil in production: one comparison per file written.
-var testWrap func(path string, w io.Writer) io.Writer
-
-// tempPrefix is the name prefix of WriteAtomic's temporary files for a
-// file named base; os.CreateTemp appends random decimal digits.
-func tempPrefix(base string) string { return "." + base + ".tmp" }
-
-// isTemp reports whether name is one of WriteAtomic's temporary files for
-// a file named base: the prefix, then one or more decimal digits only.
-func isTemp(name, base string) bool {
-	rest, ok := strings.CutPrefix(name, tempPrefix(base))
-	if !ok || rest == "" {
-		return false
-	}
-	for _, c := range rest {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// removeStaleTemps removes the temporary files of base in dir that a killed
-// writer left behind. Failing to list or remove them is not an error: the
-// write that follows does not need it.
-func removeStaleTemps(dir, base string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if e.Type().IsRegular() && isTemp(e.Name(), base) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
-// diskFull adds a plain statement to an out-of-space error (ENOSPC or
-// EDQUOT): the file being written was not replaced.
-func diskFull(err error) error {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("%w (disk full: the previous file, if any, is unchanged)", err)
-	}
-	return err
+	return atomicfile.Write(path, func(w io.Writer) error { return Encode(w, tensors, metadata) })
 }

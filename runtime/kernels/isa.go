@@ -19,7 +19,12 @@ const (
 )
 
 // ISAs lists every level, lowest first.
+//
+// Deprecated: use Levels; the variable will be unexported.
 var ISAs = []ISA{Go, AVX2, AVX512}
+
+// Levels lists every level, lowest first.
+func Levels() []ISA { return []ISA{Go, AVX2, AVX512} }
 
 func (i ISA) String() string {
 	switch i {
@@ -33,7 +38,8 @@ func (i ISA) String() string {
 	return fmt.Sprintf("ISA(%d)", int(i))
 }
 
-// ParseISA reads a level as SYNTHGEN_ISA spells it: generic (or go), avx2, avx512.
+// ParseISA reads a level as SYNTHGEN_ISA spells it: go (or generic), avx2,
+// avx512; String gives the first of these names.
 func ParseISA(s string) (ISA, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "generic", "go", "purego":
@@ -43,17 +49,22 @@ func ParseISA(s string) (ISA, error) {
 	case "avx512":
 		return AVX512, nil
 	}
-	return 0, fmt.Errorf("unknown instruction set %q (want generic, avx2 or avx512)", s)
+	return 0, fmt.Errorf("unknown instruction set %q (want go, avx2 or avx512; generic and purego mean go)", s)
 }
 
-// Features lists the CPU features each level's generated assembly uses. The
-// generator's tests check that every "Requires:" line of the emitted
-// assembly is covered by this list.
+// Features lists the CPU features each level's generated assembly uses.
+//
+// Deprecated: use ISA.Features; the map will be unexported.
 var Features = map[ISA][]string{
 	Go:     nil,
 	AVX2:   {"CMOV", "SSE", "SSE2", "MMX+", "AVX", "AVX2", "FMA3"},
 	AVX512: {"CMOV", "SSE", "SSE2", "MMX+", "AVX", "AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "BMI2"},
 }
+
+// Features lists the CPU features the level's generated assembly uses (a
+// new slice; none for Go). The generator's tests check that every
+// "Requires:" line of the emitted assembly is covered by this list.
+func (i ISA) Features() []string { return append([]string(nil), Features[i]...) }
 
 // missing returns the features of level l that this CPU lacks.
 func missing(l ISA) []string {
@@ -85,9 +96,10 @@ func Supported(l ISA) bool { return len(missing(l)) == 0 }
 
 // Best returns the highest level this CPU supports.
 func Best() ISA {
-	for i := len(ISAs) - 1; i >= 0; i-- {
-		if Supported(ISAs[i]) {
-			return ISAs[i]
+	levels := Levels()
+	for i := len(levels) - 1; i >= 0; i-- {
+		if Supported(levels[i]) {
+			return levels[i]
 		}
 	}
 	return Go

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -34,28 +35,75 @@ func (e *NotLinkedError) Error() string {
 // Is reports whether target is ErrNotLinked.
 func (e *NotLinkedError) Is(target error) bool { return target == ErrNotLinked }
 
+// MismatchError is the error for a spec (a checkpoint's, say) that differs
+// from the one the program links under the same name.
+type MismatchError struct {
+	Spec    specs.Spec // the spec asked for
+	Linked  specs.Spec // the linked spec of the same name
+	Package string     // the import path of the linked package
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("spec %s differs from the linked spec %q (package %s: %s). "+
+		"If the spec file changed since that package was generated, regenerate it (go generate) and rebuild; "+
+		"if the spec comes from another module with a spec of the same name, run a program that links that module's package "+
+		"(its own main.go calling github.com/synthgen/synthgen/cli.Main, or its own code), or rename one of the two specs",
+		e.Spec.JSON(), e.Linked.Name, e.Package, e.Linked.JSON())
+}
+
 type entry struct {
 	spec specs.Spec
 	sets []Set
+	pkg  string // the import path of the registering package
 }
 
 var (
 	mu       sync.Mutex
 	registry = map[string]*entry{}
-	dupes    = map[string]bool{}
+	dupes    = map[string][]string{} // spec name → the packages registering it after the first
 )
 
 // Register makes a generated package's kernels available under its spec's
 // name. Generated packages call it from init, once per package, with one
 // Set per instruction set compiled into this binary.
 func Register(spec specs.Spec, sets ...Set) {
+	pkg := callerPackage(2)
 	mu.Lock()
 	defer mu.Unlock()
 	if _, ok := registry[spec.Name]; ok {
-		dupes[spec.Name] = true // reported by Lookup: two packages claim one name
+		dupes[spec.Name] = append(dupes[spec.Name], pkg) // reported by Lookup: two packages claim one name
 		return
 	}
-	registry[spec.Name] = &entry{spec: spec, sets: append([]Set(nil), sets...)}
+	registry[spec.Name] = &entry{spec: spec, sets: append([]Set(nil), sets...), pkg: pkg}
+}
+
+// callerPackage is the import path of the package of the function skip
+// frames up (the generated package's init calling Register), or "an
+// unknown package".
+func callerPackage(skip int) string {
+	pc, _, _, ok := runtime.Caller(skip)
+	f := runtime.FuncForPC(pc)
+	if !ok || f == nil {
+		return "an unknown package"
+	}
+	// "example.com/m/small.init.0": the path up to the last slash, then
+	// the package name up to the first dot after it.
+	name := f.Name()
+	slash := strings.LastIndexByte(name, '/')
+	if dot := strings.IndexByte(name[slash+1:], '.'); dot >= 0 {
+		name = name[:slash+1+dot]
+	}
+	return name
+}
+
+// PackageOf is the import path of the generated package registered for
+// spec name.
+func PackageOf(name string) (string, error) {
+	e, err := get(name)
+	if err != nil {
+		return "", err
+	}
+	return e.pkg, nil
 }
 
 // Names lists the linked specs, sorted.
@@ -91,8 +139,9 @@ func get(name string) (*entry, error) {
 		sort.Strings(names)
 		return nil, &NotLinkedError{Name: name, Linked: names}
 	}
-	if dupes[name] {
-		return nil, fmt.Errorf("spec %q is registered by two generated packages", name)
+	if d := dupes[name]; len(d) > 0 {
+		return nil, fmt.Errorf("spec %q is registered by %d generated packages, %s and %s: a program links one package per spec name; "+
+			"import only one of them, or rename one spec (its \"name\" field) and regenerate its package", name, len(d)+1, e.pkg, strings.Join(d, " and "))
 	}
 	return e, nil
 }
@@ -136,14 +185,23 @@ func Lookup(name string) (*Kernels, error) {
 // For dispatches the kernels of spec s at Level(), checking that the
 // package linked under s's name was generated from exactly s.
 func For(s specs.Spec) (*Kernels, error) {
-	linked, err := Spec(s.Name)
+	l, err := Level()
 	if err != nil {
 		return nil, err
 	}
-	if linked.JSON() != s.JSON() {
-		return nil, fmt.Errorf("spec %s differs from the linked %q %s: regenerate its package (go generate), or rename the spec", s.JSON(), s.Name, linked.JSON())
+	return ForAt(s, l)
+}
+
+// ForAt is For at level l or below, whatever SYNTHGEN_ISA says.
+func ForAt(s specs.Spec, l ISA) (*Kernels, error) {
+	e, err := get(s.Name)
+	if err != nil {
+		return nil, err
 	}
-	return Lookup(s.Name)
+	if linked := e.spec; linked.JSON() != s.JSON() {
+		return nil, &MismatchError{Spec: s, Linked: linked, Package: e.pkg}
+	}
+	return LookupAt(s.Name, l)
 }
 
 // LookupAt dispatches spec name's kernels at level l or below.

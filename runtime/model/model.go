@@ -111,6 +111,8 @@ type Model struct {
 	fk         int // factorized_random's k
 	fa, fb     int // factorized_dense's a and b
 
+	layoutOnly bool // build makes parameters without Data and Grad (Layout)
+
 	pools   *poolHolder
 	eng     *mat.Engine
 	scratch [][]float32 // per worker, [N, N]: mixture logits
@@ -126,12 +128,9 @@ type poolHolder struct{ pool *parallel.Pool }
 // matrices, zero biases, LayerNorm weight 1 and bias 0, fixed_random's R
 // ~ N(0, 1), mix 0, the attention-free variants' w and u 0.
 func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, fmt.Errorf("model: invalid spec %q: %w", spec.Name, err)
-	}
-	kind, ok := attnFreeKinds[spec.Variant]
-	if !spec.IsSynthesizer() && !ok {
-		return nil, fmt.Errorf("model: spec %q: variant %q is not supported (runtime/model implements vanilla, the synthesizer family and their mixtures, aft_full, aft_local, aft_simple, aft_conv and linear)", spec.Name, spec.Variant)
+	m, err := skeleton(spec)
+	if err != nil {
+		return nil, err
 	}
 	if k == nil {
 		return nil, fmt.Errorf("model: spec %q: no kernels (use kernels.Lookup)", spec.Name)
@@ -142,18 +141,7 @@ func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
 		return nil, fmt.Errorf("model: spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d) does not match the kernels of spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d)",
 			spec.Name, spec.Variant, spec.N, spec.D, spec.Heads, spec.FFN, spec.Vocab, ks.Name, ks.Variant, ks.N, ks.D, ks.Heads, ks.FFN, ks.Vocab)
 	}
-	m := &Model{
-		Spec: spec, Kernels: k,
-		n: spec.N, d: spec.D, dh: spec.DH(), heads: spec.Heads, vocab: spec.Vocab, ffn: spec.FFN,
-		fk: spec.K, fa: spec.A, fb: spec.B, kind: kind, window: spec.Window,
-	}
-	if kind == kindSynth {
-		for _, c := range spec.Components() {
-			m.comps = append(m.comps, compNames[c])
-		}
-	}
-	m.hasQK = spec.Has("vanilla") || kind != kindSynth
-	m.hasG = spec.Has("dense") || spec.Has("factorized_dense")
+	m.Kernels = k
 	if err := m.checkKernels(); err != nil {
 		return nil, err
 	}
@@ -171,6 +159,44 @@ func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
 		}
 	}, m.pools)
 	return m, nil
+}
+
+// skeleton is the Model of spec with its sizes and structure set, but no
+// kernels, parameters or workers yet.
+func skeleton(spec specs.Spec) (*Model, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("model: invalid spec %q: %w", spec.Name, err)
+	}
+	kind, ok := attnFreeKinds[spec.Variant]
+	if !spec.IsSynthesizer() && !ok {
+		return nil, fmt.Errorf("model: spec %q: variant %q is not supported (runtime/model implements vanilla, the synthesizer family and their mixtures, aft_full, aft_local, aft_simple, aft_conv and linear)", spec.Name, spec.Variant)
+	}
+	m := &Model{
+		Spec: spec,
+		n:    spec.N, d: spec.D, dh: spec.DH(), heads: spec.Heads, vocab: spec.Vocab, ffn: spec.FFN,
+		fk: spec.K, fa: spec.A, fb: spec.B, kind: kind, window: spec.Window,
+	}
+	if kind == kindSynth {
+		for _, c := range spec.Components() {
+			m.comps = append(m.comps, compNames[c])
+		}
+	}
+	m.hasQK = spec.Has("vanilla") || kind != kindSynth
+	m.hasG = spec.Has("dense") || spec.Has("factorized_dense")
+	return m, nil
+}
+
+// Layout lists the parameters of spec's network in the card's order, with
+// their names, shapes, Decay and Frozen, but no Data or Grad: what a
+// checkpoint of spec holds, known without kernels or memory for weights.
+func Layout(spec specs.Spec) ([]*Param, error) {
+	m, err := skeleton(spec)
+	if err != nil {
+		return nil, err
+	}
+	m.layoutOnly = true
+	m.build()
+	return m.Params, nil
 }
 
 func (m *Model) checkKernels() error {
@@ -232,7 +258,10 @@ func (m *Model) build() {
 		for _, s := range shape {
 			n *= s
 		}
-		p := &Param{Name: name, Shape: shape, Data: mat.Alloc(n), Grad: mat.Alloc(n), Decay: len(shape) >= 2}
+		p := &Param{Name: name, Shape: shape, Decay: len(shape) >= 2}
+		if !m.layoutOnly {
+			p.Data, p.Grad = mat.Alloc(n), mat.Alloc(n)
+		}
 		m.Params = append(m.Params, p)
 		return p
 	}

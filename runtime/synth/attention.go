@@ -19,9 +19,9 @@ var ErrNoAttention = errors.New("the variant has no attention weights")
 // head, as Model.Attention returns them.
 type Attention struct {
 	Spec   specs.Spec
-	Step   int    // the checkpoint's training steps
-	Prompt []byte // the bytes the model saw: the last n bytes of the prompt
-	Kind   model.AttentionKind
+	Step   int           // the checkpoint's training steps
+	Prompt []byte        // the bytes the model saw: the last n bytes of the prompt
+	Kind   AttentionKind // which weights the maps are
 	// What says in one sentence what the maps show (which weights, after
 	// which normalisation, whether they depend on the input).
 	What string
@@ -32,6 +32,42 @@ type Attention struct {
 	// Maps holds, per layer, one map per head, or a single map (Head −1)
 	// when the heads share it (aft_full's and aft_local's bias w).
 	Maps [][]AttentionMap
+}
+
+// AttentionKind says which weights an Attention's maps are.
+type AttentionKind int
+
+const (
+	// AttentionProbs: the synthesizer family, vanilla and their mixtures:
+	// the attention probabilities softmax(B), causal.
+	AttentionProbs AttentionKind = iota + 1
+	// AttentionLinear: linear attention's implicit weights
+	// φ(Q_i)·φ(K_j) / (Σ_{j'≤i} φ(Q_i)·φ(K_j') + 1e-6), j ≤ i.
+	AttentionLinear
+	// AttentionPositionBias: aft_full, aft_local and aft_conv: the learned
+	// position bias normalised over the keys (softmax over j ≤ i), the
+	// weighting AFT gives the values when every key is equal;
+	// input-independent.
+	AttentionPositionBias
+)
+
+// attentionKinds maps the network's kinds to the API's.
+var attentionKinds = map[model.AttentionKind]AttentionKind{
+	model.AttentionProbs:        AttentionProbs,
+	model.AttentionLinear:       AttentionLinear,
+	model.AttentionPositionBias: AttentionPositionBias,
+}
+
+func (k AttentionKind) String() string {
+	switch k {
+	case AttentionProbs:
+		return "probabilities"
+	case AttentionLinear:
+		return "linear"
+	case AttentionPositionBias:
+		return "position bias"
+	}
+	return fmt.Sprintf("AttentionKind(%d)", int(k))
 }
 
 // AttentionMap is the attention of one head of one layer: a T×T matrix,
@@ -77,7 +113,7 @@ func (m *Model) Attention(ctx context.Context, prompt []byte) (*Attention, error
 	ws := m.net.NewWorkspace(1)
 	m.net.Forward(ws, in, nil, 1)
 	what, dep := describeAttention(s, kind)
-	a := &Attention{Spec: s, Step: m.step, Prompt: append([]byte(nil), text...), Kind: kind, What: what, InputDependent: dep}
+	a := &Attention{Spec: s, Step: m.step, Prompt: append([]byte(nil), text...), Kind: attentionKinds[kind], What: what, InputDependent: dep}
 	heads := s.Heads
 	shared := s.Variant == "aft_full" || s.Variant == "aft_local"
 	if shared {

@@ -38,7 +38,7 @@ func crashOptions(text, out string) []synth.Option {
 func weightsHash(m *synth.Model) uint64 {
 	h := fnv.New64a()
 	var b [4]byte
-	for _, p := range m.Network().Params {
+	for _, p := range synth.NetworkOf(m).Params {
 		for _, x := range p.Data {
 			u := math.Float32bits(x)
 			b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
@@ -98,7 +98,7 @@ func TestCrashConsistency(t *testing.T) {
 	// The uninterrupted run: the weights after every step.
 	ref := make([]uint64, crashSteps+1)
 	var r *synth.Run
-	r, err := synth.NewRun(small.Spec, append(crashOptions(text, filepath.Join(root, "ref.safetensors")), synth.SaveEvery(0),
+	r, err := synth.NewRun(context.Background(), small.Spec, append(crashOptions(text, filepath.Join(root, "ref.safetensors")), synth.SaveEvery(0),
 		synth.OnEvent(func(e synth.Event) { ref[e.Step] = weightsHash(r.Model()) }))...)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestCrashConsistency(t *testing.T) {
 		stop := min(s+2, crashSteps)
 		got := map[int]uint64{}
 		var rr *synth.Run
-		rr, err = synth.ResumeRun(ck, synth.Out(filepath.Join(root, "v.safetensors")), synth.StopAt(stop), synth.SaveEvery(0),
+		rr, err = synth.ResumeRun(context.Background(), ck, synth.Out(filepath.Join(root, "v.safetensors")), synth.StopAt(stop), synth.SaveEvery(0),
 			synth.OnEvent(func(e synth.Event) { got[e.Step] = weightsHash(rr.Model()) }))
 		if err != nil {
 			t.Fatalf("kill %d after %v at step %d: resume: %v", i, delay, s, err)
@@ -231,7 +231,7 @@ func TestResumeMismatchedState(t *testing.T) {
 	if err := os.Rename(checkpoint.OptPath(b), checkpoint.OptPath(a)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := synth.ResumeRun(a)
+	_, err := synth.ResumeRun(context.Background(), a)
 	if err == nil {
 		t.Fatal("resumed a checkpoint of step 3 with an optimizer state of step 4")
 	}
@@ -243,7 +243,7 @@ func TestResumeMismatchedState(t *testing.T) {
 	if err := os.Rename(checkpoint.OptPath(a), filepath.Join(dir, "aside.safetensors")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := synth.ResumeRun(a, synth.Data(data), synth.Steps(6))
+	r, err := synth.ResumeRun(context.Background(), a, synth.Data(data), synth.Steps(6))
 	if err != nil {
 		t.Fatal(err)
 	}

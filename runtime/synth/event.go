@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/synthgen/synthgen/internal/textfmt"
 )
 
 // Event reports a run's progress: a step done (Step > Start), possibly
@@ -38,8 +40,10 @@ func (e Event) ETA() time.Duration {
 
 // String is the event as one progress line:
 //
-//	step  40/200  loss 2.9123  val 2.9521  lr 9.80e-04  61.2k tok/s  ETA 13s
+//	step  40/200  loss 2.9123  lr 9.80e-04  61.2k tok/s  ETA 13s
 //
+// with "val 2.9521" after the loss when the event carries an evaluation
+// (a line between evaluations shows none rather than repeat a stale one),
 // or, for the initial evaluation, the held-out loss beside a uniform
 // guess's.
 func (e Event) String() string {
@@ -47,16 +51,16 @@ func (e Event) String() string {
 		return fmt.Sprintf("step %d: val loss %.4f (%.4f bpb) on %d held-out windows; a uniform guess scores %.4f",
 			e.Step, e.Val, e.Eval.BPB(), e.Eval.Windows, math.Log(float64(e.Vocab)))
 	}
-	val := "-"
-	if !math.IsNaN(e.LastVal) {
-		val = fmt.Sprintf("%.4f", e.LastVal)
+	val := ""
+	if e.Evaluated {
+		val = fmt.Sprintf("  val %.4f", e.Val)
 	}
 	eta := "-"
 	if e.Step > e.Start {
-		eta = FormatDuration(e.ETA())
+		eta = textfmt.Duration(e.ETA())
 	}
-	return fmt.Sprintf("step %*d/%d  loss %.4f  val %s  lr %.2e  %s tok/s  ETA %s",
-		len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, e.LR, HumanCount(e.TokensPerSec), eta)
+	return fmt.Sprintf("step %*d/%d  loss %.4f%s  lr %.2e  %s tok/s  ETA %s",
+		len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, e.LR, textfmt.Count(e.TokensPerSec), eta)
 }
 
 // String describes the plan in a few lines: data, model, resume, schedule
@@ -75,7 +79,7 @@ func (p Plan) String() string {
 	fmt.Fprintf(&b, "data: %d bytes: %d for training, %d held out (%d windows of %d bytes)\n",
 		p.TrainBytes+p.ValBytes, p.TrainBytes, p.ValBytes, p.ValWindows, s.N+1)
 	fmt.Fprintf(&b, "model: spec %s (%s, n %d, d %d, %d heads, %d layers), %s parameters, kernels %s\n",
-		s.Name, s.Variant, s.N, s.D, s.Heads, s.Layers, HumanCount(float64(p.NumParams)), p.ISA)
+		s.Name, s.Variant, s.N, s.D, s.Heads, s.Layers, textfmt.Count(float64(p.NumParams)), p.ISA)
 	if p.Resume != "" {
 		from := "checkpoint only"
 		if p.WithOptimizer {
@@ -98,38 +102,9 @@ func (p Plan) String() string {
 
 // String is the summary in one line.
 func (s *Summary) String() string {
-	msg := fmt.Sprintf("trained steps %d→%d of %d in %s (%s tok/s)", s.Start, s.Step, s.Steps, FormatDuration(s.Elapsed), HumanCount(s.TokensPerSec))
+	msg := fmt.Sprintf("trained steps %d→%d of %d in %s (%s tok/s)", s.Start, s.Step, s.Steps, textfmt.Duration(s.Elapsed), textfmt.Count(s.TokensPerSec))
 	if !math.IsNaN(s.ValLoss) {
 		msg += fmt.Sprintf(", val loss %.4f", s.ValLoss)
 	}
 	return msg + "; saved to " + s.Out
-}
-
-// HumanCount writes n as 1.23G, 4.56M, 78.9k or 123.
-func HumanCount(n float64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2fG", n/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.2fM", n/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1fk", n/1e3)
-	}
-	return fmt.Sprintf("%.0f", n)
-}
-
-// FormatDuration writes d rounded to the second as 1h02m03s, 4m05s or 6s.
-func FormatDuration(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	d = d.Round(time.Second)
-	h, m, s := int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60
-	if h > 0 {
-		return fmt.Sprintf("%dh%02dm%02ds", h, m, s)
-	}
-	if m > 0 {
-		return fmt.Sprintf("%dm%02ds", m, s)
-	}
-	return fmt.Sprintf("%ds", s)
 }

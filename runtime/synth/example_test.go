@@ -29,7 +29,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	m, err := synth.Load("small.safetensors")
+	m, err := synth.Load(ctx, "small.safetensors")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 
 	"github.com/synthgen/synthgen/runtime/checkpoint"
+	"github.com/synthgen/synthgen/runtime/model"
 	"github.com/synthgen/synthgen/runtime/train"
 	"github.com/synthgen/synthgen/specs"
 )
@@ -42,42 +44,63 @@ type TensorInfo struct {
 	Decay  bool // AdamW's weight decay applies
 }
 
-// Inspect reads the checkpoint at path, checks its tensors against its
-// spec (whose generated package must be linked) and reads the optimizer
-// state beside it, if any.
+// Inspect reads the checkpoint at path, checks its tensors' names, dtypes
+// and shapes against its spec, and reads the header of the optimizer state
+// beside it, if any. It reads only the files' headers and needs no linked
+// kernels: a program can inspect a checkpoint of any spec, of any size,
+// quickly.
 func Inspect(path string) (*Inspection, error) {
-	h, err := checkpoint.ReadHeader(path)
+	h, err := checkpoint.PeekHeader(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := Load(path)
+	params, err := model.Layout(h.Spec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("inspect %s: %w", path, err)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: %w", err)
 	}
-	in := &Inspection{Path: path, Size: fi.Size(), Spec: h.Spec, Step: h.Step, NumParams: m.NumParams(), OptPath: checkpoint.OptPath(path)}
-	for _, p := range m.net.Params {
-		in.Tensors = append(in.Tensors, TensorInfo{Name: p.Name, DType: h.File.Tensors[p.Name].DType, Shape: p.Shape, Elems: len(p.Data), Frozen: p.Frozen, Decay: p.Decay})
+	in := &Inspection{Path: path, Size: fi.Size(), Spec: h.Spec, Step: h.Step, OptPath: checkpoint.OptPath(path)}
+	for _, p := range params {
+		t, ok := h.File.Tensors[p.Name]
+		elems := 1
+		for _, d := range p.Shape {
+			elems *= d
+		}
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("inspect %s: tensor %q of spec %s is missing", path, p.Name, h.Spec.Name)
+		case t.DType != "F32" || !slices.Equal(t.Shape, p.Shape):
+			return nil, fmt.Errorf("inspect %s: tensor %q is %s %v, want F32 %v", path, p.Name, t.DType, t.Shape, p.Shape)
+		}
+		in.Tensors = append(in.Tensors, TensorInfo{Name: p.Name, DType: t.DType, Shape: p.Shape, Elems: elems, Frozen: p.Frozen, Decay: p.Decay})
+		in.NumParams += elems
 		if !p.Frozen {
-			in.Trainable += len(p.Data)
+			in.Trainable += elems
 		}
 	}
-	f, err := checkpoint.Read(in.OptPath)
+	if len(h.File.Tensors) != len(params) {
+		for _, n := range h.File.Names() {
+			if !slices.ContainsFunc(params, func(p *model.Param) bool { return p.Name == n }) {
+				return nil, fmt.Errorf("inspect %s: tensor %q is not a parameter of spec %s", path, n, h.Spec.Name)
+			}
+		}
+	}
+	meta, err := checkpoint.ReadMetadata(in.OptPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		in.OptErr = fs.ErrNotExist
 	case err != nil:
 		in.OptErr = err
 	default:
-		c, err := train.ConfigFromMetadata(in.OptPath, f.Metadata)
+		c, err := train.ConfigFromMetadata(in.OptPath, meta)
 		if err != nil {
 			in.OptErr = err
 			break
 		}
-		in.OptStep, in.OptConfig, in.OptData = f.Metadata[checkpoint.KeyStep], c, f.Metadata[KeyData]
+		in.OptStep, in.OptConfig, in.OptData = meta[checkpoint.KeyStep], c, meta[keyData]
 	}
 	return in, nil
 }

@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 
@@ -48,16 +49,21 @@ func LookupSpec(nameOrFile string) (specs.Spec, error) {
 		return specs.Spec{}, err
 	}
 	if file != nil && file.JSON() != linked.JSON() {
-		return specs.Spec{}, fmt.Errorf("spec file %s: its spec %s differs from the linked %q %s: regenerate its package (go generate)", nameOrFile, file.JSON(), name, linked.JSON())
+		pkg, _ := kernels.PackageOf(name)
+		return specs.Spec{}, fmt.Errorf("spec file %s: its spec %s differs from the linked %q %s (package %s): regenerate that package from the file (go generate) and rebuild", nameOrFile, file.JSON(), name, linked.JSON(), pkg)
 	}
 	return linked, nil
 }
 
 // dispatch returns the kernels of spec s, checking that the linked package
 // of that name was generated from exactly s.
-func dispatch(s specs.Spec) (*kernels.Kernels, error) {
+// A nil isa is the level Level gives (the CPU's best, or SYNTHGEN_ISA).
+func dispatch(s specs.Spec, isa *kernels.ISA) (*kernels.Kernels, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+	if isa != nil {
+		return kernels.ForAt(s, *isa)
 	}
 	return kernels.For(s)
 }
@@ -66,8 +72,11 @@ func dispatch(s specs.Spec) (*kernels.Kernels, error) {
 // from seed. The program must link s's generated package (a blank import
 // of it is enough); otherwise the error says which spec and how to
 // generate it.
-func New(s specs.Spec, seed uint64) (*Model, error) {
-	k, err := dispatch(s)
+func New(s specs.Spec, seed uint64) (*Model, error) { return newModel(s, seed, nil) }
+
+// newModel is New on the kernels of level isa (nil: Level's).
+func newModel(s specs.Spec, seed uint64, isa *kernels.ISA) (*Model, error) {
+	k, err := dispatch(s, isa)
 	if err != nil {
 		return nil, err
 	}
@@ -80,13 +89,32 @@ func New(s specs.Spec, seed uint64) (*Model, error) {
 
 // Load reads a checkpoint written by Save or by a training run: the
 // weights, the spec and the step. The spec's generated package must be
-// linked.
-func Load(path string) (*Model, error) {
+// linked. A ctx cancelled before or during the read gives its error.
+func Load(ctx context.Context, path string) (*Model, error) {
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	net, step, err := checkpoint.Load(path)
 	if err != nil {
 		return nil, err
 	}
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	return &Model{net: net, step: step}, nil
+}
+
+// cancelled is ctx's error once ctx is done, with its cause when that is
+// another error.
+func cancelled(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if c := context.Cause(ctx); c != nil && c != err {
+		return fmt.Errorf("%w: %w", c, err)
+	}
+	return err
 }
 
 // CheckpointSpec reads the spec and step a checkpoint file states, checking
@@ -121,13 +149,16 @@ func (m *Model) ISA() kernels.ISA { return m.net.Kernels.ISA }
 // (0: GOMAXPROCS). Results do not depend on it.
 func (m *Model) SetWorkers(n int) { m.net.SetWorkers(n) }
 
-// Network is the underlying network (parameters, forward and backward),
-// for programs that need more than this package offers.
-func (m *Model) Network() *model.Model { return m.net }
-
 // EvalResult is an evaluation: the mean next-byte cross-entropy over the
-// scored bytes (Loss, in nats; BPB in bits per byte).
-type EvalResult = train.Result
+// scored bytes.
+type EvalResult struct {
+	Loss    float64 // nats per byte
+	Windows int     // windows of n+1 bytes scored
+	Tokens  int     // bytes scored: Windows·n
+}
+
+// BPB is the loss in bits per byte.
+func (r EvalResult) BPB() float64 { return r.Loss / math.Ln2 }
 
 // EvalOptions tune Evaluate. The zero value scores every window, 16 per
 // forward pass.
@@ -157,12 +188,9 @@ func (m *Model) Evaluate(ctx context.Context, text []byte, opts EvalOptions) (Ev
 	}
 	k := data.NumWindows(text, n, opts.Windows)
 	ev := train.NewEvaluator(m.net, min(batch, k))
-	return ev.EvaluateContext(ctx, text, opts.Windows)
+	res, err := ev.EvaluateContext(ctx, text, opts.Windows)
+	return EvalResult(res), err
 }
-
-// ReadText reads a text file as training or evaluation data: a regular,
-// readable file. Errors name the file.
-func ReadText(path string) ([]byte, error) { return data.ReadFile(path) }
 
 // DefaultText is the path of the default training text, Isaac Newton's
 // Opticks as every Go installation ships it.

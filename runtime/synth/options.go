@@ -3,6 +3,7 @@ package synth
 import (
 	"io"
 
+	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/optim"
 )
 
@@ -41,6 +42,7 @@ type options struct {
 	onEvent                                  func(Event)
 	log                                      io.Writer
 	comm                                     Comm // Ranks: data-parallel over several processes
+	isa                                      *kernels.ISA
 }
 
 func defaults() options {
@@ -131,3 +133,11 @@ func Log(w io.Writer, n int) Option {
 		}
 	})
 }
+
+// ISA runs the model's kernels at instruction-set level l or below
+// (kernels.Go, kernels.AVX2, kernels.AVX512), whatever SYNTHGEN_ISA says;
+// a level this CPU lacks is an error naming the missing features. Without
+// it, the kernels run at kernels.Level(): the CPU's best, or the level
+// SYNTHGEN_ISA caps it at. Results agree across levels to float32
+// rounding, not bit for bit.
+func ISA(l kernels.ISA) Option { return setter("isa", func(o *options) { o.isa = &l }) }

@@ -103,9 +103,9 @@ func runRanks(ctx func(rank int) context.Context, n int, resume string, opts fun
 			var run *synth.Run
 			var err error
 			if resume != "" {
-				run, err = synth.ResumeRun(resume, o...)
+				run, err = synth.ResumeRun(context.Background(), resume, o...)
 			} else {
-				run, err = synth.NewRun(small.Spec, o...)
+				run, err = synth.NewRun(context.Background(), small.Spec, o...)
 			}
 			if err != nil {
 				errs[r] = err

@@ -19,9 +19,9 @@ import (
 	"github.com/synthgen/synthgen/specs"
 )
 
-// KeyData is the optimizer-state metadata entry naming the run's data
+// keyData is the optimizer-state metadata entry naming the run's data
 // file (an absolute path), which a resume reads unless Data overrides it.
-const KeyData = "train.data"
+const keyData = "train.data"
 
 // Config is everything that decides a run's trajectory: steps, schedule,
 // batch, optimizer, clipping and seed.
@@ -74,7 +74,7 @@ type Run struct {
 // checkpoint, optimizer state and CSV log (see Out), and returns how the
 // run ended. See Run.Train for cancellation.
 func Train(ctx context.Context, s specs.Spec, opts ...Option) (*Summary, error) {
-	r, err := NewRun(s, opts...)
+	r, err := NewRun(ctx, s, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func Train(ctx context.Context, s specs.Spec, opts ...Option) (*Summary, error) 
 // with the saved run's settings unless opts override them; Steps can
 // extend the run. See Run.Train for cancellation.
 func Resume(ctx context.Context, checkpoint string, opts ...Option) (*Summary, error) {
-	r, err := ResumeRun(checkpoint, opts...)
+	r, err := ResumeRun(ctx, checkpoint, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +93,13 @@ func Resume(ctx context.Context, checkpoint string, opts ...Option) (*Summary, e
 }
 
 // NewRun prepares a new run of spec s: it checks every setting, builds the
-// model and loads the data, but trains nothing. The spec's generated
-// package must be linked into the program.
-func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
+// model and loads the data, but trains nothing and writes nothing. The
+// spec's generated package must be linked into the program. ctx is checked
+// between the steps of the preparation: a cancelled ctx gives its error.
+func NewRun(ctx context.Context, s specs.Spec, opts ...Option) (*Run, error) {
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	o := apply(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -104,11 +108,11 @@ func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := New(s, cfg.Seed)
+	m, err := newModel(s, cfg.Seed, o.isa)
 	if err != nil {
 		return nil, err
 	}
-	return o.finish(m, cfg, Plan{}, nil)
+	return o.finish(ctx, m, cfg, Plan{}, nil)
 }
 
 // ResumeRun prepares the continuation of the run saved in path: the
@@ -120,8 +124,12 @@ func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
 // error that says to move it aside to resume from the weights alone.
 // Options override the saved settings; overriding one (other than Steps,
 // LRSteps, Workers, evaluation, logging and output) makes the result differ
-// from an uninterrupted run, which Plan.Notes says.
-func ResumeRun(path string, opts ...Option) (*Run, error) {
+// from an uninterrupted run, which Plan.Notes says. ctx is checked between
+// the files read: a cancelled ctx gives its error.
+func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	o := apply(opts)
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -132,9 +140,12 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
-	k, err := checkpoint.Kernels(path, &h.Spec)
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
+	k, err := dispatch(h.Spec, o.isa)
 	if err != nil {
-		return nil, fmt.Errorf("resume: %w", err)
+		return nil, fmt.Errorf("resume: %s: %w", path, err)
 	}
 	net, err := model.New(h.Spec, k, 0)
 	if err != nil {
@@ -173,7 +184,10 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 		if !set["steps"] {
 			cfg.Steps = saved.Steps
 		} else if o.steps != saved.Steps && cfg.Horizon == 0 {
-			plan.Notes = append(plan.Notes, fmt.Sprintf("steps %d differs from the saved run's %d: the cosine schedule is stretched to the new total from step %d on", o.steps, saved.Steps, h.Step))
+			plan.Notes = append(plan.Notes, fmt.Sprintf("steps %d differs from the saved run's %d: the cosine schedule is stretched to the new total from step %d on, "+
+				"so the learning rate goes back up (the cosine over %d steps is higher at step %d than over %d); "+
+				"to keep the saved schedule instead (the rate then stays at its floor, 10%% of the peak, after step %d), fix its length: LRSteps(%d) (synth train: -lr-steps %d)",
+				o.steps, saved.Steps, h.Step, o.steps, h.Step, saved.Steps, saved.Steps, saved.Steps, saved.Steps))
 		}
 		if !set["warmup"] {
 			cfg.Warmup = saved.Warmup
@@ -191,8 +205,8 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 		keep("wd", o.wd == saved.Optim.WeightDecay, func() { cfg.Optim.WeightDecay = saved.Optim.WeightDecay })
 		keep("seed", o.seed == saved.Seed, func() { cfg.Seed = saved.Seed })
 		cfg.MinLRFrac, cfg.Optim.Beta1, cfg.Optim.Beta2, cfg.Optim.Eps = saved.MinLRFrac, saved.Optim.Beta1, saved.Optim.Beta2, saved.Optim.Eps
-		if !set["data"] && f.Metadata[KeyData] != "" {
-			o.data, plan.SavedData = f.Metadata[KeyData], true
+		if !set["data"] && f.Metadata[keyData] != "" {
+			o.data, plan.SavedData = f.Metadata[keyData], true
 		}
 	} else {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))
@@ -200,7 +214,7 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 	if cfg.Steps <= h.Step {
 		return nil, fmt.Errorf("resume %s is at step %d, already at or past the run's %d steps: ask for more steps", path, h.Step, cfg.Steps)
 	}
-	return o.finish(m, cfg, plan, func(t *train.Trainer) error {
+	return o.finish(ctx, m, cfg, plan, func(t *train.Trainer) error {
 		if plan.WithOptimizer {
 			if _, err := t.LoadStateFrom(optPath, h.Step); err != nil {
 				return fmt.Errorf("resume: %w", err)
@@ -222,21 +236,34 @@ func apply(opts []Option) options {
 	return o
 }
 
-// validate checks the settings that need no model.
+// validate checks the settings that need no model; the errors are
+// OptionErrors naming the option.
 func (o *options) validate() error {
 	switch {
+	case o.steps < 1:
+		return optionErr("steps", o.steps, "must be ≥ 1")
+	case o.batch < 1 || o.batch > train.MaxBatch:
+		return optionErr("batch", o.batch, "must satisfy 1 ≤ batch ≤ %d", train.MaxBatch)
+	case !(o.lr > 0) || math.IsInf(o.lr, 0):
+		return optionErr("lr", o.lr, "the learning rate must be a positive number")
+	case o.set["warmup"] && o.warmup < 0:
+		return optionErr("warmup", o.warmup, "must be ≥ 0")
+	case math.IsNaN(o.clip) || math.IsInf(o.clip, 0):
+		return optionErr("clip", o.clip, "must be a finite number (0: no clipping)")
+	case !(o.wd >= 0) || math.IsInf(o.wd, 0):
+		return optionErr("wd", o.wd, "must be a finite number ≥ 0")
 	case o.evalEvery < 0:
-		return fmt.Errorf("eval-every %d must be ≥ 0", o.evalEvery)
+		return optionErr("eval-every", o.evalEvery, "must be ≥ 0")
 	case o.evalWindows < 0:
-		return fmt.Errorf("eval-windows %d must be ≥ 0", o.evalWindows)
+		return optionErr("eval-windows", o.evalWindows, "must be ≥ 0")
 	case o.saveEvery < 0:
-		return fmt.Errorf("save-every %d must be ≥ 0", o.saveEvery)
+		return optionErr("save-every", o.saveEvery, "must be ≥ 0")
 	case o.workers < 0:
-		return fmt.Errorf("workers %d must be ≥ 0", o.workers)
+		return optionErr("workers", o.workers, "must be ≥ 0")
 	case o.stopAt < 0:
-		return fmt.Errorf("stop-at %d must be ≥ 0", o.stopAt)
+		return optionErr("stop-at", o.stopAt, "must be ≥ 0")
 	case o.lrSteps < 0:
-		return fmt.Errorf("lr-steps %d must be ≥ 0", o.lrSteps)
+		return optionErr("lr-steps", o.lrSteps, "must be ≥ 0")
 	}
 	return nil
 }
@@ -257,7 +284,7 @@ func (o *options) config() Config {
 
 // finish loads the data, makes the trainer (restore sets its state) and
 // completes the plan.
-func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Trainer) error) (*Run, error) {
+func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, restore func(*train.Trainer) error) (*Run, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -277,7 +304,7 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 	stop := cfg.Steps
 	if o.stopAt > 0 {
 		if o.stopAt <= start || o.stopAt > cfg.Steps {
-			return nil, fmt.Errorf("stop-at %d must be after the start step %d and at most the run's %d steps", o.stopAt, start, cfg.Steps)
+			return nil, optionErr("stop-at", o.stopAt, "must be after the start step %d and at most the run's %d steps", start, cfg.Steps)
 		}
 		stop = o.stopAt
 	}
@@ -290,8 +317,14 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 		path, plan.DefaultData = p, true
 	}
 	s := m.net.Spec
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
 	ds, err := data.Load(path, s.N, s.Vocab)
 	if err != nil {
+		return nil, err
+	}
+	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
 	t, err := train.New(m.net, ds.Train, cfg)
@@ -312,7 +345,7 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 	plan.ValWindows = data.NumWindows(ds.Val, s.N, 0)
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{KeyData: abs}}
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{keyData: abs}}
 	if err := r.distribute(); err != nil {
 		return nil, err
 	}
@@ -381,8 +414,16 @@ type Summary struct {
 // finishes the current step, saves a resumable checkpoint, and returns the
 // summary with an error wrapping ctx's cause (errors.Is(err,
 // context.Canceled) for a plain cancel). Any other error leaves the last
-// saved checkpoint intact.
+// saved checkpoint intact. On one process, a ctx cancelled before Train
+// starts trains no step and writes nothing: the summary's Step is its
+// Start. (Over several ranks, the ranks agree on the step to stop after,
+// as for a cancel during the run.)
 func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
+	if err := cancelled(ctx); err != nil && r.dist == nil {
+		s := r.t.Step
+		return &Summary{Start: s, Step: s, Steps: r.t.Cfg.Steps, Stopped: true, Loss: math.NaN(), ValLoss: math.NaN(), Out: r.plan.Out, OptOut: r.plan.OptOut, CSV: r.plan.CSV},
+			fmt.Errorf("training stopped before step %d of %d (nothing written): %w", s+1, r.t.Cfg.Steps, err)
+	}
 	ctx, release := r.collective(ctx) // on several ranks: every rank stops after the same step
 	defer release()
 	lg, err := openCSV(r.csvLogPath(), r.plan.Resume != "")
@@ -429,7 +470,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 		case err == nil:
 			sum.ValLoss = res.Loss
 			ev := base
-			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
+			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, EvalResult(res)
 			emit(ev)
 			lg.printf("0,,%s,,\n", ftoa(res.Loss))
 		case ctx.Err() == nil:
@@ -452,7 +493,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 			switch {
 			case err == nil:
 				sum.ValLoss = res.Loss
-				ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
+				ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, EvalResult(res)
 			case ctx.Err() == nil:
 				return finish(), err
 			} // cancelled during the evaluation: save below, unevaluated

@@ -14,10 +14,12 @@ import (
 	"github.com/synthgen/synthgen/runtime/model"
 )
 
-// SampleOptions tune Sample and Generate. The zero value draws nothing;
-// set Len. Temp 0 always takes the most likely byte.
+// SampleOptions tune Sample and Generate. Len must be set (a zero Len is
+// an error, not an empty sample); the other fields' zero values are
+// greedy decoding (Temp 0: always the most likely byte) over every byte
+// with seed 0.
 type SampleOptions struct {
-	Len  int     // bytes to generate
+	Len  int     // bytes to generate, ≥ 1
 	Temp float64 // sampling temperature (0: greedy)
 	TopK int     // sample among the TopK most likely bytes only (0: all)
 	Seed uint64  // seed of the draws: the same seed, prompt and model give the same text
@@ -26,7 +28,9 @@ type SampleOptions struct {
 func (o SampleOptions) validate() error {
 	switch {
 	case o.Len < 0:
-		return fmt.Errorf("sample: length %d must be ≥ 0", o.Len)
+		return fmt.Errorf("sample: length %d must be ≥ 1", o.Len)
+	case o.Len == 0:
+		return fmt.Errorf("sample: length 0: set SampleOptions.Len, the number of bytes to generate")
 	case !(o.Temp >= 0) || math.IsInf(o.Temp, 0):
 		return fmt.Errorf("sample: temperature %g must be a number ≥ 0", o.Temp)
 	case o.TopK < 0:

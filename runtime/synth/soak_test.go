@@ -62,7 +62,7 @@ func BenchmarkSoak(b *testing.B) {
 	steps := max(b.N, 200)
 	warm := max(steps/5, 100)
 	var samples []memSample
-	r, err := synth.NewRun(small.Spec, synth.Data(p), synth.Out(filepath.Join(dir, "soak.safetensors")),
+	r, err := synth.NewRun(context.Background(), small.Spec, synth.Data(p), synth.Out(filepath.Join(dir, "soak.safetensors")),
 		synth.Steps(steps), synth.Batch(8), synth.EvalEvery(100), synth.EvalWindows(16), synth.SaveEvery(50),
 		synth.OnEvent(func(e synth.Event) {
 			if e.Step%25 == 0 || e.Step == warm || e.Step == steps {

@@ -92,7 +92,7 @@ func TestTrainResumeExact(t *testing.T) {
 	if s, step, err := synth.CheckpointSpec(c); err != nil || step != 5 || s.JSON() != small.Spec.JSON() {
 		t.Fatalf("checkpoint after cancel: %v step %d", err, step)
 	}
-	r, err := synth.ResumeRun(c)
+	r, err := synth.ResumeRun(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestTrainResumeExact(t *testing.T) {
 	}
 
 	// Overriding a saved setting is noted.
-	r, err = synth.ResumeRun(a, synth.Steps(12), synth.Batch(3), synth.Out(filepath.Join(dir, "d.safetensors")))
+	r, err = synth.ResumeRun(context.Background(), a, synth.Steps(12), synth.Batch(3), synth.Out(filepath.Join(dir, "d.safetensors")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +128,11 @@ func TestModel(t *testing.T) {
 	if _, err := synth.Train(ctx, small.Spec, tiny(data, ck, synth.Steps(4))...); err != nil {
 		t.Fatal(err)
 	}
-	m, err := synth.Load(ck)
+	m, err := synth.Load(context.Background(), ck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Step() != 4 || m.Spec().Name != "small" || m.NumParams() != m.Network().NumParams() {
+	if m.Step() != 4 || m.Spec().Name != "small" || m.NumParams() != synth.NetworkOf(m).NumParams() {
 		t.Errorf("loaded model: step %d, spec %s", m.Step(), m.Spec().Name)
 	}
 	cp := filepath.Join(dir, "copy.safetensors")
@@ -180,6 +180,7 @@ func TestModel(t *testing.T) {
 	}{
 		{"", synth.SampleOptions{Len: 1}, "prompt"},
 		{"x", synth.SampleOptions{Len: -1}, "length"},
+		{"x", synth.SampleOptions{}, "SampleOptions.Len"},
 		{"x", synth.SampleOptions{Len: 1, Temp: math.NaN()}, "temperature"},
 		{"x", synth.SampleOptions{Len: 1, TopK: -2}, "top-k"},
 	} {
@@ -197,7 +198,7 @@ func TestErrors(t *testing.T) {
 	out := filepath.Join(dir, "e.safetensors")
 	unlinked := small.Spec
 	unlinked.Name = "not_generated"
-	if _, err := synth.NewRun(unlinked, synth.Data(data), synth.Out(out)); !errors.Is(err, synth.ErrNotLinked) ||
+	if _, err := synth.NewRun(context.Background(), unlinked, synth.Data(data), synth.Out(out)); !errors.Is(err, synth.ErrNotLinked) ||
 		!strings.Contains(err.Error(), `"not_generated"`) || !strings.Contains(err.Error(), "cmd/synthgen") {
 		t.Errorf("unlinked spec: %v", err)
 	}
@@ -213,23 +214,23 @@ func TestErrors(t *testing.T) {
 		opt  synth.Option
 		want string
 	}{
-		{synth.Steps(0), "steps"},
-		{synth.Batch(0), "batch"},
+		{synth.Steps(0), "Steps(0)"},
+		{synth.Batch(0), "Batch(0)"},
 		{synth.LR(-1), "learning rate"},
-		{synth.EvalEvery(-1), "eval-every"},
-		{synth.Workers(-1), "workers"},
-		{synth.StopAt(99), "stop-at"},
+		{synth.EvalEvery(-1), "EvalEvery(-1): must be ≥ 0"},
+		{synth.Workers(-1), "Workers(-1)"},
+		{synth.StopAt(99), "StopAt(99)"},
 		{synth.Data(filepath.Join(dir, "none.txt")), "none.txt"},
 		{synth.Out(filepath.Join(dir, "no", "x.safetensors")), "directory"},
 	} {
-		if _, err := synth.NewRun(small.Spec, synth.Data(data), synth.Out(out), synth.Steps(10), c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := synth.NewRun(context.Background(), small.Spec, synth.Data(data), synth.Out(out), synth.Steps(10), c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("err = %v, want one containing %q", err, c.want)
 		}
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a failed NewRun wrote %s", out)
 	}
-	if _, err := synth.Load(data); err == nil || !strings.Contains(err.Error(), "text.txt") {
+	if _, err := synth.Load(context.Background(), data); err == nil || !strings.Contains(err.Error(), "text.txt") {
 		t.Errorf("Load of a text file: %v", err)
 	}
 	if _, err := synth.LookupSpec("nosuch"); !errors.Is(err, synth.ErrNotLinked) {

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestHelpVersionUsage: "synth help <command>" prints that command's usage
+// to stdout and exits 0; every command's -h is a real usage with a
+// synopsis; "synth version" names the synthgen module.
+func TestHelpVersionUsage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runTo([]string{"help", "train"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "usage: synth train [flags]") || !strings.Contains(out.String(), "-resume") {
+		t.Errorf("help train: status %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := runTo([]string{"help", "nosuch"}, &out, &errOut); code != 2 {
+		t.Errorf("help nosuch: status %d", code)
+	}
+	for name := range commands {
+		out.Reset()
+		errOut.Reset()
+		if code := runTo([]string{name, "-h"}, &out, &errOut); code != 0 {
+			t.Errorf("%s -h: status %d", name, code)
+		}
+		u := errOut.String()
+		if !strings.HasPrefix(u, "usage: synth "+name+" [flags]\n\n") || strings.Contains(u, "Usage of") || len(strings.SplitN(u, "\n", 4)[2]) < 20 {
+			t.Errorf("%s -h: usage %q", name, u)
+		}
+	}
+	out.Reset()
+	if code := runTo([]string{"version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "synthgen ") || !strings.Contains(out.String(), "linked specs: ") {
+		t.Errorf("version: status %d, %q", code, out.String())
+	}
+}
+
+// TestInfo: info lists the linked specs with the level names SYNTHGEN_ISA
+// takes.
+func TestInfo(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runTo([]string{"info", "-spec", "small"}, &out, &errOut); code != 0 {
+		t.Fatalf("info: status %d, %s", code, errOut.String())
+	}
+	if s := out.String(); !strings.Contains(s, "cpu supports: go") || !strings.Contains(s, "small: variant") {
+		t.Errorf("info:\n%s", s)
+	}
+}

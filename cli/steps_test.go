@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/synthgen/synthgen/bench"
+)
+
+// TestStepsMarkdown checks the table's markdown: the median ratio in its
+// column and, with several rounds, their range in one more.
+func TestStepsMarkdown(t *testing.T) {
+	row := bench.Row{Spec: "aft_full", N: 128, D: 128, Layers: 4, Batch: 16,
+		Go:      [2]bench.StepResult{{TokensPerSec: 20000}, {TokensPerSec: 36000}},
+		PyTorch: &bench.PyTorchResult{TokensPerSec: 12000, PeakRSSKiB: 400 << 10},
+		Ratios:  []float64{2.9, 3.1, 2.6}}
+	var one, many bytes.Buffer
+	printStepsMarkdown(&one, []bench.Row{row}, false)
+	printStepsMarkdown(&many, []bench.Row{row}, true)
+	if got := strings.Split(strings.TrimSpace(one.String()), "\n")[2]; got != "| aft_full | 128 | 128 | 4 | 16 | 20,000 | 36,000 | 1.80× | 0 | - | 12,000 | 400 | 2.90× |" {
+		t.Errorf("row %q", got)
+	}
+	lines := strings.Split(strings.TrimSpace(many.String()), "\n")
+	if !strings.HasSuffix(lines[0], "| rounds' ratios |") || !strings.HasSuffix(lines[2], "| 2.90× | 2.60–3.10 (3) |") {
+		t.Errorf("with ranges:\n%s", many.String())
+	}
+	if got := ratio(row); got != "2.90× (2.60–3.10)" {
+		t.Errorf("ratio = %q", got)
+	}
+	if got := ratio(bench.Row{}); got != "-" {
+		t.Errorf("ratio without PyTorch = %q", got)
+	}
+}

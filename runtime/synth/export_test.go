@@ -1,0 +1,6 @@
+package synth
+
+import "github.com/synthgen/synthgen/runtime/model"
+
+// NetworkOf is m's network, for the tests of package synth_test.
+func NetworkOf(m *Model) *model.Model { return m.net }
