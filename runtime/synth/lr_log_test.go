@@ -124,7 +124,7 @@ func TestDefaultsDocumented(t *testing.T) {
 		steps  int
 		warmup int
 	}{{nil, 2000, 100}, {[]synth.Option{synth.Steps(400)}, 400, 20}, {[]synth.Option{synth.Steps(10)}, 10, 0}} {
-		r, err := synth.NewRun(small.Spec, append([]synth.Option{synth.Data(data), synth.Out(filepath.Join(dir, "d.safetensors"))}, c.opts...)...)
+		r, err := synth.NewRun(context.Background(), small.Spec, append([]synth.Option{synth.Data(data), synth.Out(filepath.Join(dir, "d.safetensors"))}, c.opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

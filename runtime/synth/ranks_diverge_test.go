@@ -29,7 +29,7 @@ func (c *perturbComm) AllreduceFloat32(b []float32) error {
 	if c.calls == c.at {
 		// On the rank's goroutine, between its backward and its update:
 		// no other goroutine reads the weights now.
-		p := c.run.Model().Network().Params[0]
+		p := synth.NetworkOf(c.run.Model()).Params[0]
 		p.Data[0] += 1e-3
 	}
 	return c.rankComm.AllreduceFloat32(b)
@@ -60,7 +60,7 @@ func TestRanksDivergence(t *testing.T) {
 			wg.Add(1)
 			go func() { // NewRun's start check is collective: every rank at once
 				defer wg.Done()
-				run, err := synth.NewRun(small.Spec, synth.Data(data), synth.Out(out), synth.Batch(3), synth.Steps(steps),
+				run, err := synth.NewRun(context.Background(), small.Spec, synth.Data(data), synth.Out(out), synth.Batch(3), synth.Steps(steps),
 					synth.EvalEvery(0), synth.Workers(1), synth.OnEvent(func(e synth.Event) { last = e.Step }), synth.Ranks(comms[r]))
 				if err != nil {
 					errs[r] = err
