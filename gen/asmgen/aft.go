@@ -76,36 +76,31 @@ func (m aftMode) scan() bool { return m != aftModeFull }
 // window reports whether some keys have a learned bias.
 func (m aftMode) window() bool { return m != aftModeSimple }
 
-// aftKit is the toolbox of the attention-free emitters: synKit's masks,
-// loads and reductions, the shared vector exp, and the head geometry.
+// aftKit is the toolbox of the attention-free emitters and linear
+// attention: the vector toolbox (masks, loads, reductions, exp) and the
+// head geometry.
 type aftKit struct {
-	*synKit
-	ex   *simd // for exp
+	*simd
 	op   catalog.Op
 	cfg  catalog.Config
 	mode aftMode
-	regs int // vector registers this level may use
 	nv   int // vectors per head row
-	tail int // lanes of the last vector (V when it is full)
+	tail int // lanes of the last vector (W when it is full)
 	d4   int // bytes per row of a [t, D] matrix
 
 	linFixed int // linear attention: vector registers left outside a tile's state
 }
 
 func newAFTKit(f *File, op catalog.Op, isa kernels.ISA) *aftKit {
-	a := &aftKit{synKit: newSynKit(f, Name(op, isa), isa), ex: newSIMD(f, isa), op: op, cfg: f.Config,
-		mode: aftModeOf(op.Kind), regs: 16}
-	if isa == kernels.AVX512 {
-		a.regs = 32
-	}
-	a.nv = (a.cfg.DH + a.V - 1) / a.V
-	a.tail = a.cfg.DH - (a.nv-1)*a.V
+	a := &aftKit{simd: newSIMD(f, Name(op, isa), isa), op: op, cfg: f.Config, mode: aftModeOf(op.Kind)}
+	a.nv = (a.cfg.DH + a.W - 1) / a.W
+	a.tail = a.cfg.DH - (a.nv-1)*a.W
 	a.d4 = 4 * a.cfg.D
 	return a
 }
 
 // full reports whether head vector q has all its lanes.
-func (a *aftKit) full(q int) bool { return q < a.nv-1 || a.tail == a.V }
+func (a *aftKit) full(q int) bool { return q < a.nv-1 || a.tail == a.W }
 
 // tailMask returns the mask of the last head vector if block [q0, q1)
 // holds it partially, else nil.
@@ -178,7 +173,7 @@ func aftDescending(hi, lo int) []int {
 
 // at is the address of head vector q in the row at byte offset off of base.
 func (a *aftKit) at(base, off reg.Register, q int) operand.Mem {
-	return operand.Mem{Base: base, Index: off, Scale: 1, Disp: 4 * a.V * q}
+	return operand.Mem{Base: base, Index: off, Scale: 1, Disp: 4 * a.W * q}
 }
 
 // src returns head vector q at m as an operand: the memory itself when the
@@ -219,32 +214,21 @@ func (a *aftKit) splat(name string, v float32) reg.VecVirtual {
 	return x
 }
 
-// constOp applies a two-operand instruction with a constant first operand:
-// the embedded-broadcast form on AVX-512, a 32-byte constant on AVX2.
-func (a *aftKit) constOp(zform, yform func(...operand.Op), name string, v float32, x, dst reg.Register) {
-	m := a.ex.expConst(name, v)
-	if a.avx512() {
-		zform(m, x, dst)
-	} else {
-		yform(m, x, dst)
-	}
-}
-
 var aftSignBit = math.Float32frombits(0x80000000)
 
 // negAbs sets x = −|x|.
 func (a *aftKit) negAbs(x reg.VecVirtual) {
-	a.constOp(a.c.VORPS_BCST, a.c.VORPS, "aft_sign", aftSignBit, x, x)
+	a.withConst(a.c.VORPS_BCST, a.c.VORPS, "aft_sign", aftSignBit, x, x)
 }
 
 // negate sets x = −x.
 func (a *aftKit) negate(x reg.VecVirtual) {
-	a.constOp(a.c.VXORPS_BCST, a.c.VXORPS, "aft_sign", aftSignBit, x, x)
+	a.withConst(a.c.VXORPS_BCST, a.c.VXORPS, "aft_sign", aftSignBit, x, x)
 }
 
 // clampNonPositive sets x = min(x, 0).
 func (a *aftKit) clampNonPositive(x reg.VecVirtual) {
-	a.constOp(a.c.VMINPS_BCST, a.c.VMINPS, "aft_zero", 0, x, x)
+	a.withConst(a.c.VMINPS_BCST, a.c.VMINPS, "aft_zero", 0, x, x)
 }
 
 // less returns the mask of the lanes with x < y (ordered).
@@ -268,15 +252,6 @@ func (a *aftKit) blend(mask reg.Register, ifSet, ifClear, dst reg.Register) {
 	}
 }
 
-// vecsN allocates n vector registers.
-func (a *aftKit) vecsN(n int) []reg.VecVirtual {
-	v := make([]reg.VecVirtual, n)
-	for i := range v {
-		v[i] = a.vec()
-	}
-	return v
-}
-
 // scanStep is the numerically safe update of a running shifted sum: with
 // x the new value, ref the running reference (maximum or minimum, per
 // lane), it leaves in ex the factor for the new term and returns the factor
@@ -288,7 +263,7 @@ func (a *aftKit) scanStep(x, ref reg.VecVirtual, newer reg.Register) (old, ex re
 	d := a.vec()
 	c.VSUBPS(ref, x, d) // x − ref
 	a.negAbs(d)
-	ex = a.ex.exp(d) // exp(−|x − ref|) ≤ 1
+	ex = a.exp(d) // exp(−|x − ref|) ≤ 1
 	one := a.splat("aft_one", 1)
 	old = a.vec()
 	a.blend(newer, ex, one, old) // reference moves: old sums scale by ex
@@ -317,11 +292,11 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 	c, m, S, D4 := a.c, a.mode, a.op.Window, a.d4
 	mask := a.tailMask(q1)
 	nq := q1 - q0
-	c.Commentf("Channels [%d, %d).", q0*a.V, min(q1*a.V, a.cfg.DH))
+	c.Commentf("Channels [%d, %d).", q0*a.W, min(q1*a.W, a.cfg.DH))
 
 	var r, sa, sb, mx, num, den []reg.VecVirtual
 	if m.scan() {
-		r, sa, sb = a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+		r, sa, sb = a.vecs(nq), a.vecs(nq), a.vecs(nq)
 		for q := range nq {
 			c.VBROADCASTSS(a.f.ConstF32("aft_ninf", float32(math.Inf(-1))), r[q])
 			a.zero(sa[q])
@@ -329,7 +304,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 		}
 	}
 	if m.window() {
-		mx, num, den = a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+		mx, num, den = a.vecs(nq), a.vecs(nq), a.vecs(nq)
 	}
 	t := a.gp(c.Param("t"))
 	kb := a.gp(c.Param("k").Base())
@@ -441,7 +416,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 			if m.scan() {
 				x := a.vec()
 				c.VSUBPS(mx[q], r[q], x)
-				e := a.ex.exp(x)
+				e := a.exp(x)
 				c.VMULPS(e, sa[q], num[q])
 				c.VMULPS(e, sb[q], den[q])
 			} else {
@@ -458,7 +433,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 			x := a.vec()
 			c.VADDPS(a.src(a.at(kb, jo, qq), qq, mask), bw2, x)
 			c.VSUBPS(mx[q], x, x)
-			e := a.ex.exp(x)
+			e := a.exp(x)
 			c.VFMADD231PS(a.src(a.at(vb, jo, qq), qq, mask), e, num[q])
 			c.VADDPS(e, den[q], den[q])
 		}
@@ -509,18 +484,18 @@ func (a *aftKit) backBlock(q0, q1 int) {
 	c, m, S, D4, N := a.c, a.mode, a.op.Window, a.d4, a.cfg.N
 	mask := a.tailMask(q1)
 	nq := q1 - q0
-	c.Commentf("Channels [%d, %d).", q0*a.V, min(q1*a.V, a.cfg.DH))
+	c.Commentf("Channels [%d, %d).", q0*a.W, min(q1*a.W, a.cfg.DH))
 
 	var mu, r1, r2 []reg.VecVirtual
 	if m.scan() {
-		mu, r1, r2 = a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+		mu, r1, r2 = a.vecs(nq), a.vecs(nq), a.vecs(nq)
 		for q := range nq {
 			c.VBROADCASTSS(a.f.ConstF32("aft_pinf", float32(math.Inf(1))), mu[q])
 			a.zero(r1[q])
 			a.zero(r2[q])
 		}
 	}
-	kj, vj, gk, gv := a.vecsN(nq), a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+	kj, vj, gk, gv := a.vecs(nq), a.vecs(nq), a.vecs(nq), a.vecs(nq)
 	t := a.gp(c.Param("t"))
 	mb, rdb := a.gp(c.Param("m").Base()), a.gp(c.Param("rd").Base())
 	dzb, zb := a.gp(c.Param("dz").Base()), a.gp(c.Param("z").Base())
@@ -570,7 +545,7 @@ func (a *aftKit) backBlock(q0, q1 int) {
 		if m.scan() {
 			x := a.vec()
 			c.VSUBPS(mu[q], kj[q], x)
-			e := a.ex.exp(x) // exp(k_j − μ) ≤ 1
+			e := a.exp(x) // exp(k_j − μ) ≤ 1
 			c.VMULPS(e, r1[q], gv[q])
 			d := a.vec()
 			c.VMULPS(r1[q], vj[q], d)
@@ -621,7 +596,7 @@ func (a *aftKit) backBlock(q0, q1 int) {
 			if !a.full(qq) {
 				a.clampNonPositive(x) // masked-off lanes: keep exp finite
 			}
-			p := a.ex.exp(x)
+			p := a.exp(x)
 			c.VMULPS(a.src(a.at(rdb, io, qq), qq, mask), p, p)
 			c.VMULPS(a.src(a.at(dzb, io, qq), qq, mask), p, p) // p_ij·dz_i
 			c.VADDPS(p, gv[q], gv[q])

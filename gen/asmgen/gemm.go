@@ -131,8 +131,8 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	// asumKit returns the 8-lane kit of A's row sums and its mask of the
 	// lanes i < mr.
 	clamps := 0
-	asumKit := func() (*synKit, reg.Register) {
-		k := newSynKitNarrow(f, "gemmAsum", isa)
+	asumKit := func() (*simd, reg.Register) {
+		k := newSIMD(f, "gemmAsum", isa).narrow()
 		// This tile's rows, min(mr, MR) (asumKit runs once per loop that
 		// sums, so each clamp gets a label of its own).
 		n := c.Load(c.Param("mr"), c.GP64()).(reg.GPVirtual)
@@ -146,7 +146,7 @@ func emitGemmTile(f *File, op catalog.Op, isa kernels.ISA) {
 	}
 	// addToAsum adds the lanes of sum, A's row sums over the block, to
 	// asum's.
-	addToAsum := func(k *synKit, lanes reg.Register, sum reg.VecVirtual) {
+	addToAsum := func(k *simd, lanes reg.Register, sum reg.VecVirtual) {
 		sp := c.Load(c.Param("asum").Base(), c.GP64())
 		old := c.YMM()
 		k.loadM(operand.Mem{Base: sp}, lanes, old)

@@ -82,8 +82,8 @@ func (a *aftKit) linRD() {
 		first, last := bi == 0, bi == len(bl)-1
 		mask := a.tailMask(q1)
 		nq := q1 - q0
-		c.Commentf("rd: lanes [%d, %d) of z_i and fq_i.", q0*a.V, min(q1*a.V, a.cfg.DH))
-		zs := a.vecsN(nq)
+		c.Commentf("rd: lanes [%d, %d) of z_i and fq_i.", q0*a.W, min(q1*a.W, a.cfg.DH))
+		zs := a.vecs(nq)
 		for q := range nq {
 			a.zero(zs[q])
 		}
@@ -143,7 +143,7 @@ func (a *aftKit) linSweep(s linSweep) {
 		cbv = 2
 	}
 	fullVecs := a.nv
-	if a.tail < a.V {
+	if a.tail < a.W {
 		fullVecs--
 	}
 	nfull := fullVecs / cbv
@@ -157,8 +157,8 @@ func (a *aftKit) linSweep(s linSweep) {
 		l := a.lbl("lanes")
 		a.label(l)
 		a.linBlock(s, 0, cbv, lo)
-		c.ADDQ(synImm(4*a.V*cbv), lo)
-		c.CMPQ(lo, synImm(4*a.V*cbv*nfull))
+		c.ADDQ(synImm(4*a.W*cbv), lo)
+		c.CMPQ(lo, synImm(4*a.W*cbv*nfull))
 		c.JB(synRef(l))
 	}
 	if rest > 0 {
@@ -218,10 +218,10 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 	if ro != nil {
 		what += " (+ row offset)"
 	}
-	c.Commentf("%s: lanes [%d, %d), state rows %s%s.", s.out, q0*a.V, min((q0+nq)*a.V, a.cfg.DH), linRows(rows), what)
+	c.Commentf("%s: lanes [%d, %d), state rows %s%s.", s.out, q0*a.W, min((q0+nq)*a.W, a.cfg.DH), linRows(rows), what)
 	X := make([][]reg.VecVirtual, len(rows))
 	for k := range rows {
-		X[k] = a.vecsN(nq)
+		X[k] = a.vecs(nq)
 		for q := range nq {
 			a.zero(X[k][q])
 		}
@@ -311,7 +311,7 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 		}
 	}
 	// Output: Σ_r γ_i[r]·X[r].
-	acc := a.vecsN(nq)
+	acc := a.vecs(nq)
 	for k, row := range rows {
 		switch {
 		case row.extra && s.extra == "z":

@@ -43,7 +43,7 @@ func init() {
 // them (two vectors per row). r2·2 accumulators, two panel vectors, a
 // broadcast and scale fit the register file; the chains cover the FMA
 // latency of two pipes.
-func (k *synKit) productRows() (r1, r2 int) {
+func (k *simd) productRows() (r1, r2 int) {
 	if k.avx512() {
 		return 8, 12
 	}
@@ -56,9 +56,9 @@ const synProductUnroll = 8
 
 // transpose transposes the V×V block held in rows (V registers, row r =
 // rows[r]) and returns its columns.
-func (k *synKit) transpose(rows []reg.VecVirtual) []reg.VecVirtual {
+func (k *simd) transpose(rows []reg.VecVirtual) []reg.VecVirtual {
 	c := k.c
-	V := k.V
+	V := k.W
 	if len(rows) != V {
 		panic("asmgen: transpose of a partial block")
 	}
@@ -112,7 +112,7 @@ func (k *synKit) transpose(rows []reg.VecVirtual) []reg.VecVirtual {
 
 // fmaBcast adds b·v to acc, with b the float32 at m broadcast to every
 // lane (an embedded broadcast on AVX-512).
-func (k *synKit) fmaBcast(m operand.Mem, v, acc reg.Register) {
+func (k *simd) fmaBcast(m operand.Mem, v, acc reg.Register) {
 	if k.avx512() {
 		k.c.VFMADD231PS_BCST(m, v, acc)
 		return
@@ -133,9 +133,9 @@ func synBlockSizes(r int) []int {
 }
 
 func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.W
 	R1, R2 := k.productRows()
 
 	// Stack: two transposed panels of W vectors (A for columns j0..j0+V−1,
@@ -416,13 +416,13 @@ func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
 // fit the register file (16 YMM on AVX2, 32 ZMM on AVX-512), and r·pc
 // chains must cover the FMA latency. Measured best on Zen 4 at N 128 with
 // W 32 and 64.
-func (k *synKit) backPlan(W, nv int) (pc, r int) {
+func (k *simd) backPlan(W, nv int) (pc, r int) {
 	switch {
 	case nv == 1:
 		return 1, 8
 	case k.avx512():
 		return 2, 8
-	case W%k.V == 0:
+	case W%k.W == 0:
 		return 2, 6
 	}
 	return 2, 5 // one more register for the AVX2 tail mask
@@ -445,16 +445,16 @@ func synPChunks(nv, pc int) []synPChunk {
 
 // rowVec loads vector v (of nv, the last one masked by tail when not nil)
 // of a row of W floats at base+disp.
-func (k *synKit) rowVec(base reg.Register, disp, v, nv int, tail reg.Register, dst reg.Register) {
+func (k *simd) rowVec(base reg.Register, disp, v, nv int, tail reg.Register, dst reg.Register) {
 	var m reg.Register
 	if v == nv-1 {
 		m = tail
 	}
-	k.loadM(synMem(base, disp+4*k.V*v), m, dst)
+	k.loadM(synMem(base, disp+4*k.W*v), m, dst)
 }
 
 // accumulate adds b·vs[v] to acc[v] for each v, with b the float32 at m.
-func (k *synKit) accumulate(m operand.Mem, vs, acc []reg.VecVirtual) {
+func (k *simd) accumulate(m operand.Mem, vs, acc []reg.VecVirtual) {
 	if len(vs) == 1 {
 		k.fmaBcast(m, vs[0], acc[0])
 		return
@@ -467,9 +467,9 @@ func (k *synKit) accumulate(m operand.Mem, vs, acc []reg.VecVirtual) {
 }
 
 func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.W
 	nv := (W + V - 1) / V
 	pc, R := k.backPlan(W, nv)
 	tailMask := func() reg.Register {
@@ -577,9 +577,9 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 }
 
 func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.W
 	nv := (W + V - 1) / V
 	pc, R := k.backPlan(W, nv)
 	tailMask := func() reg.Register {
@@ -703,9 +703,9 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 
 // columnSums adds to out[j] (a slice parameter) the sums Σ_{j≤i<t}
 // tri[i·N+j] over the causal triangle of the slice parameter tri.
-func (k *synKit) columnSums(t reg.GPVirtual, tri, out string) {
+func (k *simd) columnSums(t reg.GPVirtual, tri, out string) {
 	c := k.c
-	N, V := k.f.Config.N, k.V
+	N, V := k.f.Config.N, k.W
 	j0 := c.GP64()
 	c.XORQ(j0, j0)
 	lPanel := k.lbl("colpanel")
