@@ -10747,10 +10747,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y5
 	VMASKMOVPS (CX)(DI*4), Y4, Y5
@@ -10764,10 +10764,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -10790,10 +10790,10 @@ sv_max_one_6:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -10816,10 +10816,10 @@ sv_max_one_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -10963,10 +10963,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y9
 	VMASKMOVPS  (CX)(DI*4), Y8, Y9
@@ -10996,10 +10996,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y8
@@ -11054,10 +11054,10 @@ sv_exp_one_11:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -11112,10 +11112,10 @@ sv_exp_one_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -11227,10 +11227,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y5
 	VMASKMOVPS (DX)(CX*4), Y4, Y5
@@ -11243,10 +11243,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y4
@@ -11267,10 +11267,10 @@ sv_scale_one_16:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y1
@@ -11291,10 +11291,10 @@ sv_scale_one_17:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -11338,10 +11338,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y3
 	VMASKMOVPS 1536(CX)(DI*4), Y2, Y3
@@ -11355,10 +11355,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y3
@@ -11446,10 +11446,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y5
 	VMASKMOVPS  1536(CX)(DI*4), Y4, Y5
@@ -11479,10 +11479,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y4
@@ -11570,10 +11570,10 @@ sv_scale_tail_26:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y3
 	VMASKMOVPS 1536(DX)(CX*4), Y2, Y3
@@ -11586,10 +11586,10 @@ sv_scale_tail_26:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y2
@@ -11867,10 +11867,10 @@ sv_max_tail_32:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -11921,10 +11921,10 @@ sv_exp_tail_34:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -11975,10 +11975,10 @@ sv_scale_tail_36:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -12047,23 +12047,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -12734,7 +12734,7 @@ svb_pdone_13:
 	MOVQ    DX, DI
 	ANDQ    $0x00000007, DX
 	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
+	LEAQ    lanemask8<>+0(SB), R8
 	NEGQ    DX
 	VMOVUPS 32(R8)(DX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -12788,7 +12788,7 @@ svb_db_tail_18:
 	MOVQ       DX, DI
 	ANDQ       $0x00000007, DX
 	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DX
 	VMOVUPS    32(R8)(DX*4), Y0
 	VXORPS     Y1, Y1, Y1
@@ -13032,7 +13032,7 @@ svb_gdot_28:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000180, DI
 	INCQ        SI
@@ -13048,7 +13048,7 @@ svb_gdone_23:
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
 	SUBQ    CX, SI
-	LEAQ    sv_tailmask8<>+0(SB), DI
+	LEAQ    lanemask8<>+0(SB), DI
 	NEGQ    CX
 	VMOVUPS 32(DI)(CX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -13458,7 +13458,7 @@ min_29:
 	MOVQ       $+8, BX
 
 min_32:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -13844,7 +13844,7 @@ min_65:
 	MOVQ       $+8, BX
 
 min_68:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -14034,7 +14034,7 @@ ploop_72:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_73
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -14047,7 +14047,7 @@ stored_74:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_75
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 384(R8)
 	SUBQ        $+4, R9
@@ -14060,7 +14060,7 @@ stored_76:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_77
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 768(R8)
 	SUBQ        $+4, R9
@@ -14073,7 +14073,7 @@ stored_78:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_79
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1152(R8)
 	SUBQ        $+4, R9
@@ -14086,7 +14086,7 @@ stored_80:
 	VFMADD213PS 2048(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_81
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -14099,7 +14099,7 @@ stored_82:
 	VFMADD213PS 2048(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_83
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1920(R8)
 	SUBQ        $+4, R9
@@ -14112,7 +14112,7 @@ stored_84:
 	VFMADD213PS 2048(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_85
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 2304(R8)
 	SUBQ        $+4, R9
@@ -14125,7 +14125,7 @@ stored_86:
 	VFMADD213PS 2048(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_87
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 2688(R8)
 	SUBQ        $+4, R9
@@ -14231,7 +14231,7 @@ ploop_90:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_91
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -14244,7 +14244,7 @@ stored_92:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_93
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 384(R8)
 	SUBQ        $+4, R9
@@ -14257,7 +14257,7 @@ stored_94:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_95
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 768(R8)
 	SUBQ        $+4, R9
@@ -14270,7 +14270,7 @@ stored_96:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_97
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1152(R8)
 	SUBQ        $+4, R9
@@ -14341,7 +14341,7 @@ ploop_100:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_101
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -14354,7 +14354,7 @@ stored_102:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_103
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 384(R8)
 	SUBQ        $+4, R9
@@ -14408,7 +14408,7 @@ ploop_106:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_107
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -14619,7 +14619,7 @@ ploop_112:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_113
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -14634,7 +14634,7 @@ stored_114:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_115
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 416(R8)
 	SUBQ        $+4, R9
@@ -14649,7 +14649,7 @@ stored_116:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_117
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 800(R8)
 	SUBQ        $+4, R9
@@ -14664,7 +14664,7 @@ stored_118:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_119
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1184(R8)
 	SUBQ        $+4, R9
@@ -14679,7 +14679,7 @@ stored_120:
 	VFMADD213PS 2080(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_121
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -14694,7 +14694,7 @@ stored_122:
 	VFMADD213PS 2080(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_123
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 1952(R8)
 	SUBQ        $+4, R9
@@ -14846,7 +14846,7 @@ ploop_126:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_127
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -14861,7 +14861,7 @@ stored_128:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_129
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 416(R8)
 	SUBQ        $+4, R9
@@ -14876,7 +14876,7 @@ stored_130:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_131
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 800(R8)
 	SUBQ        $+4, R9
@@ -14891,7 +14891,7 @@ stored_132:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_133
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1184(R8)
 	SUBQ        $+4, R9
@@ -14990,7 +14990,7 @@ ploop_136:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_137
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15005,7 +15005,7 @@ stored_138:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_139
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 416(R8)
 	SUBQ        $+4, R9
@@ -15078,7 +15078,7 @@ ploop_142:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_143
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15099,24 +15099,6 @@ nextpair_109:
 	JLT  pair_1
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 // func vanillaLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, scale float32)
 // Requires: AVX, FMA3
@@ -16500,7 +16482,7 @@ colpanel_15:
 colrow_16:
 	CMPQ       SI, $+0
 	JEQ        colfull_17
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -16521,7 +16503,7 @@ coldone_18:
 	MOVQ $+8, DX
 
 min_19:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -16894,7 +16876,7 @@ min_29:
 	MOVQ       $+8, BX
 
 min_32:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -17280,7 +17262,7 @@ min_65:
 	MOVQ       $+8, BX
 
 min_68:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -17470,7 +17452,7 @@ ploop_72:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_73
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -17483,7 +17465,7 @@ stored_74:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_75
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 384(R8)
 	SUBQ        $+4, R9
@@ -17496,7 +17478,7 @@ stored_76:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_77
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 768(R8)
 	SUBQ        $+4, R9
@@ -17509,7 +17491,7 @@ stored_78:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_79
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1152(R8)
 	SUBQ        $+4, R9
@@ -17522,7 +17504,7 @@ stored_80:
 	VFMADD213PS 2048(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_81
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -17535,7 +17517,7 @@ stored_82:
 	VFMADD213PS 2048(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_83
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1920(R8)
 	SUBQ        $+4, R9
@@ -17548,7 +17530,7 @@ stored_84:
 	VFMADD213PS 2048(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_85
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 2304(R8)
 	SUBQ        $+4, R9
@@ -17561,7 +17543,7 @@ stored_86:
 	VFMADD213PS 2048(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_87
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 2688(R8)
 	SUBQ        $+4, R9
@@ -17667,7 +17649,7 @@ ploop_90:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_91
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -17680,7 +17662,7 @@ stored_92:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_93
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 384(R8)
 	SUBQ        $+4, R9
@@ -17693,7 +17675,7 @@ stored_94:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_95
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 768(R8)
 	SUBQ        $+4, R9
@@ -17706,7 +17688,7 @@ stored_96:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_97
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1152(R8)
 	SUBQ        $+4, R9
@@ -17777,7 +17759,7 @@ ploop_100:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_101
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -17790,7 +17772,7 @@ stored_102:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_103
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 384(R8)
 	SUBQ        $+4, R9
@@ -17844,7 +17826,7 @@ ploop_106:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_107
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -18055,7 +18037,7 @@ ploop_112:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_113
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18070,7 +18052,7 @@ stored_114:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_115
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 416(R8)
 	SUBQ        $+4, R9
@@ -18085,7 +18067,7 @@ stored_116:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_117
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 800(R8)
 	SUBQ        $+4, R9
@@ -18100,7 +18082,7 @@ stored_118:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_119
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1184(R8)
 	SUBQ        $+4, R9
@@ -18115,7 +18097,7 @@ stored_120:
 	VFMADD213PS 2080(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_121
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -18130,7 +18112,7 @@ stored_122:
 	VFMADD213PS 2080(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_123
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 1952(R8)
 	SUBQ        $+4, R9
@@ -18282,7 +18264,7 @@ ploop_126:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_127
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18297,7 +18279,7 @@ stored_128:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_129
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 416(R8)
 	SUBQ        $+4, R9
@@ -18312,7 +18294,7 @@ stored_130:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_131
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 800(R8)
 	SUBQ        $+4, R9
@@ -18327,7 +18309,7 @@ stored_132:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_133
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1184(R8)
 	SUBQ        $+4, R9
@@ -18426,7 +18408,7 @@ ploop_136:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_137
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18441,7 +18423,7 @@ stored_138:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_139
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 416(R8)
 	SUBQ        $+4, R9
@@ -18514,7 +18496,7 @@ ploop_142:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_143
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -19918,7 +19900,7 @@ colpanel_15:
 colrow_16:
 	CMPQ       SI, $+0
 	JEQ        colfull_17
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -19939,7 +19921,7 @@ coldone_18:
 	MOVQ $+8, DX
 
 min_19:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -19994,7 +19976,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -20055,7 +20037,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -20115,7 +20097,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -20197,7 +20179,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -20331,7 +20313,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -20390,7 +20372,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -21434,7 +21416,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -21707,7 +21689,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -22029,7 +22011,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -1,7 +1,6 @@
 package asmgen
 
 import (
-	"fmt"
 	"math"
 	"regexp"
 
@@ -24,8 +23,9 @@ func init() {
 	}
 }
 
-// The attention-free kernels (kernels.AFT*Func) and causal linear attention
-// (kernels.Linear*Func) at the AVX-512 and AVX2 levels. Formulas are on
+// The attention-free kernels (kernels.AFT*Func) at the AVX-512 and AVX2
+// levels; causal linear attention (linear.go) shares their toolbox, aftKit,
+// and their channel blocking and register fitting. Formulas are on
 // the function types in runtime/kernels; the algorithms are those of the
 // Go versions (gen/gogen/aft.go), vectorised across the DH channels of a
 // head: the channels are cut into blocks of as many vectors as the
@@ -43,14 +43,6 @@ func init() {
 // μ = min m_i; dk_j and dv_j start as exp(k_j − μ) times those sums; the
 // window rows j ≤ i < j + S are summed directly, each adding the lane sum
 // of g_ij to dw[i·N+j] (or du[i−j]).
-//
-// Linear: the DH×DH state does not fit in registers, so it is cut into
-// tiles of P rows (the summed index) × one block of lanes; each tile is a
-// pass over the sequence keeping its P×block state in registers and adding
-// Σ_r γ_i[r]·X_i[r, :] into the output rows (the first pass of a lane block
-// overwrites). Forward: rd first (a pass keeping z_i), then the tiles of
-// y. Backward: the tiles of dfq (prefix, with z as an extra state row),
-// dfk (suffix, with h as an extra row) and dv (suffix).
 //
 // Tails: the last vector of a head uses lane masks (K registers on
 // AVX-512, VMASKMOVPS on AVX2), so no column ≥ DH is read or written; its
@@ -84,36 +76,31 @@ func (m aftMode) scan() bool { return m != aftModeFull }
 // window reports whether some keys have a learned bias.
 func (m aftMode) window() bool { return m != aftModeSimple }
 
-// aftKit is the toolbox of the attention-free emitters: synKit's masks,
-// loads and reductions, the shared vector exp, and the head geometry.
+// aftKit is the toolbox of the attention-free emitters and linear
+// attention: the vector toolbox (masks, loads, reductions, exp) and the
+// head geometry.
 type aftKit struct {
-	*synKit
-	ex   *simd // for exp
+	*simd
 	op   catalog.Op
 	cfg  catalog.Config
 	mode aftMode
-	regs int // vector registers this level may use
 	nv   int // vectors per head row
-	tail int // lanes of the last vector (V when it is full)
+	tail int // lanes of the last vector (W when it is full)
 	d4   int // bytes per row of a [t, D] matrix
 
 	linFixed int // linear attention: vector registers left outside a tile's state
 }
 
 func newAFTKit(f *File, op catalog.Op, isa kernels.ISA) *aftKit {
-	a := &aftKit{synKit: newSynKit(f, Name(op, isa), isa), ex: newSIMD(f, isa), op: op, cfg: f.Config,
-		mode: aftModeOf(op.Kind), regs: 16}
-	if isa == kernels.AVX512 {
-		a.regs = 32
-	}
-	a.nv = (a.cfg.DH + a.V - 1) / a.V
-	a.tail = a.cfg.DH - (a.nv-1)*a.V
+	a := &aftKit{simd: newSIMD(f, Name(op, isa), isa), op: op, cfg: f.Config, mode: aftModeOf(op.Kind)}
+	a.nv = (a.cfg.DH + a.W - 1) / a.W
+	a.tail = a.cfg.DH - (a.nv-1)*a.W
 	a.d4 = 4 * a.cfg.D
 	return a
 }
 
 // full reports whether head vector q has all its lanes.
-func (a *aftKit) full(q int) bool { return q < a.nv-1 || a.tail == a.V }
+func (a *aftKit) full(q int) bool { return q < a.nv-1 || a.tail == a.W }
 
 // tailMask returns the mask of the last head vector if block [q0, q1)
 // holds it partially, else nil.
@@ -186,7 +173,7 @@ func aftDescending(hi, lo int) []int {
 
 // at is the address of head vector q in the row at byte offset off of base.
 func (a *aftKit) at(base, off reg.Register, q int) operand.Mem {
-	return operand.Mem{Base: base, Index: off, Scale: 1, Disp: 4 * a.V * q}
+	return operand.Mem{Base: base, Index: off, Scale: 1, Disp: 4 * a.W * q}
 }
 
 // src returns head vector q at m as an operand: the memory itself when the
@@ -227,32 +214,21 @@ func (a *aftKit) splat(name string, v float32) reg.VecVirtual {
 	return x
 }
 
-// constOp applies a two-operand instruction with a constant first operand:
-// the embedded-broadcast form on AVX-512, a 32-byte constant on AVX2.
-func (a *aftKit) constOp(zform, yform func(...operand.Op), name string, v float32, x, dst reg.Register) {
-	m := a.ex.expConst(name, v)
-	if a.avx512() {
-		zform(m, x, dst)
-	} else {
-		yform(m, x, dst)
-	}
-}
-
 var aftSignBit = math.Float32frombits(0x80000000)
 
 // negAbs sets x = −|x|.
 func (a *aftKit) negAbs(x reg.VecVirtual) {
-	a.constOp(a.c.VORPS_BCST, a.c.VORPS, "aft_sign", aftSignBit, x, x)
+	a.withConst(a.c.VORPS_BCST, a.c.VORPS, "aft_sign", aftSignBit, x, x)
 }
 
 // negate sets x = −x.
 func (a *aftKit) negate(x reg.VecVirtual) {
-	a.constOp(a.c.VXORPS_BCST, a.c.VXORPS, "aft_sign", aftSignBit, x, x)
+	a.withConst(a.c.VXORPS_BCST, a.c.VXORPS, "aft_sign", aftSignBit, x, x)
 }
 
 // clampNonPositive sets x = min(x, 0).
 func (a *aftKit) clampNonPositive(x reg.VecVirtual) {
-	a.constOp(a.c.VMINPS_BCST, a.c.VMINPS, "aft_zero", 0, x, x)
+	a.withConst(a.c.VMINPS_BCST, a.c.VMINPS, "aft_zero", 0, x, x)
 }
 
 // less returns the mask of the lanes with x < y (ordered).
@@ -276,15 +252,6 @@ func (a *aftKit) blend(mask reg.Register, ifSet, ifClear, dst reg.Register) {
 	}
 }
 
-// vecsN allocates n vector registers.
-func (a *aftKit) vecsN(n int) []reg.VecVirtual {
-	v := make([]reg.VecVirtual, n)
-	for i := range v {
-		v[i] = a.vec()
-	}
-	return v
-}
-
 // scanStep is the numerically safe update of a running shifted sum: with
 // x the new value, ref the running reference (maximum or minimum, per
 // lane), it leaves in ex the factor for the new term and returns the factor
@@ -296,7 +263,7 @@ func (a *aftKit) scanStep(x, ref reg.VecVirtual, newer reg.Register) (old, ex re
 	d := a.vec()
 	c.VSUBPS(ref, x, d) // x − ref
 	a.negAbs(d)
-	ex = a.ex.exp(d) // exp(−|x − ref|) ≤ 1
+	ex = a.exp(d) // exp(−|x − ref|) ≤ 1
 	one := a.splat("aft_one", 1)
 	old = a.vec()
 	a.blend(newer, ex, one, old) // reference moves: old sums scale by ex
@@ -325,11 +292,11 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 	c, m, S, D4 := a.c, a.mode, a.op.Window, a.d4
 	mask := a.tailMask(q1)
 	nq := q1 - q0
-	c.Commentf("Channels [%d, %d).", q0*a.V, min(q1*a.V, a.cfg.DH))
+	c.Commentf("Channels [%d, %d).", q0*a.W, min(q1*a.W, a.cfg.DH))
 
 	var r, sa, sb, mx, num, den []reg.VecVirtual
 	if m.scan() {
-		r, sa, sb = a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+		r, sa, sb = a.vecs(nq), a.vecs(nq), a.vecs(nq)
 		for q := range nq {
 			c.VBROADCASTSS(a.f.ConstF32("aft_ninf", float32(math.Inf(-1))), r[q])
 			a.zero(sa[q])
@@ -337,7 +304,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 		}
 	}
 	if m.window() {
-		mx, num, den = a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+		mx, num, den = a.vecs(nq), a.vecs(nq), a.vecs(nq)
 	}
 	t := a.gp(c.Param("t"))
 	kb := a.gp(c.Param("k").Base())
@@ -449,7 +416,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 			if m.scan() {
 				x := a.vec()
 				c.VSUBPS(mx[q], r[q], x)
-				e := a.ex.exp(x)
+				e := a.exp(x)
 				c.VMULPS(e, sa[q], num[q])
 				c.VMULPS(e, sb[q], den[q])
 			} else {
@@ -466,7 +433,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 			x := a.vec()
 			c.VADDPS(a.src(a.at(kb, jo, qq), qq, mask), bw2, x)
 			c.VSUBPS(mx[q], x, x)
-			e := a.ex.exp(x)
+			e := a.exp(x)
 			c.VFMADD231PS(a.src(a.at(vb, jo, qq), qq, mask), e, num[q])
 			c.VADDPS(e, den[q], den[q])
 		}
@@ -517,18 +484,18 @@ func (a *aftKit) backBlock(q0, q1 int) {
 	c, m, S, D4, N := a.c, a.mode, a.op.Window, a.d4, a.cfg.N
 	mask := a.tailMask(q1)
 	nq := q1 - q0
-	c.Commentf("Channels [%d, %d).", q0*a.V, min(q1*a.V, a.cfg.DH))
+	c.Commentf("Channels [%d, %d).", q0*a.W, min(q1*a.W, a.cfg.DH))
 
 	var mu, r1, r2 []reg.VecVirtual
 	if m.scan() {
-		mu, r1, r2 = a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+		mu, r1, r2 = a.vecs(nq), a.vecs(nq), a.vecs(nq)
 		for q := range nq {
 			c.VBROADCASTSS(a.f.ConstF32("aft_pinf", float32(math.Inf(1))), mu[q])
 			a.zero(r1[q])
 			a.zero(r2[q])
 		}
 	}
-	kj, vj, gk, gv := a.vecsN(nq), a.vecsN(nq), a.vecsN(nq), a.vecsN(nq)
+	kj, vj, gk, gv := a.vecs(nq), a.vecs(nq), a.vecs(nq), a.vecs(nq)
 	t := a.gp(c.Param("t"))
 	mb, rdb := a.gp(c.Param("m").Base()), a.gp(c.Param("rd").Base())
 	dzb, zb := a.gp(c.Param("dz").Base()), a.gp(c.Param("z").Base())
@@ -578,7 +545,7 @@ func (a *aftKit) backBlock(q0, q1 int) {
 		if m.scan() {
 			x := a.vec()
 			c.VSUBPS(mu[q], kj[q], x)
-			e := a.ex.exp(x) // exp(k_j − μ) ≤ 1
+			e := a.exp(x) // exp(k_j − μ) ≤ 1
 			c.VMULPS(e, r1[q], gv[q])
 			d := a.vec()
 			c.VMULPS(r1[q], vj[q], d)
@@ -629,7 +596,7 @@ func (a *aftKit) backBlock(q0, q1 int) {
 			if !a.full(qq) {
 				a.clampNonPositive(x) // masked-off lanes: keep exp finite
 			}
-			p := a.ex.exp(x)
+			p := a.exp(x)
 			c.VMULPS(a.src(a.at(rdb, io, qq), qq, mask), p, p)
 			c.VMULPS(a.src(a.at(dzb, io, qq), qq, mask), p, p) // p_ij·dz_i
 			c.VADDPS(p, gv[q], gv[q])
@@ -671,373 +638,4 @@ func (a *aftKit) loadInto(m operand.Mem, q int, mask reg.Register, dst reg.VecVi
 	} else {
 		a.loadM(m, mask, dst)
 	}
-}
-
-// linTerm is one row of a linear-attention state tile: a regular row r
-// (α_i[r] and γ_i[r] read from the α and γ matrices at column r) or the
-// extra row (α_i = 1, γ_i = s_i for z; α_i = s_i, γ_i = 1 for h, with
-// s_i = −(dy_i · y_i)).
-type linTerm struct {
-	r     int
-	extra bool
-}
-
-// linSweep describes one product of linear attention: for every row i
-// (in order, or reversed for a suffix sweep),
-//
-//	X_i[r, :] = Σ_{j≤i (≥i)} α_j[r] · β_j            (β_j scaled by rd_j if scaleBeta)
-//	out_i     = Σ_r γ_i[r] · X_i[r, :]                (× rd_i if scaleOut)
-//
-// over the DH lanes of β and out, with the rows r = 0 … DH−1 and possibly
-// an extra row.
-type linSweep struct {
-	alpha, beta, gamma, out string
-	reverse                 bool
-	scaleBeta, scaleOut     bool
-	extra                   string // "", "z" or "h"
-}
-
-// emitLinear emits the causal linear-attention forward.
-func emitLinear(f *File, op catalog.Op, isa kernels.ISA) {
-	body := func(a *aftKit, fixed int) {
-		a.linFixed = fixed
-		a.linRD()
-		a.linSweep(linSweep{alpha: "fk", beta: "v", gamma: "fq", out: "y", scaleOut: true})
-		a.ret()
-	}
-	body(newAFTKit(f, op, isa), aftFit(f, op, isa, linBudgets(), body))
-}
-
-// emitLinearBack emits the causal linear-attention backward.
-func emitLinearBack(f *File, op catalog.Op, isa kernels.ISA) {
-	body := func(a *aftKit, fixed int) {
-		a.linFixed = fixed
-		a.linSweep(linSweep{alpha: "v", beta: "fk", gamma: "dy", out: "dfq", scaleOut: true, extra: "z"})
-		a.linSweep(linSweep{alpha: "dy", beta: "fq", gamma: "v", out: "dfk", reverse: true, scaleBeta: true, extra: "h"})
-		a.linSweep(linSweep{alpha: "fq", beta: "dy", gamma: "fk", out: "dv", reverse: true, scaleBeta: true})
-		a.ret()
-	}
-	body(newAFTKit(f, op, isa), aftFit(f, op, isa, linBudgets(), body))
-}
-
-// linRD writes rd_i = 1/(fq_i · z_i + 1e-6), z_i = Σ_{j≤i} fk_j, in passes
-// over blocks of the DH lanes (the partial dot products add up in rd).
-func (a *aftKit) linRD() {
-	c, D4, H4 := a.c, a.d4, 4*a.cfg.Heads
-	bl := a.blocksOf(a.regs - 6)
-	for bi, b := range bl {
-		q0, q1 := b[0], b[1]
-		first, last := bi == 0, bi == len(bl)-1
-		mask := a.tailMask(q1)
-		nq := q1 - q0
-		c.Commentf("rd: lanes [%d, %d) of z_i and fq_i.", q0*a.V, min(q1*a.V, a.cfg.DH))
-		zs := a.vecsN(nq)
-		for q := range nq {
-			a.zero(zs[q])
-		}
-		cnt := a.gp(c.Param("t"))
-		fkb, fqb, rdb := a.gp(c.Param("fk").Base()), a.gp(c.Param("fq").Base()), a.gp(c.Param("rd").Base())
-		io, ro := c.GP64(), c.GP64()
-		c.XORQ(io, io)
-		c.XORQ(ro, ro)
-		l := a.lbl("rd")
-		a.label(l)
-		var p reg.VecVirtual
-		for q := range nq {
-			qq := q0 + q
-			c.VADDPS(a.src(a.at(fkb, io, qq), qq, mask), zs[q], zs[q])
-			if q == 0 {
-				p = a.vec()
-				c.VMULPS(a.src(a.at(fqb, io, qq), qq, mask), zs[q], p)
-			} else {
-				c.VFMADD231PS(a.src(a.at(fqb, io, qq), qq, mask), zs[q], p)
-			}
-		}
-		h := a.hsum(p)
-		dst := operand.Mem{Base: rdb, Index: ro, Scale: 1}
-		if !first {
-			c.VADDSS(dst, h, h)
-		}
-		if last {
-			c.VADDSS(a.f.ConstF32("aft_eps", 1e-6), h, h)
-			one := c.XMM()
-			c.VMOVSS(a.f.ConstF32("aft_one", 1), one)
-			c.VDIVSS(h, one, one)
-			h = one
-		}
-		c.VMOVSS(h, dst)
-		c.ADDQ(synImm(D4), io)
-		c.ADDQ(synImm(H4), ro)
-		c.DECQ(cnt)
-		c.JNZ(synRef(l))
-	}
-}
-
-// linBudgets are the registers a linear-attention tile leaves outside its
-// state, most ambitious first.
-func linBudgets() []int { return []int{5, 6, 7, 8, 10, 12} }
-
-// linSweep emits one product, tiled as lane blocks of cbv vectors × groups
-// of up to P state rows, one pass over the sequence per tile. The full lane
-// blocks run in a loop (their bases shifted by a lane offset), the last,
-// partial one after it; inside a lane block the first group (with the
-// extra row, overwriting out) is followed by a loop over the groups of P
-// rows (their α and γ columns shifted by a row offset) and a remainder
-// group, so the code size does not grow with DH.
-func (a *aftKit) linSweep(s linSweep) {
-	c := a.c
-	cbv := 1
-	if a.avx512() && a.nv > 1 {
-		cbv = 2
-	}
-	fullVecs := a.nv
-	if a.tail < a.V {
-		fullVecs--
-	}
-	nfull := fullVecs / cbv
-	rest := a.nv - nfull*cbv
-	switch {
-	case nfull == 1:
-		a.linBlock(s, 0, cbv, nil)
-	case nfull > 1:
-		lo := c.GP64()
-		c.XORQ(lo, lo)
-		l := a.lbl("lanes")
-		a.label(l)
-		a.linBlock(s, 0, cbv, lo)
-		c.ADDQ(synImm(4*a.V*cbv), lo)
-		c.CMPQ(lo, synImm(4*a.V*cbv*nfull))
-		c.JB(synRef(l))
-	}
-	if rest > 0 {
-		a.linBlock(s, nfull*cbv, rest, nil)
-	}
-}
-
-// linBlock emits the tiles of the lane block of vectors [q0, q0+nq), its
-// bases shifted by the byte offset in lo (nil: none).
-func (a *aftKit) linBlock(s linSweep, q0, nq int, lo reg.GPVirtual) {
-	c := a.c
-	P := max(1, (a.regs-a.linFixed-nq)/nq)
-	extra := s.extra != ""
-	n0 := min(a.cfg.DH, P)
-	if extra {
-		n0 = min(a.cfg.DH, P-1)
-	}
-	a.linPass(s, q0, nq, lo, extra, 0, n0, nil, true)
-	rem := a.cfg.DH - n0
-	ng := rem / P
-	switch {
-	case ng == 1:
-		a.linPass(s, q0, nq, lo, false, n0, P, nil, false)
-	case ng > 1:
-		ro := c.GP64()
-		c.MOVQ(synImm(0), ro)
-		l := a.lbl("rows")
-		a.label(l)
-		a.linPass(s, q0, nq, lo, false, n0, P, ro, false)
-		c.ADDQ(synImm(4*P), ro)
-		c.CMPQ(ro, synImm(4*P*ng))
-		c.JB(synRef(l))
-	}
-	if r := rem - ng*P; r > 0 {
-		a.linPass(s, q0, nq, lo, false, n0+ng*P, r, nil, false)
-	}
-}
-
-// linPass emits one tile: state rows r0 … r0+nr−1 (shifted by the byte
-// offset in ro when not nil), plus the extra row if extra; lane vectors
-// [q0, q0+nq) (shifted by lo when not nil). The first tile of a lane block
-// overwrites out, the others add to it.
-func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r0, nr int, ro reg.GPVirtual, first bool) {
-	c, D4, H4 := a.c, a.d4, 4*a.cfg.Heads
-	mask := a.tailMask(q0 + nq)
-	var rows []linTerm
-	if extra {
-		rows = append(rows, linTerm{extra: true})
-	}
-	for r := r0; r < r0+nr; r++ {
-		rows = append(rows, linTerm{r: r})
-	}
-	what := ""
-	if lo != nil {
-		what = " (+ lane offset)"
-	}
-	if ro != nil {
-		what += " (+ row offset)"
-	}
-	c.Commentf("%s: lanes [%d, %d), state rows %s%s.", s.out, q0*a.V, min((q0+nq)*a.V, a.cfg.DH), linRows(rows), what)
-	X := make([][]reg.VecVirtual, len(rows))
-	for k := range rows {
-		X[k] = a.vecsN(nq)
-		for q := range nq {
-			a.zero(X[k][q])
-		}
-	}
-	shifted := func(name string, off reg.GPVirtual) reg.GPVirtual {
-		b := a.gp(c.Param(name).Base())
-		if off != nil {
-			c.ADDQ(off, b)
-		}
-		return b
-	}
-	cnt := a.gp(c.Param("t"))
-	ab, gb := shifted(s.alpha, ro), shifted(s.gamma, ro)
-	bb, ob := shifted(s.beta, lo), shifted(s.out, lo)
-	var rdb reg.GPVirtual
-	if s.scaleBeta || s.scaleOut {
-		rdb = a.gp(c.Param("rd").Base())
-	}
-	io, rdo := c.GP64(), c.GP64()
-	if s.reverse {
-		c.MOVQ(cnt, io)
-		c.DECQ(io)
-		c.IMUL3Q(synImm(H4), io, rdo)
-		c.IMUL3Q(synImm(D4), io, io)
-	} else {
-		c.XORQ(io, io)
-		c.XORQ(rdo, rdo)
-	}
-	l := a.lbl("lin")
-	a.label(l)
-	var rdv, sd reg.VecVirtual
-	if rdb != nil {
-		rdv = a.vec()
-		c.VBROADCASTSS(operand.Mem{Base: rdb, Index: rdo, Scale: 1}, rdv)
-	}
-	if extra {
-		// s_i = −(dy_i · y_i), over the whole head.
-		dyb, yb := a.gp(c.Param("dy").Base()), a.gp(c.Param("y").Base())
-		mk := a.tailMask(a.nv)
-		var p reg.VecVirtual
-		for q := range a.nv {
-			x := a.get(a.at(dyb, io, q), q, mk)
-			if q == 0 {
-				p = x
-				c.VMULPS(a.src(a.at(yb, io, q), q, mk), x, p)
-			} else {
-				c.VFMADD231PS(a.src(a.at(yb, io, q), q, mk), x, p)
-			}
-		}
-		h := a.hsum(p)
-		sd = a.vec()
-		c.VBROADCASTSS(h, sd)
-		a.negate(sd)
-	}
-	beta := make([]reg.VecVirtual, nq)
-	for q := range nq {
-		qq := q0 + q
-		beta[q] = a.get(a.at(bb, io, qq), qq, mask)
-		if s.scaleBeta {
-			c.VMULPS(rdv, beta[q], beta[q])
-		}
-	}
-	// State update: X[r] += α_i[r]·β_i.
-	for k, row := range rows {
-		switch {
-		case row.extra && s.extra == "z":
-			for q := range nq {
-				c.VADDPS(beta[q], X[k][q], X[k][q])
-			}
-		case row.extra:
-			for q := range nq {
-				c.VFMADD231PS(sd, beta[q], X[k][q])
-			}
-		default:
-			am := operand.Mem{Base: ab, Index: io, Scale: 1, Disp: 4 * row.r}
-			if a.avx512() {
-				for q := range nq {
-					c.VFMADD231PS_BCST(am, beta[q], X[k][q])
-				}
-			} else {
-				al := a.vec()
-				c.VBROADCASTSS(am, al)
-				for q := range nq {
-					c.VFMADD231PS(al, beta[q], X[k][q])
-				}
-			}
-		}
-	}
-	// Output: Σ_r γ_i[r]·X[r].
-	acc := a.vecsN(nq)
-	for k, row := range rows {
-		switch {
-		case row.extra && s.extra == "z":
-			for q := range nq {
-				if k == 0 {
-					c.VMULPS(sd, X[k][q], acc[q])
-				} else {
-					c.VFMADD231PS(sd, X[k][q], acc[q])
-				}
-			}
-		case row.extra:
-			for q := range nq {
-				if k == 0 {
-					c.VMOVAPS(X[k][q], acc[q])
-				} else {
-					c.VADDPS(X[k][q], acc[q], acc[q])
-				}
-			}
-		default:
-			gm := operand.Mem{Base: gb, Index: io, Scale: 1, Disp: 4 * row.r}
-			if a.avx512() {
-				for q := range nq {
-					if k == 0 {
-						c.VMULPS_BCST(gm, X[k][q], acc[q])
-					} else {
-						c.VFMADD231PS_BCST(gm, X[k][q], acc[q])
-					}
-				}
-			} else {
-				gl := a.vec()
-				c.VBROADCASTSS(gm, gl)
-				for q := range nq {
-					if k == 0 {
-						c.VMULPS(gl, X[k][q], acc[q])
-					} else {
-						c.VFMADD231PS(gl, X[k][q], acc[q])
-					}
-				}
-			}
-		}
-	}
-	for q := range nq {
-		qq := q0 + q
-		if s.scaleOut {
-			c.VMULPS(rdv, acc[q], acc[q])
-		}
-		om := a.at(ob, io, qq)
-		if !first {
-			c.VADDPS(a.src(om, qq, mask), acc[q], acc[q])
-		}
-		a.put(acc[q], om, qq, mask)
-	}
-	if s.reverse {
-		c.SUBQ(synImm(D4), io)
-		c.SUBQ(synImm(H4), rdo)
-	} else {
-		c.ADDQ(synImm(D4), io)
-		c.ADDQ(synImm(H4), rdo)
-	}
-	c.DECQ(cnt)
-	c.JNZ(synRef(l))
-}
-
-// linRows describes a tile's state rows for the comments.
-func linRows(rows []linTerm) string {
-	s := ""
-	lo := -1
-	for _, r := range rows {
-		if r.extra {
-			s += "extra "
-			continue
-		}
-		if lo < 0 {
-			lo = r.r
-		}
-	}
-	if lo >= 0 {
-		s += fmt.Sprintf("[%d, %d]", lo, rows[len(rows)-1].r)
-	}
-	return s
 }

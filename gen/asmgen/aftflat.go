@@ -31,8 +31,8 @@ func emitAFTKVBack(f *File, op catalog.Op, isa kernels.ISA)   { newRowKit(f, op,
 func (r *rowKit) aftFactors() {
 	c := r.c
 	k, kappa, v, kv, ek := r.base("k"), r.base("kappa"), r.base("v"), r.base("kv"), r.base("ek")
-	s := newSIMD(r.f, r.isa)
-	hi := s.bcast("exp_hi", expClampHi)
+	s := r.simd
+	hi := s.constVec("exp_hi", expClampHi)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{k, kappa, v, kv, ek}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		x := r.get(at(k), mask)
 		c.VSUBPS(r.memOrLoad(at(kappa), mask), x, x)
@@ -48,7 +48,7 @@ func (r *rowKit) aftFactors() {
 func (r *rowKit) aftQuotBack() {
 	c := r.c
 	dz, z, den, dnum, dden := r.base("dz"), r.base("z"), r.base("den"), r.base("dnum"), r.base("dden")
-	one := newSIMD(r.f, r.isa).bcast("gate_one", 1)
+	one := r.constVec("gate_one", 1)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{dz, z, den, dnum, dden}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		rc, g, a := r.vec(), r.get(at(dz), mask), r.vec()
 		c.VDIVPS(r.memOrLoad(at(den), mask), one, rc) // masked-off lanes: 1/0, not stored

@@ -45,16 +45,6 @@ var (
 	expMagicBias    float32 = 0x1.8000FEp23  // 1.5·2^23 + 127: rounds x·log2e, adds the exponent bias
 )
 
-// expConst returns a float32 constant as the memory operand the level's
-// arithmetic takes: a 4-byte datum for AVX-512 embedded broadcasts, a
-// 32-byte vector for AVX2 (which has no embedded broadcast).
-func (s *simd) expConst(name string, v float32) operand.Mem {
-	if s.isa == kernels.AVX512 {
-		return s.f.ConstF32(name, v)
-	}
-	return s.splat(name, v)
-}
-
 // exp emits and returns exp(x) for every lane in a new register,
 // clobbering x. AVX-512 also uses a K register for the cutoff.
 func (s *simd) exp(x reg.VecVirtual) reg.VecVirtual {
@@ -68,17 +58,17 @@ func (s *simd) expAVX512(x reg.VecVirtual) reg.VecVirtual {
 	c := s.c
 	p, n, keep := c.ZMM(), c.ZMM(), c.K()
 	// keep = !(x < cutoff): lanes with a nonzero result, and NaN lanes.
-	c.VCMPPS_BCST(operand.U8(5), s.expConst("exp_zcut", expZeroCutoff), x, keep)
-	c.VMULPS_BCST(s.expConst("exp_log2e", expLog2e), x, n)
+	c.VCMPPS_BCST(operand.U8(5), s.konst("exp_zcut", expZeroCutoff), x, keep)
+	c.VMULPS_BCST(s.konst("exp_log2e", expLog2e), x, n)
 	c.VRNDSCALEPS(operand.U8(0), n, n) // round to nearest even
-	c.VFMADD231PS_BCST(s.expConst("exp_mln2hi", expMinusLn2Hi), n, x)
-	c.VFMADD231PS_BCST(s.expConst("exp_mln2lo", expMinusLn2Lo), n, x) // x = t
-	c.VBROADCASTSS(s.expConst("exp_c5", expC5), p)
-	c.VFMADD213PS_BCST(s.expConst("exp_c4", expC4), x, p)
-	c.VFMADD213PS_BCST(s.expConst("exp_c3", expC3), x, p)
-	c.VFMADD213PS_BCST(s.expConst("exp_c2", expC2), x, p)
-	c.VFMADD213PS_BCST(s.expConst("exp_c1", expC1), x, p)
-	c.VFMADD213PS_BCST(s.expConst("exp_one", 1), x, p)
+	c.VFMADD231PS_BCST(s.konst("exp_mln2hi", expMinusLn2Hi), n, x)
+	c.VFMADD231PS_BCST(s.konst("exp_mln2lo", expMinusLn2Lo), n, x) // x = t
+	c.VBROADCASTSS(s.konst("exp_c5", expC5), p)
+	c.VFMADD213PS_BCST(s.konst("exp_c4", expC4), x, p)
+	c.VFMADD213PS_BCST(s.konst("exp_c3", expC3), x, p)
+	c.VFMADD213PS_BCST(s.konst("exp_c2", expC2), x, p)
+	c.VFMADD213PS_BCST(s.konst("exp_c1", expC1), x, p)
+	c.VFMADD213PS_BCST(s.konst("exp_one", 1), x, p)
 	c.VSCALEFPS_Z(n, p, keep, p) // p·2^n, zero below the cutoff
 	return p
 }
@@ -86,21 +76,21 @@ func (s *simd) expAVX512(x reg.VecVirtual) reg.VecVirtual {
 func (s *simd) expAVX2(x reg.VecVirtual) reg.VecVirtual {
 	c := s.c
 	f, t, under := c.YMM(), c.YMM(), c.YMM()
-	c.VCMPPS(operand.U8(1), s.expConst("exp_dcut", expDenormCutoff), x, under) // x < cutoff (ordered)
+	c.VCMPPS(operand.U8(1), s.konst("exp_dcut", expDenormCutoff), x, under) // x < cutoff (ordered)
 	// n = x·log2e + magic: the low mantissa bits hold round(x·log2e)+127.
-	c.VMOVUPS(s.expConst("exp_magic", expMagicBias), t)
-	c.VFMADD231PS(s.expConst("exp_log2e", expLog2e), x, t)
-	c.VPSLLD(operand.U8(23), t, f)                        // f = s = 2^n
-	c.VSUBPS(s.expConst("exp_magic", expMagicBias), t, t) // t = n
-	c.VFMADD231PS(s.expConst("exp_mln2hi", expMinusLn2Hi), t, x)
-	c.VFMADD231PS(s.expConst("exp_mln2lo", expMinusLn2Lo), t, x) // x = r
-	c.VMOVUPS(s.expConst("exp_c5", expC5), t)
-	c.VFMADD213PS(s.expConst("exp_c4", expC4), x, t)
-	c.VFMADD213PS(s.expConst("exp_c3", expC3), x, t)
-	c.VFMADD213PS(s.expConst("exp_c2", expC2), x, t)
-	c.VFMADD213PS(s.expConst("exp_c1", expC1), x, t) // t = p(r), e^r ≈ 1 + r·p(r)
-	c.VMULPS(f, x, x)                                // x = r·s
-	c.VFMADD231PS(t, x, f)                           // f = s + (r·s)·p
-	c.VANDNPS(f, under, f)                           // +0 below the cutoff (−Inf included)
+	c.VMOVUPS(s.konst("exp_magic", expMagicBias), t)
+	c.VFMADD231PS(s.konst("exp_log2e", expLog2e), x, t)
+	c.VPSLLD(operand.U8(23), t, f)                     // f = s = 2^n
+	c.VSUBPS(s.konst("exp_magic", expMagicBias), t, t) // t = n
+	c.VFMADD231PS(s.konst("exp_mln2hi", expMinusLn2Hi), t, x)
+	c.VFMADD231PS(s.konst("exp_mln2lo", expMinusLn2Lo), t, x) // x = r
+	c.VMOVUPS(s.konst("exp_c5", expC5), t)
+	c.VFMADD213PS(s.konst("exp_c4", expC4), x, t)
+	c.VFMADD213PS(s.konst("exp_c3", expC3), x, t)
+	c.VFMADD213PS(s.konst("exp_c2", expC2), x, t)
+	c.VFMADD213PS(s.konst("exp_c1", expC1), x, t) // t = p(r), e^r ≈ 1 + r·p(r)
+	c.VMULPS(f, x, x)                             // x = r·s
+	c.VFMADD231PS(t, x, f)                        // f = s + (r·s)·p
+	c.VANDNPS(f, under, f)                        // +0 below the cutoff (−Inf included)
 	return f
 }

@@ -27,8 +27,8 @@ func emitExp(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).ex
 
 func (r *rowKit) exp() {
 	x := r.base("x")
-	s := newSIMD(r.f, r.isa)
-	hi := s.bcast("exp_hi", expClampHi)
+	s := r.simd
+	hi := s.constVec("exp_hi", expClampHi)
 	r.flatN(1, expUnroll, []reg.GPVirtual{x}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		v := r.get(at(x), mask)
 		r.clampExp(hi, v)

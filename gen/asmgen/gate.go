@@ -39,8 +39,8 @@ func emitGateBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, is
 func (r *rowKit) gate() {
 	c := r.c
 	q, z, y := r.base("q"), r.base("z"), r.base("y")
-	s := newSIMD(r.f, r.isa)
-	one, zero, hi := s.bcast("gate_one", 1), r.vec(), s.bcast("exp_hi", expClampHi)
+	s := r.simd
+	one, zero, hi := s.constVec("gate_one", 1), r.vec(), s.constVec("exp_hi", expClampHi)
 	r.zero(zero)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{q, z, y}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		v := r.vec()
@@ -58,7 +58,7 @@ func (r *rowKit) gate() {
 func (r *rowKit) gateBack() {
 	c := r.c
 	dy, q, z, dq := r.base("dy"), r.base("q"), r.base("z"), r.base("dq")
-	one := newSIMD(r.f, r.isa).bcast("gate_one", 1)
+	one := r.constVec("gate_one", 1)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{dy, q, z, dq}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		g, sg := r.get(at(dy), mask), r.get(at(q), mask)
 		a, om := r.vec(), r.vec()

@@ -2,6 +2,7 @@ package asmgen
 
 import (
 	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 
@@ -43,7 +44,7 @@ func init() {
 // them (two vectors per row). r2·2 accumulators, two panel vectors, a
 // broadcast and scale fit the register file; the chains cover the FMA
 // latency of two pipes.
-func (k *synKit) productRows() (r1, r2 int) {
+func (k *simd) productRows() (r1, r2 int) {
 	if k.avx512() {
 		return 8, 12
 	}
@@ -56,9 +57,9 @@ const synProductUnroll = 8
 
 // transpose transposes the V×V block held in rows (V registers, row r =
 // rows[r]) and returns its columns.
-func (k *synKit) transpose(rows []reg.VecVirtual) []reg.VecVirtual {
+func (k *simd) transpose(rows []reg.VecVirtual) []reg.VecVirtual {
 	c := k.c
-	V := k.V
+	V := k.W
 	if len(rows) != V {
 		panic("asmgen: transpose of a partial block")
 	}
@@ -112,7 +113,7 @@ func (k *synKit) transpose(rows []reg.VecVirtual) []reg.VecVirtual {
 
 // fmaBcast adds b·v to acc, with b the float32 at m broadcast to every
 // lane (an embedded broadcast on AVX-512).
-func (k *synKit) fmaBcast(m operand.Mem, v, acc reg.Register) {
+func (k *simd) fmaBcast(m operand.Mem, v, acc reg.Register) {
 	if k.avx512() {
 		k.c.VFMADD231PS_BCST(m, v, acc)
 		return
@@ -132,227 +133,299 @@ func synBlockSizes(r int) []int {
 	return out
 }
 
+// emitProduct emits Product, phase by phase (causalProduct's methods):
+// per pair of panels of V columns from j0, the panels of w transposed
+// and the bias, then the diagonal rows and the rows below them.
 func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
-	c := k.c
-	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
-	R1, R2 := k.productRows()
+	p := newCausalProduct(f, op, isa)
+	c := p.c
+	p.frame()
+	p.args()
+	lPair := p.k.lbl("pair")
+	p.k.label(lPair)
+	p.panels()
+	p.diagonalRows()
+	p.rowsBelow()
+	c.ADDQ(synImm(2*p.V), p.j0)
+	c.CMPQ(p.j0, p.t)
+	c.JLT(synRef(lPair))
+	p.k.ret()
+}
 
-	// Stack: two transposed panels of W vectors (A for columns j0..j0+V−1,
-	// B for the next V), then the bias of those 2V columns; 64-byte
-	// aligned.
-	panel := 4 * W * V
-	frame := 2*panel + 2*4*V + 64
+// causalProduct emits one Product kernel: its sizes, and the registers
+// and stack slots that live across its phases.
+type causalProduct struct {
+	k *simd
+	c *build.Context
+
+	N, W, LX, LW int // sequence length, head width, row strides of x and w
+	V            int // float32 lanes per vector
+	R1, R2       int // rows per block: diagonal rows, rows below (productRows)
+
+	panel        int           // bytes of one transposed panel
+	pp           reg.GPVirtual // the 64-byte aligned stack buffer: panels A and B, then the bias
+	biasA, biasB operand.Mem   // the bias of panel A's and B's columns, in the buffer
+
+	t, wlast, tmp reg.GPVirtual // t; row t−1 of w; a scratch register
+	j0            reg.GPVirtual // the first column of the panel pair
+	scale         reg.VecVirtual
+	blen          operand.Mem // len(bias)
+
+	xi, ci reg.GPVirtual // row i of x and of c
+	left   reg.GPVirtual // rows left in the current part of the pair
+}
+
+func newCausalProduct(f *File, op catalog.Op, isa kernels.ISA) *causalProduct {
+	k := newSIMD(f, Name(op, isa), isa)
+	p := &causalProduct{k: k, c: k.c, N: f.Config.N, W: op.W, LX: op.LX, LW: op.LW, V: k.W}
+	p.R1, p.R2 = k.productRows()
+	return p
+}
+
+// frame allocates the stack: two transposed panels of W vectors (A for
+// columns j0..j0+V−1, B for the next V), then the bias of those 2V
+// columns; 64-byte aligned.
+func (p *causalProduct) frame() {
+	c, W, V := p.c, p.W, p.V
+	p.panel = 4 * W * V
+	frame := 2*p.panel + 2*4*V + 64
 	if frame > 512 {
 		// Too big for a NOSPLIT frame: let the assembler insert the
 		// stack-growth check.
 		c.Attributes(attr.Attribute(0))
 	}
 	local := c.AllocLocal(frame)
-	pp := c.GP64()
-	c.LEAQ(local.Offset(63), pp)
-	c.ANDQ(synImm(-64), pp)
-	biasA, biasB := synMem(pp, 2*panel), synMem(pp, 2*panel+4*V)
+	p.pp = c.GP64()
+	c.LEAQ(local.Offset(63), p.pp)
+	c.ANDQ(synImm(-64), p.pp)
+	p.biasA, p.biasB = synMem(p.pp, 2*p.panel), synMem(p.pp, 2*p.panel+4*V)
+}
 
-	t := k.gp(c.Param("t"))
-	wlast := k.gp(c.Param("w").Base()) // row t−1 of w
-	tmp := c.GP64()
-	c.MOVQ(t, tmp)
-	c.DECQ(tmp)
-	c.IMUL3Q(synImm(4*LW), tmp, tmp)
-	c.ADDQ(tmp, wlast)
-	scale := k.bcastParam("scale")
-	j0 := c.GP64()
-	c.XORQ(j0, j0)
-	blen := k.addr(c.Param("bias").Len(), "len(bias)")
+// args loads the arguments that live through the kernel.
+func (p *causalProduct) args() {
+	k, c := p.k, p.c
+	p.t = k.gp(c.Param("t"))
+	p.wlast = k.gp(c.Param("w").Base()) // row t−1 of w
+	p.tmp = c.GP64()
+	c.MOVQ(p.t, p.tmp)
+	c.DECQ(p.tmp)
+	c.IMUL3Q(synImm(4*p.LW), p.tmp, p.tmp)
+	c.ADDQ(p.tmp, p.wlast)
+	p.scale = k.bcastParam("scale")
+	p.j0 = c.GP64()
+	c.XORQ(p.j0, p.j0)
+	p.blen = k.addr(c.Param("bias").Len(), "len(bias)")
+}
 
-	lPair := k.lbl("pair")
-	k.label(lPair)
-
-	// transposePanel writes rows j0+off..j0+off+V−1 of w, transposed, to
-	// the panel at byte offset dst. Rows past t−1 repeat row t−1: they
-	// only feed columns j ≥ t of c, which are never stored.
-	transposePanel := func(off, dst int) {
-		wrow := k.gp(c.Param("w").Base())
-		c.MOVQ(j0, tmp)
-		c.IMUL3Q(synImm(4*LW), tmp, tmp)
-		c.ADDQ(tmp, wrow)
-		if off > 0 {
-			c.ADDQ(synImm(4*LW*off), wrow)
-		}
-		nch := (W + V - 1) / V
-		for ch := 0; ch < nch; ch++ {
-			var mask reg.Register
-			if ch == nch-1 && W%V != 0 {
-				mask = k.lanes(W % V)
-			}
-			rows := make([]reg.VecVirtual, V)
-			for r := 0; r < V; r++ {
-				rp := wrow
-				if r > 0 || off > 0 {
-					p := c.GP64()
-					c.LEAQ(synMem(wrow, 4*r*LW), p)
-					k.minGP(p, wlast)
-					rp = p
-				}
-				rows[r] = k.vec()
-				k.loadM(synMem(rp, 4*ch*V), mask, rows[r])
-			}
-			cols := k.transpose(rows)
-			for q := 0; q < V && ch*V+q < W; q++ {
-				k.storeM(cols[q], nil, synMem(pp, dst+4*V*(ch*V+q)))
-			}
-		}
-	}
-
-	// rowsFrom sets n = t − (j0+off), the rows from j0+off on (may be ≤ 0).
-	rowsFrom := func(n reg.GPVirtual, off int) {
-		c.MOVQ(t, n)
-		c.SUBQ(j0, n)
-		if off > 0 {
-			c.SUBQ(synImm(off), n)
-		}
-	}
-
-	// loadBias stores bias[j0+off .. j0+off+V) (lanes < t, zero past t or
-	// without a bias) to dst.
-	loadBias := func(off int, dst operand.Mem) {
-		v := k.vec()
-		lNo, lDone := k.lbl("nobias"), k.lbl("biasdone")
-		c.CMPQ(blen, synImm(0))
-		c.JEQ(synRef(lNo))
-		n := c.GP64()
-		rowsFrom(n, off)
-		c.CMPQ(n, synImm(0))
-		c.JLE(synRef(lNo))
-		k.capLanes(n)
-		m := k.dynLanes(n)
-		bb := k.gp(c.Param("bias").Base())
-		k.loadM(synMemIdx(bb, 4*off, j0, 4), m, v)
-		c.JMP(synRef(lDone))
-		k.label(lNo)
-		k.zero(v)
-		k.label(lDone)
-		k.storeM(v, nil, dst)
-	}
-
-	transposePanel(0, 0)
-	loadBias(0, biasA)
+// panels fills the stack buffer for the pair at j0: panel A and its
+// bias, then, if rows are left past it, panel B and its bias.
+func (p *causalProduct) panels() {
+	k, c, V := p.k, p.c, p.V
+	p.transposePanel(0, 0)
+	p.loadBias(0, p.biasA)
 	lNoB := k.lbl("nopanelb")
 	n := c.GP64()
-	rowsFrom(n, V)
+	p.rowsFrom(n, V)
 	c.CMPQ(n, synImm(0))
 	c.JLE(synRef(lNoB))
-	transposePanel(V, panel)
-	loadBias(V, biasB)
+	p.transposePanel(V, p.panel)
+	p.loadBias(V, p.biasB)
 	k.label(lNoB)
+}
 
-	// The store mask of the diagonal vector of row i (lanes ≤ d, with d
-	// the row's distance from the vector's first column): on AVX-512 a
-	// running bit mask (2m+1 per row, capped at 16 bits), on AVX2 a byte
-	// offset into the mask table (4·(7−d), 0 meaning a full store).
-	newMask := func() reg.GPVirtual {
-		if k.avx512() {
-			m := c.GP32()
-			c.MOVL(operand.U32(1), m)
-			return m
+// transposePanel writes rows j0+off..j0+off+V−1 of w, transposed, to
+// the panel at byte offset dst. Rows past t−1 repeat row t−1: they
+// only feed columns j ≥ t of c, which are never stored.
+func (p *causalProduct) transposePanel(off, dst int) {
+	k, c, W, V, LW, tmp := p.k, p.c, p.W, p.V, p.LW, p.tmp
+	wrow := k.gp(c.Param("w").Base())
+	c.MOVQ(p.j0, tmp)
+	c.IMUL3Q(synImm(4*LW), tmp, tmp)
+	c.ADDQ(tmp, wrow)
+	if off > 0 {
+		c.ADDQ(synImm(4*LW*off), wrow)
+	}
+	nch := (W + V - 1) / V
+	for ch := 0; ch < nch; ch++ {
+		var mask reg.Register
+		if ch == nch-1 && W%V != 0 {
+			mask = k.lanes(W % V)
 		}
-		m := c.GP64()
-		c.MOVQ(synImm(4*(V-1)), m)
+		rows := make([]reg.VecVirtual, V)
+		for r := 0; r < V; r++ {
+			rp := wrow
+			if r > 0 || off > 0 {
+				q := c.GP64()
+				c.LEAQ(synMem(wrow, 4*r*LW), q)
+				k.minGP(q, p.wlast)
+				rp = q
+			}
+			rows[r] = k.vec()
+			k.loadM(synMem(rp, 4*ch*V), mask, rows[r])
+		}
+		cols := k.transpose(rows)
+		for q := 0; q < V && ch*V+q < W; q++ {
+			k.storeM(cols[q], nil, synMem(p.pp, dst+4*V*(ch*V+q)))
+		}
+	}
+}
+
+// rowsFrom sets n = t − (j0+off), the rows from j0+off on (may be ≤ 0).
+func (p *causalProduct) rowsFrom(n reg.GPVirtual, off int) {
+	c := p.c
+	c.MOVQ(p.t, n)
+	c.SUBQ(p.j0, n)
+	if off > 0 {
+		c.SUBQ(synImm(off), n)
+	}
+}
+
+// loadBias stores bias[j0+off .. j0+off+V) (lanes < t, zero past t or
+// without a bias) to dst.
+func (p *causalProduct) loadBias(off int, dst operand.Mem) {
+	k, c := p.k, p.c
+	v := k.vec()
+	lNo, lDone := k.lbl("nobias"), k.lbl("biasdone")
+	c.CMPQ(p.blen, synImm(0))
+	c.JEQ(synRef(lNo))
+	n := c.GP64()
+	p.rowsFrom(n, off)
+	c.CMPQ(n, synImm(0))
+	c.JLE(synRef(lNo))
+	k.capLanes(n)
+	m := k.dynLanes(n)
+	bb := k.gp(c.Param("bias").Base())
+	k.loadM(synMemIdx(bb, 4*off, p.j0, 4), m, v)
+	c.JMP(synRef(lDone))
+	k.label(lNo)
+	k.zero(v)
+	k.label(lDone)
+	k.storeM(v, nil, dst)
+}
+
+// newMask starts the store mask of the diagonal vector of row i (lanes
+// ≤ d, with d the row's distance from the vector's first column): on
+// AVX-512 a running bit mask (2m+1 per row, capped at 16 bits), on AVX2 a
+// byte offset into the mask table (4·(7−d), 0 meaning a full store).
+func (p *causalProduct) newMask() reg.GPVirtual {
+	c := p.c
+	if p.k.avx512() {
+		m := c.GP32()
+		c.MOVL(operand.U32(1), m)
 		return m
 	}
-	storeDiag := func(v reg.Register, m reg.GPVirtual, dst operand.Mem) {
-		if k.avx512() {
-			km := c.K()
-			c.KMOVW(m, km)
-			c.VMOVUPS(v, km, dst)
-			c.LEAL(operand.Mem{Base: m, Index: m, Scale: 1, Disp: 1}, m)
-			c.ANDL(operand.U32(0xFFFF), m)
-			return
-		}
-		lFull, lDone := k.lbl("full"), k.lbl("stored")
-		c.CMPQ(m, synImm(0))
-		c.JEQ(synRef(lFull))
-		tb := c.GP64()
-		c.LEAQ(k.maskTable(), tb)
-		mk := k.vec()
-		c.VMOVDQU(synMemIdx(tb, 0, m, 1), mk)
-		c.VMASKMOVPS(v, mk, dst)
-		c.SUBQ(synImm(4), m)
-		c.JMP(synRef(lDone))
-		k.label(lFull)
-		c.VMOVUPS(v, dst)
-		k.label(lDone)
-	}
+	m := c.GP64()
+	c.MOVQ(synImm(4*(p.V-1)), m)
+	return m
+}
 
-	// rowBlocks runs block over the rows left: blocks of r while they
-	// last, then the powers of two below r.
-	rowBlocks := func(left reg.GPVirtual, r int, block func(int)) {
-		lBlk, lRem := k.lbl("rows"), k.lbl("rowsrem")
-		k.label(lBlk)
-		c.CMPQ(left, synImm(r))
-		c.JLT(synRef(lRem))
-		block(r)
-		c.JMP(synRef(lBlk))
-		k.label(lRem)
-		for _, b := range synBlockSizes(r) {
-			lSkip := k.lbl("skip")
-			c.CMPQ(left, synImm(b))
-			c.JLT(synRef(lSkip))
-			block(b)
-			k.label(lSkip)
-		}
+// storeDiag stores v to dst under the diagonal mask m (newMask) and
+// moves m on to the next row.
+func (p *causalProduct) storeDiag(v reg.Register, m reg.GPVirtual, dst operand.Mem) {
+	k, c := p.k, p.c
+	if k.avx512() {
+		km := c.K()
+		c.KMOVW(m, km)
+		c.VMOVUPS(v, km, dst)
+		c.LEAL(operand.Mem{Base: m, Index: m, Scale: 1, Disp: 1}, m)
+		c.ANDL(operand.U32(0xFFFF), m)
+		return
 	}
+	lFull, lDone := k.lbl("full"), k.lbl("stored")
+	c.CMPQ(m, synImm(0))
+	c.JEQ(synRef(lFull))
+	tb := c.GP64()
+	c.LEAQ(k.maskTable(), tb)
+	mk := k.vec()
+	c.VMOVDQU(synMemIdx(tb, 0, m, 1), mk)
+	c.VMASKMOVPS(v, mk, dst)
+	c.SUBQ(synImm(4), m)
+	c.JMP(synRef(lDone))
+	k.label(lFull)
+	c.VMOVUPS(v, dst)
+	k.label(lDone)
+}
 
-	// overP runs step over p < W, unrolled by synProductUnroll: step(xp,
-	// wp, u) handles p = p0+u with x[i, p0] at xp and the panel vectors
-	// of p0 at wp.
-	var xi reg.GPVirtual // row i of x
-	overP := func(step func(xp, wp reg.GPVirtual, u int)) {
-		xp, wp := c.GP64(), c.GP64()
-		c.MOVQ(xi, xp)
-		c.MOVQ(pp, wp)
-		const U = synProductUnroll
-		rest := W
-		if W >= 2*U {
-			cnt := c.GP64()
-			c.MOVQ(synImm(W/U), cnt)
-			l := k.lbl("ploop")
-			k.label(l)
-			for u := 0; u < U; u++ {
-				step(xp, wp, u)
-			}
-			c.ADDQ(synImm(4*U), xp)
-			c.ADDQ(synImm(4*V*U), wp)
-			c.DECQ(cnt)
-			c.JNZ(synRef(l))
-			rest = W % U
-		}
-		for u := 0; u < rest; u++ {
+// rowBlocks runs block over the rows left: blocks of r while they
+// last, then the powers of two below r.
+func (p *causalProduct) rowBlocks(r int, block func(int)) {
+	k, c, left := p.k, p.c, p.left
+	lBlk, lRem := k.lbl("rows"), k.lbl("rowsrem")
+	k.label(lBlk)
+	c.CMPQ(left, synImm(r))
+	c.JLT(synRef(lRem))
+	block(r)
+	c.JMP(synRef(lBlk))
+	k.label(lRem)
+	for _, b := range synBlockSizes(r) {
+		lSkip := k.lbl("skip")
+		c.CMPQ(left, synImm(b))
+		c.JLT(synRef(lSkip))
+		block(b)
+		k.label(lSkip)
+	}
+}
+
+// overP runs step over p < W, unrolled by synProductUnroll: step(xp,
+// wp, u) handles p = p0+u with x[i, p0] at xp and the panel vectors
+// of p0 at wp.
+func (p *causalProduct) overP(step func(xp, wp reg.GPVirtual, u int)) {
+	k, c, W, V := p.k, p.c, p.W, p.V
+	xp, wp := c.GP64(), c.GP64()
+	c.MOVQ(p.xi, xp)
+	c.MOVQ(p.pp, wp)
+	const U = synProductUnroll
+	rest := W
+	if W >= 2*U {
+		cnt := c.GP64()
+		c.MOVQ(synImm(W/U), cnt)
+		l := k.lbl("ploop")
+		k.label(l)
+		for u := 0; u < U; u++ {
 			step(xp, wp, u)
 		}
+		c.ADDQ(synImm(4*U), xp)
+		c.ADDQ(synImm(4*V*U), wp)
+		c.DECQ(cnt)
+		c.JNZ(synRef(l))
+		rest = W % U
 	}
+	for u := 0; u < rest; u++ {
+		step(xp, wp, u)
+	}
+}
 
-	// Rows j0 .. min(j0+V, t)−1: panel A only, masked to the diagonal.
-	xi = k.gp(c.Param("x").Base())
-	c.MOVQ(j0, tmp)
+// nextRows moves x's and c's rows on by a block of r and counts them off.
+func (p *causalProduct) nextRows(r int) {
+	c := p.c
+	c.ADDQ(synImm(4*r*p.LX), p.xi)
+	c.ADDQ(synImm(4*r*p.N), p.ci)
+	c.SUBQ(synImm(r), p.left)
+}
+
+// diagonalRows emits rows j0 .. min(j0+V, t)−1: panel A only, masked to
+// the diagonal.
+func (p *causalProduct) diagonalRows() {
+	k, c, N, LX, V, tmp := p.k, p.c, p.N, p.LX, p.V, p.tmp
+	p.xi = k.gp(c.Param("x").Base())
+	c.MOVQ(p.j0, tmp)
 	c.IMUL3Q(synImm(4*LX), tmp, tmp)
-	c.ADDQ(tmp, xi)
-	ci := k.gp(c.Param("c").Base())
-	c.MOVQ(j0, tmp)
+	c.ADDQ(tmp, p.xi)
+	p.ci = k.gp(c.Param("c").Base())
+	c.MOVQ(p.j0, tmp)
 	c.IMUL3Q(synImm(4*(N+1)), tmp, tmp)
-	c.ADDQ(tmp, ci)
-	left := c.GP64()
-	rowsFrom(left, 0)
-	k.capLanes(left)
-	mA := newMask()
-	rowBlocks(left, R1, func(r int) {
+	c.ADDQ(tmp, p.ci)
+	p.left = c.GP64()
+	p.rowsFrom(p.left, 0)
+	k.capLanes(p.left)
+	mA := p.newMask()
+	p.rowBlocks(p.R1, func(r int) {
 		acc := make([]reg.VecVirtual, r)
 		for q := range acc {
 			acc[q] = k.vec()
 			k.zero(acc[q])
 		}
-		overP(func(xp, wp reg.GPVirtual, u int) {
+		p.overP(func(xp, wp reg.GPVirtual, u int) {
 			wt := k.vec()
 			k.load(synMem(wp, 4*V*u), wt)
 			for q := 0; q < r; q++ {
@@ -360,31 +433,33 @@ func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
 			}
 		})
 		for q := 0; q < r; q++ {
-			c.VFMADD213PS(biasA, scale, acc[q])
-			storeDiag(acc[q], mA, synMem(ci, 4*q*N))
+			c.VFMADD213PS(p.biasA, p.scale, acc[q])
+			p.storeDiag(acc[q], mA, synMem(p.ci, 4*q*N))
 		}
-		c.ADDQ(synImm(4*r*LX), xi)
-		c.ADDQ(synImm(4*r*N), ci)
-		c.SUBQ(synImm(r), left)
+		p.nextRows(r)
 	})
+}
 
-	// Rows j0+V .. t−1: panel A whole, panel B masked to the diagonal.
+// rowsBelow emits rows j0+V .. t−1: panel A whole, panel B masked to the
+// diagonal.
+func (p *causalProduct) rowsBelow() {
+	k, c, N, LX, V := p.k, p.c, p.N, p.LX, p.V
 	lNext := k.lbl("nextpair")
-	rowsFrom(left, V)
-	c.CMPQ(left, synImm(0))
+	p.rowsFrom(p.left, V)
+	c.CMPQ(p.left, synImm(0))
 	c.JLE(synRef(lNext))
-	mB := newMask()
-	rowBlocks(left, R2, func(r int) {
+	mB := p.newMask()
+	p.rowBlocks(p.R2, func(r int) {
 		accA, accB := make([]reg.VecVirtual, r), make([]reg.VecVirtual, r)
 		for q := range accA {
 			accA[q], accB[q] = k.vec(), k.vec()
 			k.zero(accA[q])
 			k.zero(accB[q])
 		}
-		overP(func(xp, wp reg.GPVirtual, u int) {
+		p.overP(func(xp, wp reg.GPVirtual, u int) {
 			wa, wb := k.vec(), k.vec()
 			k.load(synMem(wp, 4*V*u), wa)
-			k.load(synMem(wp, panel+4*V*u), wb)
+			k.load(synMem(wp, p.panel+4*V*u), wb)
 			for q := 0; q < r; q++ {
 				b := k.vec()
 				k.bcast(synMem(xp, 4*(q*LX+u)), b)
@@ -393,21 +468,14 @@ func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
 			}
 		})
 		for q := 0; q < r; q++ {
-			c.VFMADD213PS(biasA, scale, accA[q])
-			k.storeM(accA[q], nil, synMem(ci, 4*q*N))
-			c.VFMADD213PS(biasB, scale, accB[q])
-			storeDiag(accB[q], mB, synMem(ci, 4*(q*N+V)))
+			c.VFMADD213PS(p.biasA, p.scale, accA[q])
+			k.storeM(accA[q], nil, synMem(p.ci, 4*q*N))
+			c.VFMADD213PS(p.biasB, p.scale, accB[q])
+			p.storeDiag(accB[q], mB, synMem(p.ci, 4*(q*N+V)))
 		}
-		c.ADDQ(synImm(4*r*LX), xi)
-		c.ADDQ(synImm(4*r*N), ci)
-		c.SUBQ(synImm(r), left)
+		p.nextRows(r)
 	})
 	k.label(lNext)
-
-	c.ADDQ(synImm(2*V), j0)
-	c.CMPQ(j0, t)
-	c.JLT(synRef(lPair))
-	k.ret()
 }
 
 // backPlan chooses, for BackX and BackW of width W (nv vectors), how many
@@ -416,13 +484,13 @@ func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
 // fit the register file (16 YMM on AVX2, 32 ZMM on AVX-512), and r·pc
 // chains must cover the FMA latency. Measured best on Zen 4 at N 128 with
 // W 32 and 64.
-func (k *synKit) backPlan(W, nv int) (pc, r int) {
+func (k *simd) backPlan(W, nv int) (pc, r int) {
 	switch {
 	case nv == 1:
 		return 1, 8
 	case k.avx512():
 		return 2, 8
-	case W%k.V == 0:
+	case W%k.W == 0:
 		return 2, 6
 	}
 	return 2, 5 // one more register for the AVX2 tail mask
@@ -445,16 +513,16 @@ func synPChunks(nv, pc int) []synPChunk {
 
 // rowVec loads vector v (of nv, the last one masked by tail when not nil)
 // of a row of W floats at base+disp.
-func (k *synKit) rowVec(base reg.Register, disp, v, nv int, tail reg.Register, dst reg.Register) {
+func (k *simd) rowVec(base reg.Register, disp, v, nv int, tail reg.Register, dst reg.Register) {
 	var m reg.Register
 	if v == nv-1 {
 		m = tail
 	}
-	k.loadM(synMem(base, disp+4*k.V*v), m, dst)
+	k.loadM(synMem(base, disp+4*k.W*v), m, dst)
 }
 
 // accumulate adds b·vs[v] to acc[v] for each v, with b the float32 at m.
-func (k *synKit) accumulate(m operand.Mem, vs, acc []reg.VecVirtual) {
+func (k *simd) accumulate(m operand.Mem, vs, acc []reg.VecVirtual) {
 	if len(vs) == 1 {
 		k.fmaBcast(m, vs[0], acc[0])
 		return
@@ -467,9 +535,9 @@ func (k *synKit) accumulate(m operand.Mem, vs, acc []reg.VecVirtual) {
 }
 
 func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.W
 	nv := (W + V - 1) / V
 	pc, R := k.backPlan(W, nv)
 	tailMask := func() reg.Register {
@@ -577,9 +645,9 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 }
 
 func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.V
+	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.W
 	nv := (W + V - 1) / V
 	pc, R := k.backPlan(W, nv)
 	tailMask := func() reg.Register {
@@ -703,9 +771,9 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 
 // columnSums adds to out[j] (a slice parameter) the sums Σ_{j≤i<t}
 // tri[i·N+j] over the causal triangle of the slice parameter tri.
-func (k *synKit) columnSums(t reg.GPVirtual, tri, out string) {
+func (k *simd) columnSums(t reg.GPVirtual, tri, out string) {
 	c := k.c
-	N, V := k.f.Config.N, k.V
+	N, V := k.f.Config.N, k.W
 	j0 := c.GP64()
 	c.XORQ(j0, j0)
 	lPanel := k.lbl("colpanel")

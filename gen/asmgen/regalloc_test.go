@@ -6,10 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/reg"
 
+	"github.com/synthgen/synthgen/gen/asmgen/internal/regalloc"
 	"github.com/synthgen/synthgen/gen/catalog"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/specs"
@@ -18,7 +17,7 @@ import (
 // TestAllocateRegistersIsAvos emits every kernel of specs of every kind —
 // the synthesizer family at short and long rows, vanilla, the aft
 // variants, linear attention, odd sizes — at both levels, and requires
-// allocateRegisters to give each function exactly pass.AllocateRegisters'
+// regalloc.Allocate to give each function exactly pass.AllocateRegisters'
 // allocation. (go generate's check compares every shipped package's files
 // too.)
 func TestAllocateRegistersIsAvos(t *testing.T) {
@@ -47,7 +46,7 @@ func TestAllocateRegistersIsAvos(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, fn := range file.Functions() {
-			for _, p := range beforeAllocation {
+			for _, p := range regalloc.BeforeAllocation {
 				if err := p(fn); err != nil {
 					t.Fatalf("%s %s: %v", name, fn.Name, err)
 				}
@@ -59,54 +58,12 @@ func TestAllocateRegistersIsAvos(t *testing.T) {
 				t.Fatalf("%s %s: avo: %v", name, fn.Name, err)
 			}
 			want := fn.Allocation
-			if err := allocateRegisters(fn); err != nil {
+			if err := regalloc.Allocate(fn); err != nil {
 				t.Fatalf("%s %s: %v", name, fn.Name, err)
 			}
 			if !maps.Equal(fn.Allocation, want) {
 				t.Errorf("%s %s: the allocation differs from avo's", name, fn.Name)
 			}
-		}
-	}
-}
-
-// TestCheckVEXRegisters compiles a function that keeps 17 YMM registers
-// live: with AVX2 instructions alone the allocator must reach Y16, which
-// exists only in AVX-512's encoding, and Compile must refuse it; the same
-// function with an AVX-512 instruction in it compiles.
-func TestCheckVEXRegisters(t *testing.T) {
-	for _, avx512 := range []bool{false, true} {
-		f := NewFile(catalog.Config{})
-		c := f.Ctx
-		c.Function("live17")
-		c.SignatureExpr("func(p *[17][8]float32)")
-		p := c.Load(c.Param("p"), c.GP64())
-		var ys []reg.VecVirtual
-		for i := 0; i < 17; i++ {
-			y := c.YMM()
-			c.VMOVUPS(operand.Mem{Base: p, Disp: 32 * i}, y)
-			ys = append(ys, y)
-		}
-		if avx512 {
-			c.VPXORD(ys[1], ys[0], ys[0]) // an EVEX-only instruction (AVX512F, AVX512VL)
-		}
-		for i := 1; i < 17; i++ {
-			c.VADDPS(ys[i], ys[0], ys[0])
-		}
-		c.VMOVUPS(ys[0], operand.Mem{Base: p})
-		c.VZEROUPPER()
-		c.RET()
-		file, err := c.Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = Compile(file)
-		switch {
-		case avx512 && err != nil:
-			t.Errorf("with an AVX-512 instruction: %v", err)
-		case !avx512 && err == nil:
-			t.Error("AVX2 alone with 17 live YMM registers compiled")
-		case !avx512:
-			t.Log(err)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package asmgen
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -45,10 +44,10 @@ func init() {
 const rowAccs = 4
 
 // rowKit is the toolbox of the row-wise emitters.
-type rowKit struct{ *synKit }
+type rowKit struct{ *simd }
 
 func newRowKit(f *File, op catalog.Op, isa kernels.ISA) *rowKit {
-	return &rowKit{newSynKit(f, Name(op, isa), isa)}
+	return &rowKit{newSIMD(f, Name(op, isa), isa)}
 }
 
 func emitLayerNorm(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).layerNorm() }
@@ -61,40 +60,14 @@ func emitLayerNormGrad(f *File, op catalog.Op, isa kernels.ISA) {
 func emitGelu(f *File, op catalog.Op, isa kernels.ISA)     { newRowKit(f, op, isa).gelu() }
 func emitGeluBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).geluBack() }
 
-// konst is float32 constant v as the memory operand of a packed
-// instruction: a 4-byte datum for AVX-512's embedded broadcasts, a 32-byte
-// vector for AVX2 (which has none).
-func (r *rowKit) konst(name string, v float32) operand.Mem {
-	if r.avx512() {
-		return r.f.ConstF32(name, v)
-	}
-	b := math.Float32bits(v)
-	w := make([]uint32, 8)
-	for i := range w {
-		w[i] = b
-	}
-	return r.f.Table(fmt.Sprintf("%s_v8_%08x", name, b), w)
-}
-
-// withConst emits a packed instruction whose first operand is the
-// constant v: its _BCST form on AVX-512, the plain form on AVX2.
-func (r *rowKit) withConst(bcst, plain func(...operand.Op), name string, v float32, rest ...operand.Op) {
-	ops := append([]operand.Op{r.konst(name, v)}, rest...)
-	if r.avx512() {
-		bcst(ops...)
-	} else {
-		plain(ops...)
-	}
-}
-
 // tailMask returns the mask of the partial last vector of a row of n
 // floats (a K register on AVX-512, a YMM register on AVX2), or nil when V
 // divides n.
 func (r *rowKit) tailMask(n int) reg.Register {
-	if n%r.V == 0 {
+	if n%r.W == 0 {
 		return nil
 	}
-	return r.lanes(n % r.V)
+	return r.lanes(n % r.W)
 }
 
 // rowVecs emits a walk over the vectors of a row of n floats: body(at,
@@ -104,7 +77,7 @@ func (r *rowKit) tailMask(n int) reg.Register {
 // accumulator it adds into). Up to 2·rowAccs whole vectors are unrolled;
 // more are walked rowAccs at a time in a loop, then the rest unrolled.
 func (r *rowKit) rowVecs(n int, tail reg.Register, body func(at func(base reg.Register) operand.Mem, mask reg.Register, q int)) {
-	c, V := r.c, r.V
+	c, V := r.c, r.W
 	whole := n / V
 	fixed := func(q int) func(base reg.Register) operand.Mem {
 		return func(base reg.Register) operand.Mem { return synMem(base, 4*V*q) }
@@ -135,7 +108,7 @@ func (r *rowKit) rowVecs(n int, tail reg.Register, body func(at func(base reg.Re
 
 // accs allocates and zeroes the accumulators a row sum over n floats uses.
 func (r *rowKit) accs(n int) []reg.VecVirtual {
-	used := min(rowAccs, (n+r.V-1)/r.V)
+	used := min(rowAccs, (n+r.W-1)/r.W)
 	a := make([]reg.VecVirtual, used)
 	for i := range a {
 		a[i] = r.vec()
@@ -335,7 +308,7 @@ func (r *rowKit) gradBlock() int {
 // layerNormGrad: for each block of column vectors, accumulators over all
 // rows in order, then added to dgamma and dbeta.
 func (r *rowKit) layerNormGrad() {
-	c, D, V := r.c, r.f.Config.D, r.V
+	c, D, V := r.c, r.f.Config.D, r.W
 	nv := (D + V - 1) / V
 	tail := r.tailMask(D)
 	nb := (nv + r.gradBlock() - 1) / r.gradBlock()
@@ -405,7 +378,7 @@ func (r *rowKit) flat(unroll int, ptrs []reg.GPVirtual, body func(at func(base r
 
 // flatN is flat over t·per floats.
 func (r *rowKit) flatN(per, unroll int, ptrs []reg.GPVirtual, body func(at func(base reg.Register) operand.Mem, mask reg.Register, u int)) {
-	c, V := r.c, r.V
+	c, V := r.c, r.W
 	n := r.gp(c.Param("t"))
 	if per != 1 {
 		c.IMUL3Q(synImm(per), n, n)

@@ -14,7 +14,7 @@ import (
 // emitSoftmaxValueBack writes the body of the backward kernel
 // func(t int, a, v, dy, db, dv []float32).
 func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
-	s := newSIMD(f, isa)
+	s := newSVKit(f, Name(op, isa), isa)
 	c := s.c
 	N := f.Config.N
 	// The gradient rows buffer, RB rows of GS floats; at long rows also the
@@ -51,9 +51,9 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		// last rows one at a time.
 		j0 := c.GP64()
 		c.XORQ(j0, j0)
-		singles := s.label("svb_singles")
+		singles := s.lbl("svb_singles")
 		if R > 1 {
-			loop := s.label("svb_blocks")
+			loop := s.lbl("svb_blocks")
 			c.Label(loop)
 			t, e := c.GP64(), c.GP64()
 			c.Load(c.Param("t"), t)
@@ -69,7 +69,7 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 			t := c.GP64()
 			c.Load(c.Param("t"), t)
 			c.CMPQ(j0, t)
-			phase2 := s.label("svb_phase2")
+			phase2 := s.lbl("svb_phase2")
 			c.JGE(operand.LabelRef(phase2))
 			s.dvBlock(1, j0)
 			c.INCQ(j0)
@@ -84,7 +84,7 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	// a time.
 	i0 := c.GP64()
 	c.XORQ(i0, i0)
-	rows, single, done := s.label("svb_rows"), s.label("svb_row"), s.label("svb_done")
+	rows, single, done := s.lbl("svb_rows"), s.lbl("svb_row"), s.lbl("svb_done")
 	{
 		t := c.GP64()
 		c.Load(c.Param("t"), t)
@@ -110,7 +110,7 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 		s.gPanels(i0, RB, gbuf, vt)
 		s.dvRows(i0, RB)
 		// A loop over the block's rows: RB copies would bloat the code.
-		rr, loop := c.GP64(), s.label("svb_finish")
+		rr, loop := c.GP64(), s.lbl("svb_finish")
 		c.XORQ(rr, rr)
 		c.Label(loop)
 		row, gp, off := c.GP64(), c.GP64(), c.GP64()
@@ -144,7 +144,7 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 }
 
 // dvBlock emits dv rows j0 … j0+rb−1 = Σ_{i ≥ j} a_ij dy_i.
-func (s *simd) dvBlock(rb int, j0 reg.GPVirtual) {
+func (s *svKit) dvBlock(rb int, j0 reg.GPVirtual) {
 	c, N, D := s.c, s.f.Config.N, s.f.Config.D
 	_, cv := s.blocking()
 	for _, ch := range s.chunks(cv) {
@@ -178,7 +178,7 @@ func (s *simd) dvBlock(rb int, j0 reg.GPVirtual) {
 		}
 		t := c.GP64()
 		c.Load(c.Param("t"), t)
-		loop := s.label("svb_dv")
+		loop := s.lbl("svb_dv")
 		c.Label(loop)
 		step(0, rb-1)
 		c.ADDQ(imm(4*N), ap)
@@ -196,7 +196,7 @@ func (s *simd) dvBlock(rb int, j0 reg.GPVirtual) {
 // sigma is the lane order of reduceW: the sum of accumulator k lands in
 // lane sigma[k] (an involution), so slot k accumulates the dot product
 // wanted in lane sigma[k] and the reduced vector comes out in order.
-func (s *simd) sigma() []int {
+func (s *svKit) sigma() []int {
 	if s.isa == kernels.AVX512 {
 		return []int{0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15}
 	}
@@ -204,7 +204,7 @@ func (s *simd) sigma() []int {
 }
 
 // reduceW reduces W accumulators (slot order) to one vector of their sums.
-func (s *simd) reduceW(z []reg.VecVirtual) reg.VecVirtual {
+func (s *svKit) reduceW(z []reg.VecVirtual) reg.VecVirtual {
 	c := s.c
 	pair := func(a, b reg.VecVirtual, shuf func(imm uint8, a, b, dst reg.VecVirtual), lo, hi uint8) reg.VecVirtual {
 		t1, t2 := s.vec(), s.vec()
@@ -236,7 +236,7 @@ func (s *simd) reduceW(z []reg.VecVirtual) reg.VecVirtual {
 }
 
 // gBlock emits gbuf[jb … jb+W−1] = dy_i · v_j for the W rows of v at vp.
-func (s *simd) gBlock(dyp, vp, gp reg.GPVirtual) {
+func (s *svKit) gBlock(dyp, vp, gp reg.GPVirtual) {
 	c, D := s.c, s.f.Config.D
 	sig := s.sigma()
 	acc := s.vecs(s.W)
@@ -247,14 +247,14 @@ func (s *simd) gBlock(dyp, vp, gp reg.GPVirtual) {
 		x := s.vec()
 		if s.partial(cv) {
 			dm := s.dhMask()
-			s.loadZ(dm, operand.Mem{Base: dyp, Disp: 4 * s.W * cv}, x)
+			s.loadM(operand.Mem{Base: dyp, Disp: 4 * s.W * cv}, dm, x)
 			for q := range acc {
 				m := operand.Mem{Base: vp, Disp: 4*D*sig[q] + 4*s.W*cv}
 				if s.isa == kernels.AVX512 {
-					c.VFMADD231PS(m, x, dm.r, acc[q]) // masked lanes: no access
+					c.VFMADD231PS(m, x, dm, acc[q]) // masked lanes: no access
 				} else {
 					y := s.vec()
-					s.loadZ(dm, m, y)
+					s.loadM(m, dm, y)
 					c.VFMADD231PS(y, x, acc[q])
 				}
 			}
@@ -272,7 +272,7 @@ func (s *simd) gBlock(dyp, vp, gp reg.GPVirtual) {
 // pairBlock is the shape of gRows' blocks: ri rows of g by rj columns,
 // ri·rj = W pairs whose W dot products reduceW sums into one vector, lane
 // rj·r + q holding g[i0+r][jb+q].
-func (s *simd) pairBlock() (ri, rj int) {
+func (s *svKit) pairBlock() (ri, rj int) {
 	if s.isa == kernels.AVX512 {
 		return 4, 4
 	}
@@ -283,7 +283,7 @@ func (s *simd) pairBlock() (ri, rj int) {
 // their row's diagonal) to the ri rows of gbuf (stride N): blocks of rj
 // columns, the last one ending at the longest row's diagonal and
 // overlapping its predecessor; it reads rows < max(i0+ri, rj) ≤ t of v.
-func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
+func (s *svKit) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	c, D := s.c, s.f.Config.D
 	ri, rj := s.pairBlock()
 	dyp := s.rowPtr("dy", i0, D)
@@ -292,7 +292,7 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	jb, vp, gp := c.GP64(), s.param("v"), c.GP64()
 	c.XORQ(jb, jb)
 	c.LEAQ(gbuf, gp)
-	blocks, tail, done := s.label("svb_pblocks"), s.label("svb_ptail"), s.label("svb_pdone")
+	blocks, tail, done := s.lbl("svb_pblocks"), s.lbl("svb_ptail"), s.lbl("svb_pdone")
 	c.Label(blocks)
 	{
 		e := c.GP64()
@@ -308,7 +308,7 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	c.Label(tail)
 	c.CMPQ(jb, L)
 	c.JE(operand.LabelRef(done))
-	pos := s.label("svb_ppos")
+	pos := s.lbl("svb_ppos")
 	c.MOVQ(L, jb)
 	c.SUBQ(imm(rj), jb)
 	c.JGE(operand.LabelRef(pos))
@@ -323,7 +323,7 @@ func (s *simd) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 
 // gPairs emits one ri × rj block of g: the rows of dy at dyp, of v at vp,
 // to gbuf at gp (row stride N).
-func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual) {
+func (s *svKit) gPairs(dyp, vp, gp reg.GPVirtual) {
 	c, N, D := s.c, s.f.Config.N, s.f.Config.D
 	ri, rj := s.pairBlock()
 	sig := s.sigma()
@@ -333,13 +333,13 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual) {
 	}
 	for cv := 0; cv < s.nv; cv++ {
 		d, w := s.vecs(ri), s.vecs(rj)
-		var dm mask
+		var dm reg.Register
 		if s.partial(cv) {
 			dm = s.dhMask()
 		}
 		load := func(m operand.Mem, x reg.VecVirtual) {
 			if s.partial(cv) {
-				s.loadZ(dm, m, x)
+				s.loadM(m, dm, x)
 			} else {
 				c.VMOVUPS(m, x)
 			}
@@ -367,7 +367,7 @@ func (s *simd) gPairs(dyp, vp, gp reg.GPVirtual) {
 
 // backRow emits db's row i alone: g_i to gbuf (W columns at a time), then
 // (fused) row i's terms of dv, then finishRow.
-func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
+func (s *svKit) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 	c, W, D := s.c, s.W, s.f.Config.D
 	L := c.GP64()
 	c.LEAQ(operand.Mem{Base: i, Disp: 1}, L)
@@ -375,7 +375,7 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 	gb := c.GP64()
 	c.LEAQ(gbuf, gb)
 
-	gdone, gsingle := s.label("svb_gdone"), s.label("svb_gsingle")
+	gdone, gsingle := s.lbl("svb_gdone"), s.lbl("svb_gsingle")
 	{
 		t := c.GP64()
 		c.Load(c.Param("t"), t)
@@ -388,7 +388,7 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 	jb, vp, gp := c.GP64(), s.param("v"), c.GP64()
 	c.XORQ(jb, jb)
 	c.MOVQ(gb, gp)
-	blocks, tail := s.label("svb_gblocks"), s.label("svb_gtail")
+	blocks, tail := s.lbl("svb_gblocks"), s.lbl("svb_gtail")
 	c.Label(blocks)
 	{
 		e := c.GP64()
@@ -405,7 +405,7 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 	c.CMPQ(jb, L)
 	c.JE(operand.LabelRef(gdone))
 	{
-		pos := s.label("svb_gpos")
+		pos := s.lbl("svb_gpos")
 		c.MOVQ(L, jb)
 		c.SUBQ(imm(W), jb)
 		c.JGE(operand.LabelRef(pos))
@@ -423,7 +423,7 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 	{
 		j, vp := c.GP64(), s.param("v")
 		c.XORQ(j, j)
-		loop := s.label("svb_gdot")
+		loop := s.lbl("svb_gdot")
 		c.Label(loop)
 		acc := s.vec()
 		s.zero(acc)
@@ -431,8 +431,8 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 			x, y := s.vec(), s.vec()
 			if s.partial(cv) {
 				dm := s.dhMask()
-				s.loadZ(dm, operand.Mem{Base: dyp, Disp: 4 * W * cv}, x)
-				s.loadZ(dm, operand.Mem{Base: vp, Disp: 4 * W * cv}, y)
+				s.loadM(operand.Mem{Base: dyp, Disp: 4 * W * cv}, dm, x)
+				s.loadM(operand.Mem{Base: vp, Disp: 4 * W * cv}, dm, y)
 			} else {
 				c.VMOVUPS(operand.Mem{Base: dyp, Disp: 4 * W * cv}, x)
 				c.VMOVUPS(operand.Mem{Base: vp, Disp: 4 * W * cv}, y)
@@ -440,7 +440,7 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 			c.VFMADD231PS(y, x, acc)
 		}
 		s.allReduce(acc, func(a, b, dst operand.Op) { c.VADDPS(a, b, dst) })
-		s.storeM(s.constMask(1), acc, operand.Mem{Base: gb, Index: j, Scale: 4})
+		s.storeM(acc, s.lanes(1), operand.Mem{Base: gb, Index: j, Scale: 4})
 		c.ADDQ(imm(4*D), vp)
 		c.INCQ(j)
 		c.CMPQ(j, L)
@@ -455,7 +455,7 @@ func (s *simd) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 
 // finishRow emits db's row i from its gradient row at gbuf:
 // s_i = Σ_j a_ij g_ij, then db_ij = a_ij (g_ij − s_i).
-func (s *simd) finishRow(i reg.GPVirtual, gbuf operand.Mem) {
+func (s *svKit) finishRow(i reg.GPVirtual, gbuf operand.Mem) {
 	c, W, N := s.c, s.W, s.f.Config.N
 	L, gb := c.GP64(), c.GP64()
 	c.LEAQ(operand.Mem{Base: i, Disp: 1}, L)
@@ -466,11 +466,11 @@ func (s *simd) finishRow(i reg.GPVirtual, gbuf operand.Mem) {
 	c.MOVQ(L, rem)
 	c.ANDQ(imm(W-1), rem)
 	c.SUBQ(rem, full)
-	tm := s.tailMask(rem)
+	tm := s.dynLanes(rem)
 	at := func(p, j reg.Register) operand.Mem { return operand.Mem{Base: p, Index: j, Scale: 4} }
 	pass := func(name string, body func(j reg.GPVirtual), tailf func(j reg.GPVirtual)) {
 		j := c.GP64()
-		loop, done := s.label(name), s.label(name+"_tail")
+		loop, done := s.lbl(name), s.lbl(name+"_tail")
 		c.XORQ(j, j)
 		c.Label(loop)
 		c.CMPQ(j, full)
@@ -489,8 +489,8 @@ func (s *simd) finishRow(i reg.GPVirtual, gbuf operand.Mem) {
 		c.VFMADD231PS(at(ap, j), x, sacc)
 	}, func(j reg.GPVirtual) {
 		x, y := s.vec(), s.vec()
-		s.loadZ(tm, at(gb, j), x)
-		s.loadZ(tm, at(ap, j), y)
+		s.loadM(at(gb, j), tm, x)
+		s.loadM(at(ap, j), tm, y)
 		c.VFMADD231PS(y, x, sacc)
 	})
 	s.allReduce(sacc, func(a, b, dst operand.Op) { c.VADDPS(a, b, dst) })
@@ -503,11 +503,11 @@ func (s *simd) finishRow(i reg.GPVirtual, gbuf operand.Mem) {
 		c.VMOVUPS(x, at(dbp, j))
 	}, func(j reg.GPVirtual) {
 		x, y := s.vec(), s.vec()
-		s.loadZ(tm, at(gb, j), x)
+		s.loadM(at(gb, j), tm, x)
 		c.VSUBPS(sacc, x, x)
-		s.loadZ(tm, at(ap, j), y)
+		s.loadM(at(ap, j), tm, y)
 		c.VMULPS(y, x, x)
-		s.storeM(tm, x, at(dbp, j))
+		s.storeM(x, tm, at(dbp, j))
 	})
 }
 

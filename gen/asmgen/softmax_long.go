@@ -34,7 +34,7 @@ const svLongN = 1024
 // copyV gives the forward its stack copy of V's head rows (a line to
 // spare for lineAddr; the frame drops NOSPLIT, so the assembler adds the
 // stack check) and emits the copy of rows j < t.
-func (s *simd) copyV() {
+func (s *svKit) copyV() {
 	c := s.c
 	vc := c.AllocLocal((4*s.dh*s.f.Config.N + 64 + 7) &^ 7)
 	c.Attributes(0)
@@ -47,7 +47,7 @@ func (s *simd) copyV() {
 // headStride is the row stride, in floats, of a head's rows: DH in a
 // stack copy cp (V's in the forward, dv's in the backward, at long rows),
 // D where they lie in their parameter (cp nil).
-func (s *simd) headStride(cp *operand.Mem) int {
+func (s *svKit) headStride(cp *operand.Mem) int {
 	if cp != nil {
 		return s.dh
 	}
@@ -56,7 +56,7 @@ func (s *simd) headStride(cp *operand.Mem) int {
 
 // headRowPtr returns a pointer to the first head row of parameter name, in
 // its stack copy cp when there is one.
-func (s *simd) headRowPtr(name string, cp *operand.Mem) reg.GPVirtual {
+func (s *svKit) headRowPtr(name string, cp *operand.Mem) reg.GPVirtual {
 	if cp == nil {
 		return s.param(name)
 	}
@@ -67,17 +67,17 @@ func (s *simd) headRowPtr(name string, cp *operand.Mem) reg.GPVirtual {
 
 // copyHeadRows emits, for rows i < t, the DH floats at dst + i·ds floats
 // = those at src + i·ss (src and dst advance).
-func (s *simd) copyHeadRows(name string, src reg.GPVirtual, ss int, dst reg.GPVirtual, ds int) {
+func (s *svKit) copyHeadRows(name string, src reg.GPVirtual, ss int, dst reg.GPVirtual, ds int) {
 	c := s.c
 	i, t := c.GP64(), c.GP64()
 	c.XORQ(i, i)
 	c.Load(c.Param("t"), t)
-	loop, done := s.label(name), s.label(name+"_done")
+	loop, done := s.lbl(name), s.lbl(name+"_done")
 	c.Label(loop)
 	c.CMPQ(i, t)
 	c.JGE(operand.LabelRef(done))
 	vv := s.vecs(s.nv)
-	var dm mask
+	var dm reg.Register
 	if s.part != 0 {
 		dm = s.dhMask()
 	}
@@ -93,7 +93,7 @@ func (s *simd) copyHeadRows(name string, src reg.GPVirtual, ss int, dst reg.GPVi
 // lineAddr emits p = the address of the stack buffer m rounded up to a
 // whole 64-byte line (m has 63 bytes to spare): Go's stack is only 8-byte
 // aligned, and a vector load or store across two lines costs two.
-func (s *simd) lineAddr(m operand.Mem, p reg.GPVirtual) {
+func (s *svKit) lineAddr(m operand.Mem, p reg.GPVirtual) {
 	s.c.LEAQ(m.Offset(63), p)
 	s.c.ANDQ(imm(^63), p)
 }
@@ -102,10 +102,10 @@ func (s *simd) lineAddr(m operand.Mem, p reg.GPVirtual) {
 // (dvRows), rather than in a first phase of its own over the columns of a:
 // at long rows a comes from memory, and the first phase read it once more
 // than the row passes, in strides of a row.
-func (s *simd) fusedDV() bool { return s.f.Config.N >= svLongN }
+func (s *svKit) fusedDV() bool { return s.f.Config.N >= svLongN }
 
 // zeroDV emits dv rows 0 … t−1 = 0, where dvRows then adds each row's terms.
-func (s *simd) zeroDV() {
+func (s *svKit) zeroDV() {
 	c := s.c
 	z := s.vec()
 	s.zero(z)
@@ -117,7 +117,7 @@ func (s *simd) zeroDV() {
 	i, t := c.GP64(), c.GP64()
 	c.XORQ(i, i)
 	c.Load(c.Param("t"), t)
-	loop, done := s.label("svb_zero"), s.label("svb_zero_done")
+	loop, done := s.lbl("svb_zero"), s.lbl("svb_zero_done")
 	c.Label(loop)
 	c.CMPQ(i, t)
 	c.JGE(operand.LabelRef(done))
@@ -137,7 +137,7 @@ func (s *simd) zeroDV() {
 // to i0+r. Each dv_j gets its terms in increasing row order, one FMA each,
 // starting from the zero zeroDV stored: the column pass's additions in its
 // order, so the bits are the same as those of the unfused kernel.
-func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
+func (s *svKit) dvRows(i0 reg.GPVirtual, rb int) {
 	c, N, D, ds := s.c, s.f.Config.N, s.f.Config.D, s.headStride(s.dvCopy)
 	R, cv := s.blocking()
 	for _, ch := range s.chunks(cv) {
@@ -167,7 +167,7 @@ func (s *simd) dvRows(i0 reg.GPVirtual, rb int) {
 		ap, dvp, j := s.rowPtr("a", i0, N), s.headRowPtr("dv", s.dvCopy), c.GP64()
 		c.XORQ(j, j)
 		keys := func(name string, g int) {
-			loop, done := s.label(name), s.label(name+"_done")
+			loop, done := s.lbl(name), s.lbl(name+"_done")
 			c.Label(loop)
 			e := c.GP64()
 			c.LEAQ(operand.Mem{Base: j, Disp: g}, e)

@@ -38,11 +38,11 @@ import (
 const svLongRows = 8
 
 // panelKeys is P, the keys of one panel of the transposed V.
-func (s *simd) panelKeys() int { return 2 * s.W }
+func (s *svKit) panelKeys() int { return 2 * s.W }
 
 // panelRows is TR, the rows of g one pass over a panel computes: 2·TR
 // accumulators, two panel vectors and a broadcast fit the register file.
-func (s *simd) panelRows() int {
+func (s *svKit) panelRows() int {
 	if s.isa == kernels.AVX512 {
 		return 8
 	}
@@ -51,14 +51,14 @@ func (s *simd) panelRows() int {
 
 // gStride is the row stride, in floats, of the gradient rows buffer at
 // long rows: N rounded up to whole panels.
-func (s *simd) gStride() int {
+func (s *svKit) gStride() int {
 	P := s.panelKeys()
 	return (s.f.Config.N + P - 1) / P * P
 }
 
 // transposeV emits vt = V's head by panels of P keys: vt[p·P·DH + c·P + q]
 // = v[(p·P+q)·D + c] for p·P+q < t, and 0 for the last panel's keys ≥ t.
-func (s *simd) transposeV(vt operand.Mem) {
+func (s *svKit) transposeV(vt operand.Mem) {
 	c, D, P, DH := s.c, s.f.Config.D, s.panelKeys(), s.dh
 	t, end, j := c.GP64(), c.GP64(), c.GP64()
 	c.Load(c.Param("t"), t)
@@ -66,7 +66,7 @@ func (s *simd) transposeV(vt operand.Mem) {
 	c.ANDQ(imm(^(P - 1)), end)
 	c.XORQ(j, j)
 	vp := s.param("v")
-	loop, zeros, done := s.label("svt_keys"), s.label("svt_zeros"), s.label("svt_done")
+	loop, zeros, done := s.lbl("svt_keys"), s.lbl("svt_zeros"), s.lbl("svt_done")
 	c.Label(loop)
 	c.CMPQ(j, end)
 	c.JGE(operand.LabelRef(done))
@@ -106,7 +106,7 @@ func (s *simd) transposeV(vt operand.Mem) {
 // finishRow read next, and of db, which finishRow writes: when db is a
 // buffer of its own, a store to a line not in cache first reads it from
 // memory.
-func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
+func (s *svKit) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	c, N, D, W := s.c, s.f.Config.N, s.f.Config.D, s.W
 	P, TR, GS, DH := s.panelKeys(), s.panelRows(), s.gStride(), s.dh
 	np := c.GP64()
@@ -116,7 +116,7 @@ func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	s.lineAddr(vt, vtp)
 	s.lineAddr(gbuf, gp)
 	ap, dbp, dyp := s.rowPtr("a", i0, N), s.rowPtr("db", i0, N), s.rowPtr("dy", i0, D)
-	loop := s.label("svg_panels")
+	loop := s.lbl("svg_panels")
 	c.Label(loop)
 	for r := 0; r < rb; r++ {
 		for l := 0; l < 4*P; l += 64 {
@@ -158,6 +158,6 @@ func (s *simd) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 }
 
 // copyDVOut emits dv's rows j < t = their stack copy's.
-func (s *simd) copyDVOut() {
+func (s *svKit) copyDVOut() {
 	s.copyHeadRows("svb_dvout", s.headRowPtr("dv", s.dvCopy), s.dh, s.param("dv"), s.f.Config.D)
 }

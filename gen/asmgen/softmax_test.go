@@ -87,7 +87,7 @@ func compile(f *File, pkg string) (asm, stubs []byte, err error) {
 // emitExpKernel adds func name(x, y []float32): y = exp(x) for len(x) a
 // multiple of the level's width, the test kernel of exp's accuracy.
 func emitExpKernel(f *File, isa kernels.ISA, name string) {
-	s := newSIMD(f, isa)
+	s := newSIMD(f, name, isa)
 	c := s.c
 	c.Function(name)
 	c.Attributes(attr.NOSPLIT)
@@ -95,7 +95,7 @@ func emitExpKernel(f *File, isa kernels.ISA, name string) {
 	c.Pragma("noescape")
 	xp, yp, n := s.param("x"), s.param("y"), c.GP64()
 	c.Load(c.Param("x").Len(), n)
-	loop, done := s.label("loop"), s.label("done")
+	loop, done := s.lbl("loop"), s.lbl("done")
 	c.Label(loop)
 	c.CMPQ(n, imm(s.W))
 	c.JL(operand.LabelRef(done))
@@ -331,7 +331,7 @@ func TestCheckAsmText(t *testing.T) {
 func TestBlocking(t *testing.T) {
 	for _, isa := range []kernels.ISA{kernels.AVX512, kernels.AVX2} {
 		for dh := 1; dh <= 512; dh++ {
-			s := newSIMD(&File{Config: catalog.Config{N: 64, D: dh, DH: dh, Heads: 1}}, isa)
+			s := newSVKit(&File{Config: catalog.Config{N: 64, D: dh, DH: dh, Heads: 1}}, "blocking", isa)
 			r, cv := s.blocking()
 			reserve := 1
 			if isa == kernels.AVX2 {

@@ -19,7 +19,7 @@ const synTileKeep = 4
 
 // tileCounts emits, at the top of a row, the update of nf = (i+1)/FB and
 // r = (i+1)%FB from the previous row's values.
-func (k *synKit) tileCounts(nf, r reg.GPVirtual, FB int) {
+func (k *simd) tileCounts(nf, r reg.GPVirtual, FB int) {
 	c := k.c
 	lNoWrap := k.lbl("nowrap")
 	c.INCQ(r)
@@ -32,17 +32,17 @@ func (k *synKit) tileCounts(nf, r reg.GPVirtual, FB int) {
 
 // tileMask is the static mask of vector kk of a row of FB floats split in
 // nfb vectors: nil unless it is the last, partial one.
-func (k *synKit) tileMask(kk, nfb, FB int, tail reg.Register) reg.Register {
-	if kk == nfb-1 && FB%k.V != 0 {
+func (k *simd) tileMask(kk, nfb, FB int, tail reg.Register) reg.Register {
+	if kk == nfb-1 && FB%k.W != 0 {
 		return tail
 	}
 	return nil
 }
 
 func emitTile(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	N, FB, LA, LB, V := f.Config.N, op.FB, op.LA, op.LB, k.V
+	N, FB, LA, LB, V := f.Config.N, op.FB, op.LA, op.LB, k.W
 	nfb := (FB + V - 1) / V
 	nfull := FB / V
 	keep := nfb <= synTileKeep
@@ -168,14 +168,14 @@ func emitTile(f *File, op catalog.Op, isa kernels.ISA) {
 }
 
 func emitTileBack(f *File, op catalog.Op, isa kernels.ISA) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	if op.FB <= 8 {
 		// A segment fits in 8 lanes: YMM makes the per-segment sums of
 		// dfa cheaper.
-		k = newSynKitNarrow(f, Name(op, isa), isa)
+		k = newSIMD(f, Name(op, isa), isa).narrow()
 	}
 	c := k.c
-	N, FA, FB, LA, LB, V := f.Config.N, op.FA, op.FB, op.LA, op.LB, k.V
+	N, FA, FB, LA, LB, V := f.Config.N, op.FA, op.FB, op.LA, op.LB, k.W
 	nfb := (FB + V - 1) / V
 
 	rows := k.gp(c.Param("t"))

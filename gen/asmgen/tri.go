@@ -25,9 +25,9 @@ const (
 )
 
 func synEmitTriRows(f *File, op catalog.Op, isa kernels.ISA, kind synTriKind) {
-	k := newSynKit(f, Name(op, isa), isa)
+	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	N, V := f.Config.N, k.V
+	N, V := f.Config.N, k.W
 
 	t := k.gp(c.Param("t"))
 	x := k.gp(c.Param("x").Base())

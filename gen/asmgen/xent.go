@@ -52,13 +52,13 @@ func (r *rowKit) rows(ptrs []reg.GPVirtual, strides []int, body func()) {
 
 func (r *rowKit) softmaxStats() {
 	c := r.c
-	s := newSIMD(r.f, r.isa)
+	s := r.simd
 	V := r.f.Config.Vocab
 	x, mx, sm := r.base("x"), r.base("mx"), r.base("s")
 	tail := r.tailMask(V)
-	negInf := s.bcast("xent_neginf", float32(math.Inf(-1)))
+	negInf := s.constVec("xent_neginf", float32(math.Inf(-1)))
 	r.rows([]reg.GPVirtual{x, mx, sm}, []int{4 * V, 4, 4}, func() {
-		used := min(rowAccs, (V+r.V-1)/r.V)
+		used := min(rowAccs, (V+r.W-1)/r.W)
 		a := make([]reg.VecVirtual, used)
 		for i := range a {
 			a[i] = r.vec()
@@ -105,7 +105,7 @@ func (r *rowKit) softmaxStats() {
 
 func (r *rowKit) softmaxScale() {
 	c := r.c
-	s := newSIMD(r.f, r.isa)
+	s := r.simd
 	V := r.f.Config.Vocab
 	x, lse, y := r.base("x"), r.base("lse"), r.base("y")
 	tail := r.tailMask(V)

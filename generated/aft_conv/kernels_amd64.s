@@ -3791,7 +3791,7 @@ one_2:
 tail_3:
 	TESTQ       BX, BX
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), SI
+	LEAQ        lanemask8<>+0(SB), SI
 	NEGQ        BX
 	VMOVDQU     32(SI)(BX*4), Y3
 	VMASKMOVPS  (AX), Y3, Y4
@@ -3843,23 +3843,23 @@ DATA exp_hi_v8_42b00000<>+24(SB)/4, $0x42b00000
 DATA exp_hi_v8_42b00000<>+28(SB)/4, $0x42b00000
 GLOBL exp_hi_v8_42b00000<>(SB), RODATA|NOPTR, $32
 
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 // func gateBackAVX2(t int, dy []float32, q []float32, z []float32, dq []float32)
 // Requires: AVX
@@ -3921,7 +3921,7 @@ one_2:
 tail_3:
 	TESTQ      SI, SI
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       SI
 	VMOVDQU    32(DI)(SI*4), Y1
 	VMASKMOVPS (AX), Y1, Y2
@@ -3995,7 +3995,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -4129,7 +4129,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -4188,7 +4188,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -5305,7 +5305,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -5578,7 +5578,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -5900,7 +5900,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

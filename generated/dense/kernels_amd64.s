@@ -7714,10 +7714,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y5
 	VMASKMOVPS (CX)(DI*4), Y4, Y5
@@ -7731,10 +7731,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -7757,10 +7757,10 @@ sv_max_one_6:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -7783,10 +7783,10 @@ sv_max_one_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -7930,10 +7930,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y9
 	VMASKMOVPS  (CX)(DI*4), Y8, Y9
@@ -7963,10 +7963,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y8
@@ -8021,10 +8021,10 @@ sv_exp_one_11:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -8079,10 +8079,10 @@ sv_exp_one_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -8194,10 +8194,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y5
 	VMASKMOVPS (DX)(CX*4), Y4, Y5
@@ -8210,10 +8210,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y4
@@ -8234,10 +8234,10 @@ sv_scale_one_16:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y1
@@ -8258,10 +8258,10 @@ sv_scale_one_17:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -8305,10 +8305,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y3
 	VMASKMOVPS 2048(CX)(DI*4), Y2, Y3
@@ -8322,10 +8322,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y3
@@ -8413,10 +8413,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y5
 	VMASKMOVPS  2048(CX)(DI*4), Y4, Y5
@@ -8446,10 +8446,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y4
@@ -8537,10 +8537,10 @@ sv_scale_tail_26:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y3
 	VMASKMOVPS 2048(DX)(CX*4), Y2, Y3
@@ -8553,10 +8553,10 @@ sv_scale_tail_26:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y2
@@ -8834,10 +8834,10 @@ sv_max_tail_32:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -8888,10 +8888,10 @@ sv_exp_tail_34:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -8942,10 +8942,10 @@ sv_scale_tail_36:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -9014,23 +9014,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -9701,7 +9701,7 @@ svb_pdone_13:
 	MOVQ    DX, DI
 	ANDQ    $0x00000007, DX
 	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
+	LEAQ    lanemask8<>+0(SB), R8
 	NEGQ    DX
 	VMOVUPS 32(R8)(DX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -9755,7 +9755,7 @@ svb_db_tail_18:
 	MOVQ       DX, DI
 	ANDQ       $0x00000007, DX
 	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DX
 	VMOVUPS    32(R8)(DX*4), Y0
 	VXORPS     Y1, Y1, Y1
@@ -9999,7 +9999,7 @@ svb_gdot_28:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000200, DI
 	INCQ        SI
@@ -10015,7 +10015,7 @@ svb_gdone_23:
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
 	SUBQ    CX, SI
-	LEAQ    sv_tailmask8<>+0(SB), DI
+	LEAQ    lanemask8<>+0(SB), DI
 	NEGQ    CX
 	VMOVUPS 32(DI)(CX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -10425,7 +10425,7 @@ min_29:
 	MOVQ       $+8, BX
 
 min_32:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -10811,7 +10811,7 @@ min_65:
 	MOVQ       $+8, BX
 
 min_68:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -11001,7 +11001,7 @@ ploop_72:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_73
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -11014,7 +11014,7 @@ stored_74:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_75
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -11027,7 +11027,7 @@ stored_76:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_77
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 1024(R8)
 	SUBQ        $+4, R9
@@ -11040,7 +11040,7 @@ stored_78:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_79
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -11053,7 +11053,7 @@ stored_80:
 	VFMADD213PS 2048(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_81
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 2048(R8)
 	SUBQ        $+4, R9
@@ -11066,7 +11066,7 @@ stored_82:
 	VFMADD213PS 2048(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_83
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 2560(R8)
 	SUBQ        $+4, R9
@@ -11079,7 +11079,7 @@ stored_84:
 	VFMADD213PS 2048(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_85
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 3072(R8)
 	SUBQ        $+4, R9
@@ -11092,7 +11092,7 @@ stored_86:
 	VFMADD213PS 2048(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_87
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 3584(R8)
 	SUBQ        $+4, R9
@@ -11198,7 +11198,7 @@ ploop_90:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_91
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -11211,7 +11211,7 @@ stored_92:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_93
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -11224,7 +11224,7 @@ stored_94:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_95
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 1024(R8)
 	SUBQ        $+4, R9
@@ -11237,7 +11237,7 @@ stored_96:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_97
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -11308,7 +11308,7 @@ ploop_100:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_101
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -11321,7 +11321,7 @@ stored_102:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_103
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -11375,7 +11375,7 @@ ploop_106:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_107
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -11586,7 +11586,7 @@ ploop_112:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_113
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -11601,7 +11601,7 @@ stored_114:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_115
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -11616,7 +11616,7 @@ stored_116:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_117
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1056(R8)
 	SUBQ        $+4, R9
@@ -11631,7 +11631,7 @@ stored_118:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_119
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -11646,7 +11646,7 @@ stored_120:
 	VFMADD213PS 2080(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_121
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 2080(R8)
 	SUBQ        $+4, R9
@@ -11661,7 +11661,7 @@ stored_122:
 	VFMADD213PS 2080(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_123
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 2592(R8)
 	SUBQ        $+4, R9
@@ -11813,7 +11813,7 @@ ploop_126:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_127
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -11828,7 +11828,7 @@ stored_128:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_129
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -11843,7 +11843,7 @@ stored_130:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_131
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1056(R8)
 	SUBQ        $+4, R9
@@ -11858,7 +11858,7 @@ stored_132:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_133
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -11957,7 +11957,7 @@ ploop_136:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_137
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -11972,7 +11972,7 @@ stored_138:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_139
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -12045,7 +12045,7 @@ ploop_142:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_143
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -12066,24 +12066,6 @@ nextpair_109:
 	JLT  pair_1
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 // func denseLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, scale float32)
 // Requires: AVX, FMA3
@@ -13467,7 +13449,7 @@ colpanel_15:
 colrow_16:
 	CMPQ       SI, $+0
 	JEQ        colfull_17
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -13488,7 +13470,7 @@ coldone_18:
 	MOVQ $+8, DX
 
 min_19:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -13543,7 +13525,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -13604,7 +13586,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -13664,7 +13646,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -13746,7 +13728,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -13880,7 +13862,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -13939,7 +13921,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -15056,7 +15038,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -15329,7 +15311,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -15651,7 +15633,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

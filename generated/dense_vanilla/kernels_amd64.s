@@ -10833,10 +10833,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y5
 	VMASKMOVPS (CX)(DI*4), Y4, Y5
@@ -10850,10 +10850,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -10876,10 +10876,10 @@ sv_max_one_6:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -10902,10 +10902,10 @@ sv_max_one_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -11049,10 +11049,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y9
 	VMASKMOVPS  (CX)(DI*4), Y8, Y9
@@ -11082,10 +11082,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y8
@@ -11140,10 +11140,10 @@ sv_exp_one_11:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -11198,10 +11198,10 @@ sv_exp_one_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -11313,10 +11313,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y5
 	VMASKMOVPS (DX)(CX*4), Y4, Y5
@@ -11329,10 +11329,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y4
@@ -11353,10 +11353,10 @@ sv_scale_one_16:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y1
@@ -11377,10 +11377,10 @@ sv_scale_one_17:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -11424,10 +11424,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y3
 	VMASKMOVPS 2048(CX)(DI*4), Y2, Y3
@@ -11441,10 +11441,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y3
@@ -11532,10 +11532,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y5
 	VMASKMOVPS  2048(CX)(DI*4), Y4, Y5
@@ -11565,10 +11565,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y4
@@ -11656,10 +11656,10 @@ sv_scale_tail_26:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y3
 	VMASKMOVPS 2048(DX)(CX*4), Y2, Y3
@@ -11672,10 +11672,10 @@ sv_scale_tail_26:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y2
@@ -11953,10 +11953,10 @@ sv_max_tail_32:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -12007,10 +12007,10 @@ sv_exp_tail_34:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -12061,10 +12061,10 @@ sv_scale_tail_36:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -12133,23 +12133,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -12820,7 +12820,7 @@ svb_pdone_13:
 	MOVQ    DX, DI
 	ANDQ    $0x00000007, DX
 	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
+	LEAQ    lanemask8<>+0(SB), R8
 	NEGQ    DX
 	VMOVUPS 32(R8)(DX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -12874,7 +12874,7 @@ svb_db_tail_18:
 	MOVQ       DX, DI
 	ANDQ       $0x00000007, DX
 	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DX
 	VMOVUPS    32(R8)(DX*4), Y0
 	VXORPS     Y1, Y1, Y1
@@ -13118,7 +13118,7 @@ svb_gdot_28:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000200, DI
 	INCQ        SI
@@ -13134,7 +13134,7 @@ svb_gdone_23:
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
 	SUBQ    CX, SI
-	LEAQ    sv_tailmask8<>+0(SB), DI
+	LEAQ    lanemask8<>+0(SB), DI
 	NEGQ    CX
 	VMOVUPS 32(DI)(CX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -13544,7 +13544,7 @@ min_29:
 	MOVQ       $+8, BX
 
 min_32:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -13930,7 +13930,7 @@ min_65:
 	MOVQ       $+8, BX
 
 min_68:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -14120,7 +14120,7 @@ ploop_72:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_73
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -14133,7 +14133,7 @@ stored_74:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_75
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -14146,7 +14146,7 @@ stored_76:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_77
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 1024(R8)
 	SUBQ        $+4, R9
@@ -14159,7 +14159,7 @@ stored_78:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_79
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -14172,7 +14172,7 @@ stored_80:
 	VFMADD213PS 2048(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_81
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 2048(R8)
 	SUBQ        $+4, R9
@@ -14185,7 +14185,7 @@ stored_82:
 	VFMADD213PS 2048(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_83
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 2560(R8)
 	SUBQ        $+4, R9
@@ -14198,7 +14198,7 @@ stored_84:
 	VFMADD213PS 2048(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_85
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 3072(R8)
 	SUBQ        $+4, R9
@@ -14211,7 +14211,7 @@ stored_86:
 	VFMADD213PS 2048(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_87
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 3584(R8)
 	SUBQ        $+4, R9
@@ -14317,7 +14317,7 @@ ploop_90:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_91
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -14330,7 +14330,7 @@ stored_92:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_93
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -14343,7 +14343,7 @@ stored_94:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_95
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 1024(R8)
 	SUBQ        $+4, R9
@@ -14356,7 +14356,7 @@ stored_96:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_97
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -14427,7 +14427,7 @@ ploop_100:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_101
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -14440,7 +14440,7 @@ stored_102:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_103
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -14494,7 +14494,7 @@ ploop_106:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_107
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -14705,7 +14705,7 @@ ploop_112:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_113
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -14720,7 +14720,7 @@ stored_114:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_115
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -14735,7 +14735,7 @@ stored_116:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_117
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1056(R8)
 	SUBQ        $+4, R9
@@ -14750,7 +14750,7 @@ stored_118:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_119
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -14765,7 +14765,7 @@ stored_120:
 	VFMADD213PS 2080(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_121
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 2080(R8)
 	SUBQ        $+4, R9
@@ -14780,7 +14780,7 @@ stored_122:
 	VFMADD213PS 2080(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_123
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 2592(R8)
 	SUBQ        $+4, R9
@@ -14932,7 +14932,7 @@ ploop_126:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_127
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -14947,7 +14947,7 @@ stored_128:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_129
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -14962,7 +14962,7 @@ stored_130:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_131
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1056(R8)
 	SUBQ        $+4, R9
@@ -14977,7 +14977,7 @@ stored_132:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_133
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -15076,7 +15076,7 @@ ploop_136:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_137
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15091,7 +15091,7 @@ stored_138:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_139
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -15164,7 +15164,7 @@ ploop_142:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_143
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15185,24 +15185,6 @@ nextpair_109:
 	JLT  pair_1
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 // func vanillaLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, scale float32)
 // Requires: AVX, FMA3
@@ -16586,7 +16568,7 @@ colpanel_15:
 colrow_16:
 	CMPQ       SI, $+0
 	JEQ        colfull_17
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -16607,7 +16589,7 @@ coldone_18:
 	MOVQ $+8, DX
 
 min_19:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -16980,7 +16962,7 @@ min_29:
 	MOVQ       $+8, BX
 
 min_32:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -17366,7 +17348,7 @@ min_65:
 	MOVQ       $+8, BX
 
 min_68:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -17556,7 +17538,7 @@ ploop_72:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_73
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -17569,7 +17551,7 @@ stored_74:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_75
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -17582,7 +17564,7 @@ stored_76:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_77
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 1024(R8)
 	SUBQ        $+4, R9
@@ -17595,7 +17577,7 @@ stored_78:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_79
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -17608,7 +17590,7 @@ stored_80:
 	VFMADD213PS 2048(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_81
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 2048(R8)
 	SUBQ        $+4, R9
@@ -17621,7 +17603,7 @@ stored_82:
 	VFMADD213PS 2048(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_83
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 2560(R8)
 	SUBQ        $+4, R9
@@ -17634,7 +17616,7 @@ stored_84:
 	VFMADD213PS 2048(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_85
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 3072(R8)
 	SUBQ        $+4, R9
@@ -17647,7 +17629,7 @@ stored_86:
 	VFMADD213PS 2048(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_87
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 3584(R8)
 	SUBQ        $+4, R9
@@ -17753,7 +17735,7 @@ ploop_90:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_91
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -17766,7 +17748,7 @@ stored_92:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_93
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -17779,7 +17761,7 @@ stored_94:
 	VFMADD213PS 2048(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_95
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 1024(R8)
 	SUBQ        $+4, R9
@@ -17792,7 +17774,7 @@ stored_96:
 	VFMADD213PS 2048(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_97
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 1536(R8)
 	SUBQ        $+4, R9
@@ -17863,7 +17845,7 @@ ploop_100:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_101
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -17876,7 +17858,7 @@ stored_102:
 	VFMADD213PS 2048(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_103
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -17930,7 +17912,7 @@ ploop_106:
 	VFMADD213PS  2048(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_107
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -18141,7 +18123,7 @@ ploop_112:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_113
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18156,7 +18138,7 @@ stored_114:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_115
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -18171,7 +18153,7 @@ stored_116:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_117
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1056(R8)
 	SUBQ        $+4, R9
@@ -18186,7 +18168,7 @@ stored_118:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_119
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -18201,7 +18183,7 @@ stored_120:
 	VFMADD213PS 2080(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_121
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 2080(R8)
 	SUBQ        $+4, R9
@@ -18216,7 +18198,7 @@ stored_122:
 	VFMADD213PS 2080(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_123
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 2592(R8)
 	SUBQ        $+4, R9
@@ -18368,7 +18350,7 @@ ploop_126:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_127
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18383,7 +18365,7 @@ stored_128:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_129
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -18398,7 +18380,7 @@ stored_130:
 	VFMADD213PS 2080(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_131
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1056(R8)
 	SUBQ        $+4, R9
@@ -18413,7 +18395,7 @@ stored_132:
 	VFMADD213PS 2080(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_133
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1568(R8)
 	SUBQ        $+4, R9
@@ -18512,7 +18494,7 @@ ploop_136:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_137
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18527,7 +18509,7 @@ stored_138:
 	VFMADD213PS 2080(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_139
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 544(R8)
 	SUBQ        $+4, R9
@@ -18600,7 +18582,7 @@ ploop_142:
 	VFMADD213PS  2080(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_143
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -20004,7 +19986,7 @@ colpanel_15:
 colrow_16:
 	CMPQ       SI, $+0
 	JEQ        colfull_17
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -20025,7 +20007,7 @@ coldone_18:
 	MOVQ $+8, DX
 
 min_19:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -20080,7 +20062,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -20141,7 +20123,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -20201,7 +20183,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -20283,7 +20265,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -20417,7 +20399,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -20476,7 +20458,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -21593,7 +21575,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -21866,7 +21848,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -22188,7 +22170,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -9115,10 +9115,10 @@ sv_max_tail_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y5
 	VMASKMOVPS (CX)(DI*4), Y4, Y5
@@ -9132,10 +9132,10 @@ sv_max_tail_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -9158,10 +9158,10 @@ sv_max_one_8:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -9184,10 +9184,10 @@ sv_max_one_9:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -9335,10 +9335,10 @@ sv_exp_tail_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y9
 	VMASKMOVPS  (CX)(DI*4), Y8, Y9
@@ -9368,10 +9368,10 @@ sv_exp_tail_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y8
@@ -9426,10 +9426,10 @@ sv_exp_one_13:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -9484,10 +9484,10 @@ sv_exp_one_14:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -9599,10 +9599,10 @@ sv_scale_tail_17:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y5
 	VMASKMOVPS (DX)(CX*4), Y4, Y5
@@ -9615,10 +9615,10 @@ sv_scale_tail_17:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y4
@@ -9639,10 +9639,10 @@ sv_scale_one_18:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y1
@@ -9663,10 +9663,10 @@ sv_scale_one_19:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -9710,10 +9710,10 @@ sv_max_tail_22:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y3
 	VMASKMOVPS 16384(CX)(DI*4), Y2, Y3
@@ -9727,10 +9727,10 @@ sv_max_tail_22:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y3
@@ -9820,10 +9820,10 @@ sv_exp_tail_25:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y5
 	VMASKMOVPS  16384(CX)(DI*4), Y4, Y5
@@ -9853,10 +9853,10 @@ sv_exp_tail_25:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y4
@@ -9944,10 +9944,10 @@ sv_scale_tail_28:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y3
 	VMASKMOVPS 16384(DX)(CX*4), Y2, Y3
@@ -9960,10 +9960,10 @@ sv_scale_tail_28:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y2
@@ -10471,10 +10471,10 @@ sv_max_tail_36:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -10526,10 +10526,10 @@ sv_exp_tail_38:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -10580,10 +10580,10 @@ sv_scale_tail_40:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -10702,23 +10702,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -14657,7 +14657,7 @@ svb_finish_26:
 	MOVQ    SI, R8
 	ANDQ    $0x00000007, SI
 	SUBQ    SI, R8
-	LEAQ    sv_tailmask8<>+0(SB), R9
+	LEAQ    lanemask8<>+0(SB), R9
 	NEGQ    SI
 	VMOVUPS 32(R9)(SI*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -14988,7 +14988,7 @@ svb_gdot_36:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000400, DI
 	INCQ        SI
@@ -15372,7 +15372,7 @@ svb_dvr1_done_52:
 	MOVQ         CX, SI
 	ANDQ         $0x00000007, CX
 	SUBQ         CX, SI
-	LEAQ         sv_tailmask8<>+0(SB), DI
+	LEAQ         lanemask8<>+0(SB), DI
 	NEGQ         CX
 	VMOVUPS      32(DI)(CX*4), Y0
 	VXORPS       Y1, Y1, Y1
@@ -15567,7 +15567,7 @@ min_8:
 	MOVQ       $+8, BX
 
 min_11:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -15689,7 +15689,7 @@ min_20:
 	MOVQ       $+8, BX
 
 min_23:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -15872,7 +15872,7 @@ rows_25:
 	VFMADD213PS  512(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_27
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -15885,7 +15885,7 @@ stored_28:
 	VFMADD213PS 512(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_29
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 4096(R8)
 	SUBQ        $+4, R9
@@ -15898,7 +15898,7 @@ stored_30:
 	VFMADD213PS 512(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_31
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 8192(R8)
 	SUBQ        $+4, R9
@@ -15911,7 +15911,7 @@ stored_32:
 	VFMADD213PS 512(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_33
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 12288(R8)
 	SUBQ        $+4, R9
@@ -15924,7 +15924,7 @@ stored_34:
 	VFMADD213PS 512(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_35
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 16384(R8)
 	SUBQ        $+4, R9
@@ -15937,7 +15937,7 @@ stored_36:
 	VFMADD213PS 512(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_37
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 20480(R8)
 	SUBQ        $+4, R9
@@ -15950,7 +15950,7 @@ stored_38:
 	VFMADD213PS 512(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_39
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 24576(R8)
 	SUBQ        $+4, R9
@@ -15963,7 +15963,7 @@ stored_40:
 	VFMADD213PS 512(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_41
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 28672(R8)
 	SUBQ        $+4, R9
@@ -16062,7 +16062,7 @@ rowsrem_26:
 	VFMADD213PS  512(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_44
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -16075,7 +16075,7 @@ stored_45:
 	VFMADD213PS 512(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_46
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 4096(R8)
 	SUBQ        $+4, R9
@@ -16088,7 +16088,7 @@ stored_47:
 	VFMADD213PS 512(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_48
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 8192(R8)
 	SUBQ        $+4, R9
@@ -16101,7 +16101,7 @@ stored_49:
 	VFMADD213PS 512(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_50
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 12288(R8)
 	SUBQ        $+4, R9
@@ -16165,7 +16165,7 @@ skip_43:
 	VFMADD213PS  512(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_53
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -16178,7 +16178,7 @@ stored_54:
 	VFMADD213PS 512(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_55
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 4096(R8)
 	SUBQ        $+4, R9
@@ -16225,7 +16225,7 @@ skip_52:
 	VFMADD213PS  512(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_58
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -16429,7 +16429,7 @@ rows_61:
 	VFMADD213PS  544(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_63
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -16444,7 +16444,7 @@ stored_64:
 	VFMADD213PS 544(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_65
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 4128(R8)
 	SUBQ        $+4, R9
@@ -16459,7 +16459,7 @@ stored_66:
 	VFMADD213PS 544(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_67
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 8224(R8)
 	SUBQ        $+4, R9
@@ -16474,7 +16474,7 @@ stored_68:
 	VFMADD213PS 544(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_69
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 12320(R8)
 	SUBQ        $+4, R9
@@ -16489,7 +16489,7 @@ stored_70:
 	VFMADD213PS 544(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_71
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 16416(R8)
 	SUBQ        $+4, R9
@@ -16504,7 +16504,7 @@ stored_72:
 	VFMADD213PS 544(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_73
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 20512(R8)
 	SUBQ        $+4, R9
@@ -16649,7 +16649,7 @@ rowsrem_62:
 	VFMADD213PS  544(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_76
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -16664,7 +16664,7 @@ stored_77:
 	VFMADD213PS 544(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_78
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 4128(R8)
 	SUBQ        $+4, R9
@@ -16679,7 +16679,7 @@ stored_79:
 	VFMADD213PS 544(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_80
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 8224(R8)
 	SUBQ        $+4, R9
@@ -16694,7 +16694,7 @@ stored_81:
 	VFMADD213PS 544(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_82
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 12320(R8)
 	SUBQ        $+4, R9
@@ -16786,7 +16786,7 @@ skip_75:
 	VFMADD213PS  544(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_85
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -16801,7 +16801,7 @@ stored_86:
 	VFMADD213PS 544(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_87
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 4128(R8)
 	SUBQ        $+4, R9
@@ -16867,7 +16867,7 @@ skip_84:
 	VFMADD213PS  544(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_90
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -16888,24 +16888,6 @@ nextpair_60:
 	JLT  pair_1
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 // func factRandomLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, scale float32)
 // Requires: AVX, FMA3
@@ -17533,7 +17515,7 @@ colpanel_11:
 colrow_12:
 	CMPQ       SI, $+0
 	JEQ        colfull_13
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -17554,7 +17536,7 @@ coldone_14:
 	MOVQ $+8, DX
 
 min_15:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -17609,7 +17591,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -17670,7 +17652,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -17730,7 +17712,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -17812,7 +17794,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -17946,7 +17928,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -18005,7 +17987,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -19414,7 +19396,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -19687,7 +19669,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -20009,7 +19991,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -9247,10 +9247,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y5
 	VMASKMOVPS (CX)(DI*4), Y4, Y5
@@ -9264,10 +9264,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -9290,10 +9290,10 @@ sv_max_one_6:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -9316,10 +9316,10 @@ sv_max_one_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -9463,10 +9463,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y9
 	VMASKMOVPS  (CX)(DI*4), Y8, Y9
@@ -9496,10 +9496,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y8
@@ -9554,10 +9554,10 @@ sv_exp_one_11:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -9612,10 +9612,10 @@ sv_exp_one_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -9727,10 +9727,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y5
 	VMASKMOVPS (DX)(CX*4), Y4, Y5
@@ -9743,10 +9743,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y4
@@ -9767,10 +9767,10 @@ sv_scale_one_16:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y1
@@ -9791,10 +9791,10 @@ sv_scale_one_17:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -9838,10 +9838,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y3
 	VMASKMOVPS 8192(CX)(DI*4), Y2, Y3
@@ -9855,10 +9855,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y3
@@ -9946,10 +9946,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y5
 	VMASKMOVPS  8192(CX)(DI*4), Y4, Y5
@@ -9979,10 +9979,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y4
@@ -10070,10 +10070,10 @@ sv_scale_tail_26:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y3
 	VMASKMOVPS 8192(DX)(CX*4), Y2, Y3
@@ -10086,10 +10086,10 @@ sv_scale_tail_26:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y2
@@ -10593,10 +10593,10 @@ sv_max_tail_34:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -10647,10 +10647,10 @@ sv_exp_tail_36:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -10701,10 +10701,10 @@ sv_scale_tail_38:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -10819,23 +10819,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -11910,7 +11910,7 @@ svb_pdone_17:
 	MOVQ    DX, DI
 	ANDQ    $0x00000007, DX
 	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
+	LEAQ    lanemask8<>+0(SB), R8
 	NEGQ    DX
 	VMOVUPS 32(R8)(DX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -11964,7 +11964,7 @@ svb_db_tail_22:
 	MOVQ       DX, DI
 	ANDQ       $0x00000007, DX
 	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DX
 	VMOVUPS    32(R8)(DX*4), Y0
 	VXORPS     Y1, Y1, Y1
@@ -12292,7 +12292,7 @@ svb_gdot_32:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000400, DI
 	INCQ        SI
@@ -12308,7 +12308,7 @@ svb_gdone_27:
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
 	SUBQ    CX, SI
-	LEAQ    sv_tailmask8<>+0(SB), DI
+	LEAQ    lanemask8<>+0(SB), DI
 	NEGQ    CX
 	VMOVUPS 32(DI)(CX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -13046,7 +13046,7 @@ min_57:
 	MOVQ       $+8, BX
 
 min_60:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -13784,7 +13784,7 @@ min_125:
 	MOVQ       $+8, BX
 
 min_128:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -13974,7 +13974,7 @@ ploop_132:
 	VFMADD213PS  4096(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_133
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -13987,7 +13987,7 @@ stored_134:
 	VFMADD213PS 4096(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_135
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 2048(R8)
 	SUBQ        $+4, R9
@@ -14000,7 +14000,7 @@ stored_136:
 	VFMADD213PS 4096(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_137
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 4096(R8)
 	SUBQ        $+4, R9
@@ -14013,7 +14013,7 @@ stored_138:
 	VFMADD213PS 4096(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_139
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 6144(R8)
 	SUBQ        $+4, R9
@@ -14026,7 +14026,7 @@ stored_140:
 	VFMADD213PS 4096(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_141
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 8192(R8)
 	SUBQ        $+4, R9
@@ -14039,7 +14039,7 @@ stored_142:
 	VFMADD213PS 4096(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_143
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 10240(R8)
 	SUBQ        $+4, R9
@@ -14052,7 +14052,7 @@ stored_144:
 	VFMADD213PS 4096(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_145
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 12288(R8)
 	SUBQ        $+4, R9
@@ -14065,7 +14065,7 @@ stored_146:
 	VFMADD213PS 4096(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_147
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 14336(R8)
 	SUBQ        $+4, R9
@@ -14171,7 +14171,7 @@ ploop_150:
 	VFMADD213PS  4096(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_151
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -14184,7 +14184,7 @@ stored_152:
 	VFMADD213PS 4096(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_153
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 2048(R8)
 	SUBQ        $+4, R9
@@ -14197,7 +14197,7 @@ stored_154:
 	VFMADD213PS 4096(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_155
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 4096(R8)
 	SUBQ        $+4, R9
@@ -14210,7 +14210,7 @@ stored_156:
 	VFMADD213PS 4096(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_157
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 6144(R8)
 	SUBQ        $+4, R9
@@ -14281,7 +14281,7 @@ ploop_160:
 	VFMADD213PS  4096(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_161
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -14294,7 +14294,7 @@ stored_162:
 	VFMADD213PS 4096(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_163
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 2048(R8)
 	SUBQ        $+4, R9
@@ -14348,7 +14348,7 @@ ploop_166:
 	VFMADD213PS  4096(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_167
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -14559,7 +14559,7 @@ ploop_172:
 	VFMADD213PS  4128(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_173
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -14574,7 +14574,7 @@ stored_174:
 	VFMADD213PS 4128(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_175
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 2080(R8)
 	SUBQ        $+4, R9
@@ -14589,7 +14589,7 @@ stored_176:
 	VFMADD213PS 4128(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_177
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 4128(R8)
 	SUBQ        $+4, R9
@@ -14604,7 +14604,7 @@ stored_178:
 	VFMADD213PS 4128(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_179
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 6176(R8)
 	SUBQ        $+4, R9
@@ -14619,7 +14619,7 @@ stored_180:
 	VFMADD213PS 4128(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_181
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 8224(R8)
 	SUBQ        $+4, R9
@@ -14634,7 +14634,7 @@ stored_182:
 	VFMADD213PS 4128(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_183
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 10272(R8)
 	SUBQ        $+4, R9
@@ -14786,7 +14786,7 @@ ploop_186:
 	VFMADD213PS  4128(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_187
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -14801,7 +14801,7 @@ stored_188:
 	VFMADD213PS 4128(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_189
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 2080(R8)
 	SUBQ        $+4, R9
@@ -14816,7 +14816,7 @@ stored_190:
 	VFMADD213PS 4128(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_191
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 4128(R8)
 	SUBQ        $+4, R9
@@ -14831,7 +14831,7 @@ stored_192:
 	VFMADD213PS 4128(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_193
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 6176(R8)
 	SUBQ        $+4, R9
@@ -14930,7 +14930,7 @@ ploop_196:
 	VFMADD213PS  4128(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_197
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -14945,7 +14945,7 @@ stored_198:
 	VFMADD213PS 4128(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_199
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 2080(R8)
 	SUBQ        $+4, R9
@@ -15018,7 +15018,7 @@ ploop_202:
 	VFMADD213PS  4128(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_203
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15039,24 +15039,6 @@ nextpair_169:
 	JLT  pair_1
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 // func vanillaLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, scale float32)
 // Requires: AVX, FMA3
@@ -17730,7 +17712,7 @@ colpanel_23:
 colrow_24:
 	CMPQ       SI, $+0
 	JEQ        colfull_25
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -17751,7 +17733,7 @@ coldone_26:
 	MOVQ $+8, DX
 
 min_27:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -17806,7 +17788,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -17867,7 +17849,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -17927,7 +17909,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -18009,7 +17991,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -18143,7 +18125,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -18202,7 +18184,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -19611,7 +19593,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -19884,7 +19866,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -20206,7 +20188,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -11922,10 +11922,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y5
 	VMASKMOVPS (CX)(DI*4), Y4, Y5
@@ -11939,10 +11939,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -11965,10 +11965,10 @@ sv_max_one_6:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -11991,10 +11991,10 @@ sv_max_one_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -12138,10 +12138,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y9
 	VMASKMOVPS  (CX)(DI*4), Y8, Y9
@@ -12171,10 +12171,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y8
@@ -12229,10 +12229,10 @@ sv_exp_one_11:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -12287,10 +12287,10 @@ sv_exp_one_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -12402,10 +12402,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y5
 	VMASKMOVPS (DX)(CX*4), Y4, Y5
@@ -12418,10 +12418,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y4
@@ -12442,10 +12442,10 @@ sv_scale_one_16:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y1
@@ -12466,10 +12466,10 @@ sv_scale_one_17:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -12513,10 +12513,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y3
 	VMASKMOVPS 960(CX)(DI*4), Y2, Y3
@@ -12530,10 +12530,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y3
@@ -12621,10 +12621,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y5
 	VMASKMOVPS  960(CX)(DI*4), Y4, Y5
@@ -12654,10 +12654,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y4
@@ -12745,10 +12745,10 @@ sv_scale_tail_26:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y3
 	VMASKMOVPS 960(DX)(CX*4), Y2, Y3
@@ -12761,10 +12761,10 @@ sv_scale_tail_26:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y2
@@ -12794,7 +12794,7 @@ sv_scale_one_27:
 	IMUL3Q  $0x000000f0, AX, DX
 	ADDQ    DX, CX
 	MOVQ    v_base+56(FP), DX
-	VMOVUPS sv_tailmask8<>+16(SB), Y12
+	VMOVUPS lanemask8<>+16(SB), Y12
 	XORQ    BX, BX
 
 sv_prod_28:
@@ -12881,22 +12881,22 @@ sv_prod_28:
 	IMUL3Q       $0x00000090, AX, DX
 	ADDQ         DX, CX
 	VMOVUPS      Y0, (CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y1, Y0, 32(CX)
 	VMOVUPS      Y2, 144(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y3, Y0, 176(CX)
 	VMOVUPS      Y4, 288(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y5, Y0, 320(CX)
 	VMOVUPS      Y6, 432(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y7, Y0, 464(CX)
 	VMOVUPS      Y8, 576(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y9, Y0, 608(CX)
 	VMOVUPS      Y10, 720(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y11, Y0, 752(CX)
 	SUBQ         $0x00000006, AX
 	JMP          sv_blocks_3
@@ -12936,10 +12936,10 @@ sv_max_tail_31:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -12990,10 +12990,10 @@ sv_exp_tail_33:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -13044,10 +13044,10 @@ sv_scale_tail_35:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -13059,7 +13059,7 @@ sv_scale_tail_35:
 	IMUL3Q     $0x000000f0, CX, BX
 	ADDQ       BX, DX
 	MOVQ       v_base+56(FP), BX
-	VMOVUPS    sv_tailmask8<>+16(SB), Y2
+	VMOVUPS    lanemask8<>+16(SB), Y2
 	XORQ       SI, SI
 
 sv_prod_36:
@@ -13076,7 +13076,7 @@ sv_prod_36:
 	IMUL3Q       $0x00000090, CX, BX
 	ADDQ         BX, DX
 	VMOVUPS      Y0, (DX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y1, Y0, 32(DX)
 	INCQ         CX
 	JMP          sv_single_29
@@ -13095,23 +13095,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -13271,7 +13271,7 @@ svb_blocks_2:
 	MOVQ         dy_base+56(FP), DX
 	IMUL3Q       $0x00000090, AX, BX
 	ADDQ         BX, DX
-	VMOVUPS      sv_tailmask8<>+16(SB), Y12
+	VMOVUPS      lanemask8<>+16(SB), Y12
 	VMOVUPS      (DX), Y13
 	VMASKMOVPS   32(DX), Y12, Y14
 	VBROADCASTSS (CX), Y15
@@ -13362,22 +13362,22 @@ svb_dv_3:
 	IMUL3Q       $0x00000090, AX, DX
 	ADDQ         DX, CX
 	VMOVUPS      Y0, (CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y1, Y0, 32(CX)
 	VMOVUPS      Y2, 144(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y3, Y0, 176(CX)
 	VMOVUPS      Y4, 288(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y5, Y0, 320(CX)
 	VMOVUPS      Y6, 432(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y7, Y0, 464(CX)
 	VMOVUPS      Y8, 576(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y9, Y0, 608(CX)
 	VMOVUPS      Y10, 720(CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y11, Y0, 752(CX)
 	ADDQ         $0x00000006, AX
 	JMP          svb_blocks_2
@@ -13394,7 +13394,7 @@ svb_singles_1:
 	MOVQ    dy_base+56(FP), DX
 	IMUL3Q  $0x00000090, AX, BX
 	ADDQ    BX, DX
-	VMOVUPS sv_tailmask8<>+16(SB), Y2
+	VMOVUPS lanemask8<>+16(SB), Y2
 	LEAQ    (AX), BX
 	MOVQ    t+0(FP), SI
 
@@ -13413,7 +13413,7 @@ svb_dv_5:
 	IMUL3Q       $0x00000090, AX, DX
 	ADDQ         DX, CX
 	VMOVUPS      Y0, (CX)
-	VMOVUPS      sv_tailmask8<>+16(SB), Y0
+	VMOVUPS      lanemask8<>+16(SB), Y0
 	VMASKMOVPS   Y1, Y0, 32(CX)
 	INCQ         AX
 	JMP          svb_singles_1
@@ -13463,7 +13463,7 @@ svb_pblocks_9:
 	VFMADD231PS  Y12, Y9, Y5
 	VFMADD231PS  Y11, Y9, Y6
 	VFMADD231PS  Y13, Y9, Y7
-	VMOVUPS      sv_tailmask8<>+16(SB), Y13
+	VMOVUPS      lanemask8<>+16(SB), Y13
 	VMASKMOVPS   32(CX), Y13, Y8
 	VMASKMOVPS   176(CX), Y13, Y9
 	VMASKMOVPS   32(SI), Y13, Y10
@@ -13542,7 +13542,7 @@ svb_ppos_12:
 	VFMADD231PS  Y12, Y9, Y5
 	VFMADD231PS  Y11, Y9, Y6
 	VFMADD231PS  Y13, Y9, Y7
-	VMOVUPS      sv_tailmask8<>+16(SB), Y13
+	VMOVUPS      lanemask8<>+16(SB), Y13
 	VMASKMOVPS   32(CX), Y13, Y8
 	VMASKMOVPS   176(CX), Y13, Y9
 	VMASKMOVPS   32(DX), Y13, Y10
@@ -13591,7 +13591,7 @@ svb_pdone_11:
 	MOVQ    DX, DI
 	ANDQ    $0x00000007, DX
 	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
+	LEAQ    lanemask8<>+0(SB), R8
 	NEGQ    DX
 	VMOVUPS 32(R8)(DX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -13645,7 +13645,7 @@ svb_db_tail_16:
 	MOVQ       DX, DI
 	ANDQ       $0x00000007, DX
 	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DX
 	VMOVUPS    32(R8)(DX*4), Y0
 	VXORPS     Y1, Y1, Y1
@@ -13730,7 +13730,7 @@ svb_gblocks_23:
 	VFMADD231PS 864(DI), Y8, Y5
 	VFMADD231PS 720(DI), Y8, Y6
 	VFMADD231PS 1008(DI), Y8, Y7
-	VMOVUPS     sv_tailmask8<>+16(SB), Y9
+	VMOVUPS     lanemask8<>+16(SB), Y9
 	VMASKMOVPS  32(DX), Y9, Y8
 	VMASKMOVPS  32(DI), Y9, Y10
 	VFMADD231PS Y10, Y8, Y0
@@ -13805,7 +13805,7 @@ svb_gpos_25:
 	VFMADD231PS 864(CX), Y8, Y5
 	VFMADD231PS 720(CX), Y8, Y6
 	VFMADD231PS 1008(CX), Y8, Y7
-	VMOVUPS     sv_tailmask8<>+16(SB), Y9
+	VMOVUPS     lanemask8<>+16(SB), Y9
 	VMASKMOVPS  32(DX), Y9, Y8
 	VMASKMOVPS  32(CX), Y9, Y10
 	VFMADD231PS Y10, Y8, Y0
@@ -13856,7 +13856,7 @@ svb_gdot_26:
 	VMOVUPS     (DX), Y1
 	VMOVUPS     (DI), Y2
 	VFMADD231PS Y2, Y1, Y0
-	VMOVUPS     sv_tailmask8<>+16(SB), Y2
+	VMOVUPS     lanemask8<>+16(SB), Y2
 	VMASKMOVPS  32(DX), Y2, Y1
 	VMASKMOVPS  32(DI), Y2, Y2
 	VFMADD231PS Y2, Y1, Y0
@@ -13866,7 +13866,7 @@ svb_gdot_26:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000090, DI
 	INCQ        SI
@@ -13882,7 +13882,7 @@ svb_gdone_21:
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
 	SUBQ    CX, SI
-	LEAQ    sv_tailmask8<>+0(SB), DI
+	LEAQ    lanemask8<>+0(SB), DI
 	NEGQ    CX
 	VMOVUPS 32(DI)(CX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -14035,7 +14035,7 @@ min_8:
 	VMOVUPS    Y2, 160(AX)
 	VMOVUPS    Y6, 192(AX)
 	VMOVUPS    Y1, 224(AX)
-	VMOVDQU    synLaneMask<>+16(SB), Y1
+	VMOVDQU    lanemask8<>+16(SB), Y1
 	VMASKMOVPS 32(DI), Y1, Y2
 	LEAQ       144(DI), BX
 	CMPQ       BX, DX
@@ -14125,7 +14125,7 @@ min_15:
 	MOVQ       $+8, BX
 
 min_18:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -14235,7 +14235,7 @@ min_27:
 	VMOVUPS    Y2, 544(AX)
 	VMOVUPS    Y6, 576(AX)
 	VMOVUPS    Y1, 608(AX)
-	VMOVDQU    synLaneMask<>+16(SB), Y1
+	VMOVDQU    lanemask8<>+16(SB), Y1
 	LEAQ       (DI), BX
 	CMPQ       BX, DX
 	JLE        min_28
@@ -14332,7 +14332,7 @@ min_35:
 	MOVQ       $+8, BX
 
 min_38:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -14583,7 +14583,7 @@ rows_40:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_42
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -14596,7 +14596,7 @@ stored_43:
 	VFMADD213PS 768(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_44
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -14609,7 +14609,7 @@ stored_45:
 	VFMADD213PS 768(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_46
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 480(R8)
 	SUBQ        $+4, R9
@@ -14622,7 +14622,7 @@ stored_47:
 	VFMADD213PS 768(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_48
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 720(R8)
 	SUBQ        $+4, R9
@@ -14635,7 +14635,7 @@ stored_49:
 	VFMADD213PS 768(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_50
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 960(R8)
 	SUBQ        $+4, R9
@@ -14648,7 +14648,7 @@ stored_51:
 	VFMADD213PS 768(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_52
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1200(R8)
 	SUBQ        $+4, R9
@@ -14661,7 +14661,7 @@ stored_53:
 	VFMADD213PS 768(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_54
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 1440(R8)
 	SUBQ        $+4, R9
@@ -14674,7 +14674,7 @@ stored_55:
 	VFMADD213PS 768(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_56
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1680(R8)
 	SUBQ        $+4, R9
@@ -14809,7 +14809,7 @@ rowsrem_41:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_59
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -14822,7 +14822,7 @@ stored_60:
 	VFMADD213PS 768(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_61
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -14835,7 +14835,7 @@ stored_62:
 	VFMADD213PS 768(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_63
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 480(R8)
 	SUBQ        $+4, R9
@@ -14848,7 +14848,7 @@ stored_64:
 	VFMADD213PS 768(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_65
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 720(R8)
 	SUBQ        $+4, R9
@@ -14932,7 +14932,7 @@ skip_58:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_68
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -14945,7 +14945,7 @@ stored_69:
 	VFMADD213PS 768(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_70
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -15004,7 +15004,7 @@ skip_67:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_73
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -15288,7 +15288,7 @@ rows_76:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_78
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15303,7 +15303,7 @@ stored_79:
 	VFMADD213PS 800(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_80
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -15318,7 +15318,7 @@ stored_81:
 	VFMADD213PS 800(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_82
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -15333,7 +15333,7 @@ stored_83:
 	VFMADD213PS 800(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_84
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 752(R8)
 	SUBQ        $+4, R9
@@ -15348,7 +15348,7 @@ stored_85:
 	VFMADD213PS 800(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_86
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 992(R8)
 	SUBQ        $+4, R9
@@ -15363,7 +15363,7 @@ stored_87:
 	VFMADD213PS 800(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_88
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 1232(R8)
 	SUBQ        $+4, R9
@@ -15564,7 +15564,7 @@ rowsrem_77:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_91
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15579,7 +15579,7 @@ stored_92:
 	VFMADD213PS 800(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_93
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -15594,7 +15594,7 @@ stored_94:
 	VFMADD213PS 800(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_95
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -15609,7 +15609,7 @@ stored_96:
 	VFMADD213PS 800(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_97
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 752(R8)
 	SUBQ        $+4, R9
@@ -15733,7 +15733,7 @@ skip_90:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_100
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15748,7 +15748,7 @@ stored_101:
 	VFMADD213PS 800(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_102
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -15834,7 +15834,7 @@ skip_99:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_105
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -15856,24 +15856,6 @@ nextpair_75:
 	VZEROUPPER
 	RET
 
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
-
 // func vanillaLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, scale float32)
 // Requires: AVX, FMA3
 TEXT ·vanillaLogitsBackXAVX2(SB), NOSPLIT, $0-84
@@ -15885,7 +15867,7 @@ rows_1:
 	SUBQ    CX, DX
 	CMPQ    DX, $+5
 	JLT     rowsrem_2
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -16017,7 +15999,7 @@ rowsrem_2:
 	SUBQ    CX, DX
 	CMPQ    DX, $+4
 	JLT     skip_5
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -16122,7 +16104,7 @@ skip_5:
 	SUBQ    CX, DX
 	CMPQ    DX, $+2
 	JLT     skip_8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -16184,7 +16166,7 @@ skip_8:
 	SUBQ    CX, DX
 	CMPQ    DX, $+1
 	JLT     skip_11
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	MOVQ    dc_base+8(FP), AX
@@ -16239,7 +16221,7 @@ blocks_1:
 	SUBQ         CX, DX
 	CMPQ         DX, $+5
 	JLT          blocksrem_2
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -16362,7 +16344,7 @@ blocksrem_2:
 	SUBQ         CX, DX
 	CMPQ         DX, $+4
 	JLT          skip_4
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -16460,7 +16442,7 @@ skip_4:
 	SUBQ         CX, DX
 	CMPQ         DX, $+2
 	JLT          skip_6
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -16519,7 +16501,7 @@ skip_6:
 	SUBQ    CX, DX
 	CMPQ    DX, $+1
 	JLT     skip_8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	MOVQ    x_base+32(FP), DX
@@ -16576,7 +16558,7 @@ colpanel_11:
 colrow_12:
 	CMPQ       SI, $+0
 	JEQ        colfull_13
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -16597,7 +16579,7 @@ coldone_14:
 	MOVQ $+8, DX
 
 min_15:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -16713,7 +16695,7 @@ min_8:
 	VMOVUPS    Y2, 160(AX)
 	VMOVUPS    Y6, 192(AX)
 	VMOVUPS    Y1, 224(AX)
-	VMOVDQU    synLaneMask<>+16(SB), Y1
+	VMOVDQU    lanemask8<>+16(SB), Y1
 	VMASKMOVPS 32(DI), Y1, Y2
 	LEAQ       48(DI), BX
 	CMPQ       BX, DX
@@ -16803,7 +16785,7 @@ min_15:
 	MOVQ       $+8, BX
 
 min_18:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -16913,7 +16895,7 @@ min_27:
 	VMOVUPS    Y2, 544(AX)
 	VMOVUPS    Y6, 576(AX)
 	VMOVUPS    Y1, 608(AX)
-	VMOVDQU    synLaneMask<>+16(SB), Y1
+	VMOVDQU    lanemask8<>+16(SB), Y1
 	LEAQ       (DI), BX
 	CMPQ       BX, DX
 	JLE        min_28
@@ -17010,7 +16992,7 @@ min_35:
 	MOVQ       $+8, BX
 
 min_38:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -17261,7 +17243,7 @@ rows_40:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_42
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -17274,7 +17256,7 @@ stored_43:
 	VFMADD213PS 768(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_44
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -17287,7 +17269,7 @@ stored_45:
 	VFMADD213PS 768(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_46
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 480(R8)
 	SUBQ        $+4, R9
@@ -17300,7 +17282,7 @@ stored_47:
 	VFMADD213PS 768(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_48
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 720(R8)
 	SUBQ        $+4, R9
@@ -17313,7 +17295,7 @@ stored_49:
 	VFMADD213PS 768(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_50
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 960(R8)
 	SUBQ        $+4, R9
@@ -17326,7 +17308,7 @@ stored_51:
 	VFMADD213PS 768(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_52
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1200(R8)
 	SUBQ        $+4, R9
@@ -17339,7 +17321,7 @@ stored_53:
 	VFMADD213PS 768(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_54
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 1440(R8)
 	SUBQ        $+4, R9
@@ -17352,7 +17334,7 @@ stored_55:
 	VFMADD213PS 768(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_56
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1680(R8)
 	SUBQ        $+4, R9
@@ -17487,7 +17469,7 @@ rowsrem_41:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_59
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -17500,7 +17482,7 @@ stored_60:
 	VFMADD213PS 768(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_61
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -17513,7 +17495,7 @@ stored_62:
 	VFMADD213PS 768(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_63
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 480(R8)
 	SUBQ        $+4, R9
@@ -17526,7 +17508,7 @@ stored_64:
 	VFMADD213PS 768(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_65
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 720(R8)
 	SUBQ        $+4, R9
@@ -17610,7 +17592,7 @@ skip_58:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_68
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -17623,7 +17605,7 @@ stored_69:
 	VFMADD213PS 768(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_70
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -17682,7 +17664,7 @@ skip_67:
 	VFMADD213PS  768(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_73
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -17966,7 +17948,7 @@ rows_76:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_78
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -17981,7 +17963,7 @@ stored_79:
 	VFMADD213PS 800(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_80
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -17996,7 +17978,7 @@ stored_81:
 	VFMADD213PS 800(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_82
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -18011,7 +17993,7 @@ stored_83:
 	VFMADD213PS 800(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_84
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 752(R8)
 	SUBQ        $+4, R9
@@ -18026,7 +18008,7 @@ stored_85:
 	VFMADD213PS 800(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_86
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 992(R8)
 	SUBQ        $+4, R9
@@ -18041,7 +18023,7 @@ stored_87:
 	VFMADD213PS 800(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_88
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 1232(R8)
 	SUBQ        $+4, R9
@@ -18242,7 +18224,7 @@ rowsrem_77:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_91
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18257,7 +18239,7 @@ stored_92:
 	VFMADD213PS 800(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_93
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -18272,7 +18254,7 @@ stored_94:
 	VFMADD213PS 800(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_95
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -18287,7 +18269,7 @@ stored_96:
 	VFMADD213PS 800(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_97
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 752(R8)
 	SUBQ        $+4, R9
@@ -18411,7 +18393,7 @@ skip_90:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_100
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18426,7 +18408,7 @@ stored_101:
 	VFMADD213PS 800(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_102
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -18512,7 +18494,7 @@ skip_99:
 	VFMADD213PS  800(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_105
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -18545,7 +18527,7 @@ rows_1:
 	SUBQ    CX, DX
 	CMPQ    DX, $+5
 	JLT     rowsrem_2
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -18677,7 +18659,7 @@ rowsrem_2:
 	SUBQ    CX, DX
 	CMPQ    DX, $+4
 	JLT     skip_5
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -18782,7 +18764,7 @@ skip_5:
 	SUBQ    CX, DX
 	CMPQ    DX, $+2
 	JLT     skip_8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -18844,7 +18826,7 @@ skip_8:
 	SUBQ    CX, DX
 	CMPQ    DX, $+1
 	JLT     skip_11
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	MOVQ    dc_base+8(FP), AX
@@ -18899,7 +18881,7 @@ blocks_1:
 	SUBQ         CX, DX
 	CMPQ         DX, $+5
 	JLT          blocksrem_2
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -19022,7 +19004,7 @@ blocksrem_2:
 	SUBQ         CX, DX
 	CMPQ         DX, $+4
 	JLT          skip_4
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -19120,7 +19102,7 @@ skip_4:
 	SUBQ         CX, DX
 	CMPQ         DX, $+2
 	JLT          skip_6
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -19179,7 +19161,7 @@ skip_6:
 	SUBQ    CX, DX
 	CMPQ    DX, $+1
 	JLT     skip_8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	MOVQ    x_base+32(FP), DX
@@ -19236,7 +19218,7 @@ colpanel_11:
 colrow_12:
 	CMPQ       SI, $+0
 	JEQ        colfull_13
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -19257,7 +19239,7 @@ coldone_14:
 	MOVQ $+8, DX
 
 min_15:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -19291,7 +19273,7 @@ pair_1:
 	MOVQ       SI, BX
 	IMUL3Q     $+20, BX, BX
 	ADDQ       BX, DI
-	VMOVDQU    synLaneMask<>+12(SB), Y1
+	VMOVDQU    lanemask8<>+12(SB), Y1
 	VMASKMOVPS (DI), Y1, Y2
 	LEAQ       20(DI), BX
 	CMPQ       BX, DX
@@ -19382,7 +19364,7 @@ min_8:
 	MOVQ       $+8, BX
 
 min_11:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -19404,7 +19386,7 @@ biasdone_10:
 	IMUL3Q  $+20, BX, BX
 	ADDQ    BX, DI
 	ADDQ    $+160, DI
-	VMOVDQU synLaneMask<>+12(SB), Y1
+	VMOVDQU lanemask8<>+12(SB), Y1
 	LEAQ    (DI), BX
 	CMPQ    BX, DX
 	JLE     min_13
@@ -19502,7 +19484,7 @@ min_20:
 	MOVQ       $+8, BX
 
 min_23:
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVDQU    32(DI)(BX*4), Y1
 	MOVQ       bias_base+56(FP), BX
@@ -19634,7 +19616,7 @@ rows_25:
 	VFMADD213PS  320(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_27
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y9
 	VMASKMOVPS   Y1, Y9, (R8)
 	SUBQ         $+4, R9
@@ -19647,7 +19629,7 @@ stored_28:
 	VFMADD213PS 320(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_29
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -19660,7 +19642,7 @@ stored_30:
 	VFMADD213PS 320(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_31
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 480(R8)
 	SUBQ        $+4, R9
@@ -19673,7 +19655,7 @@ stored_32:
 	VFMADD213PS 320(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_33
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 720(R8)
 	SUBQ        $+4, R9
@@ -19686,7 +19668,7 @@ stored_34:
 	VFMADD213PS 320(AX), Y0, Y5
 	CMPQ        R9, $+0
 	JEQ         full_35
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y5, Y1, 960(R8)
 	SUBQ        $+4, R9
@@ -19699,7 +19681,7 @@ stored_36:
 	VFMADD213PS 320(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_37
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 1200(R8)
 	SUBQ        $+4, R9
@@ -19712,7 +19694,7 @@ stored_38:
 	VFMADD213PS 320(AX), Y0, Y7
 	CMPQ        R9, $+0
 	JEQ         full_39
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y7, Y1, 1440(R8)
 	SUBQ        $+4, R9
@@ -19725,7 +19707,7 @@ stored_40:
 	VFMADD213PS 320(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_41
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 1680(R8)
 	SUBQ        $+4, R9
@@ -19797,7 +19779,7 @@ rowsrem_26:
 	VFMADD213PS  320(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_44
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y5
 	VMASKMOVPS   Y1, Y5, (R8)
 	SUBQ         $+4, R9
@@ -19810,7 +19792,7 @@ stored_45:
 	VFMADD213PS 320(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_46
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -19823,7 +19805,7 @@ stored_47:
 	VFMADD213PS 320(AX), Y0, Y3
 	CMPQ        R9, $+0
 	JEQ         full_48
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y3, Y1, 480(R8)
 	SUBQ        $+4, R9
@@ -19836,7 +19818,7 @@ stored_49:
 	VFMADD213PS 320(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_50
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 720(R8)
 	SUBQ        $+4, R9
@@ -19885,7 +19867,7 @@ skip_43:
 	VFMADD213PS  320(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_53
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y3
 	VMASKMOVPS   Y1, Y3, (R8)
 	SUBQ         $+4, R9
@@ -19898,7 +19880,7 @@ stored_54:
 	VFMADD213PS 320(AX), Y0, Y2
 	CMPQ        R9, $+0
 	JEQ         full_55
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y2, Y1, 240(R8)
 	SUBQ        $+4, R9
@@ -19936,7 +19918,7 @@ skip_52:
 	VFMADD213PS  320(AX), Y0, Y1
 	CMPQ         R9, $+0
 	JEQ          full_58
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y2
 	VMASKMOVPS   Y1, Y2, (R8)
 	SUBQ         $+4, R9
@@ -20080,7 +20062,7 @@ rows_61:
 	VFMADD213PS  352(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_63
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -20095,7 +20077,7 @@ stored_64:
 	VFMADD213PS 352(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_65
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -20110,7 +20092,7 @@ stored_66:
 	VFMADD213PS 352(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_67
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -20125,7 +20107,7 @@ stored_68:
 	VFMADD213PS 352(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_69
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 752(R8)
 	SUBQ        $+4, R9
@@ -20140,7 +20122,7 @@ stored_70:
 	VFMADD213PS 352(AX), Y0, Y10
 	CMPQ        R9, $+0
 	JEQ         full_71
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y10, Y1, 992(R8)
 	SUBQ        $+4, R9
@@ -20155,7 +20137,7 @@ stored_72:
 	VFMADD213PS 352(AX), Y0, Y12
 	CMPQ        R9, $+0
 	JEQ         full_73
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y12, Y1, 1232(R8)
 	SUBQ        $+4, R9
@@ -20258,7 +20240,7 @@ rowsrem_62:
 	VFMADD213PS  352(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_76
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -20273,7 +20255,7 @@ stored_77:
 	VFMADD213PS 352(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_78
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -20288,7 +20270,7 @@ stored_79:
 	VFMADD213PS 352(AX), Y0, Y6
 	CMPQ        R9, $+0
 	JEQ         full_80
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y6, Y1, 512(R8)
 	SUBQ        $+4, R9
@@ -20303,7 +20285,7 @@ stored_81:
 	VFMADD213PS 352(AX), Y0, Y8
 	CMPQ        R9, $+0
 	JEQ         full_82
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y8, Y1, 752(R8)
 	SUBQ        $+4, R9
@@ -20371,7 +20353,7 @@ skip_75:
 	VFMADD213PS  352(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_85
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -20386,7 +20368,7 @@ stored_86:
 	VFMADD213PS 352(AX), Y0, Y4
 	CMPQ        R9, $+0
 	JEQ         full_87
-	LEAQ        synLaneMask<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	VMOVDQU     (R10)(R9*1), Y1
 	VMASKMOVPS  Y4, Y1, 272(R8)
 	SUBQ        $+4, R9
@@ -20437,7 +20419,7 @@ skip_84:
 	VFMADD213PS  352(AX), Y0, Y2
 	CMPQ         R9, $+0
 	JEQ          full_90
-	LEAQ         synLaneMask<>+0(SB), R10
+	LEAQ         lanemask8<>+0(SB), R10
 	VMOVDQU      (R10)(R9*1), Y1
 	VMASKMOVPS   Y2, Y1, 32(R8)
 	SUBQ         $+4, R9
@@ -20470,7 +20452,7 @@ rows_1:
 	SUBQ    CX, DX
 	CMPQ    DX, $+8
 	JLT     rowsrem_2
-	VMOVDQU synLaneMask<>+12(SB), Y0
+	VMOVDQU lanemask8<>+12(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -20621,7 +20603,7 @@ rowsrem_2:
 	SUBQ    CX, DX
 	CMPQ    DX, $+4
 	JLT     skip_5
-	VMOVDQU synLaneMask<>+12(SB), Y0
+	VMOVDQU lanemask8<>+12(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
@@ -20695,7 +20677,7 @@ skip_5:
 	SUBQ    CX, DX
 	CMPQ    DX, $+2
 	JLT     skip_8
-	VMOVDQU synLaneMask<>+12(SB), Y0
+	VMOVDQU lanemask8<>+12(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	MOVQ    dc_base+8(FP), DX
@@ -20743,7 +20725,7 @@ skip_8:
 	SUBQ    CX, DX
 	CMPQ    DX, $+1
 	JLT     skip_11
-	VMOVDQU synLaneMask<>+12(SB), Y0
+	VMOVDQU lanemask8<>+12(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	MOVQ    dc_base+8(FP), AX
 	MOVQ    CX, DX
@@ -20791,7 +20773,7 @@ blocks_1:
 	SUBQ         CX, DX
 	CMPQ         DX, $+8
 	JLT          blocksrem_2
-	VMOVDQU      synLaneMask<>+12(SB), Y0
+	VMOVDQU      lanemask8<>+12(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -20936,7 +20918,7 @@ blocksrem_2:
 	SUBQ         CX, DX
 	CMPQ         DX, $+4
 	JLT          skip_4
-	VMOVDQU      synLaneMask<>+12(SB), Y0
+	VMOVDQU      lanemask8<>+12(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
@@ -21008,7 +20990,7 @@ skip_4:
 	SUBQ         CX, DX
 	CMPQ         DX, $+2
 	JLT          skip_6
-	VMOVDQU      synLaneMask<>+12(SB), Y0
+	VMOVDQU      lanemask8<>+12(SB), Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	MOVQ         x_base+32(FP), DX
@@ -21056,7 +21038,7 @@ skip_6:
 	SUBQ    CX, DX
 	CMPQ    DX, $+1
 	JLT     skip_8
-	VMOVDQU synLaneMask<>+12(SB), Y0
+	VMOVDQU lanemask8<>+12(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	MOVQ    x_base+32(FP), DX
 	MOVQ    CX, BX
@@ -21108,7 +21090,7 @@ colpanel_11:
 colrow_12:
 	CMPQ       SI, $+0
 	JEQ        colfull_13
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	VMOVDQU    (DI)(SI*1), Y1
 	VMASKMOVPS (DX), Y1, Y1
 	VADDPS     Y1, Y0, Y0
@@ -21129,7 +21111,7 @@ coldone_14:
 	MOVQ $+8, DX
 
 min_15:
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y1
 	MOVQ       dbias_base+80(FP), DX
@@ -21162,7 +21144,7 @@ row_1:
 	INCQ SI
 
 nowrap_4:
-	VMOVDQU    synLaneMask<>+24(SB), Y0
+	VMOVDQU    lanemask8<>+24(SB), Y0
 	VMOVUPS    (DX), Y1
 	VMASKMOVPS 32(DX), Y0, Y2
 	XORQ       R8, R8
@@ -21191,7 +21173,7 @@ part_2:
 	MOVQ         $+8, R8
 
 min_6:
-	LEAQ       synLaneMask<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVDQU    32(R10)(R8*4), Y3
 	VMULPS     Y1, Y0, Y1
@@ -21205,7 +21187,7 @@ min_6:
 	MOVQ       $+8, R8
 
 min_7:
-	LEAQ       synLaneMask<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVDQU    32(R10)(R8*4), Y1
 	VMULPS     Y2, Y0, Y0
@@ -21240,7 +21222,7 @@ row_1:
 	INCQ R8
 
 nowrap_2:
-	VMOVDQU    synLaneMask<>+24(SB), Y0
+	VMOVDQU    lanemask8<>+24(SB), Y0
 	VMOVUPS    (DX), Y1
 	VXORPS     Y2, Y2, Y2
 	VMASKMOVPS 32(DX), Y0, Y3
@@ -21281,7 +21263,7 @@ part_4:
 	MOVQ         $+8, R12
 
 min_7:
-	LEAQ        synLaneMask<>+0(SB), R13
+	LEAQ        lanemask8<>+0(SB), R13
 	NEGQ        R12
 	VMOVDQU     32(R13)(R12*4), Y7
 	VMASKMOVPS  (R11), Y7, Y7
@@ -21296,7 +21278,7 @@ min_7:
 	MOVQ        $+8, R12
 
 min_8:
-	LEAQ        synLaneMask<>+0(SB), R13
+	LEAQ        lanemask8<>+0(SB), R13
 	NEGQ        R12
 	VMOVDQU     32(R13)(R12*4), Y1
 	VMASKMOVPS  32(R11), Y1, Y1
@@ -21379,7 +21361,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -21440,7 +21422,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -21500,7 +21482,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -21582,7 +21564,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -21716,7 +21698,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -21775,7 +21757,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -22248,7 +22230,7 @@ TEXT ·layerNormAVX2(SB), NOSPLIT, $0-152
 	MOVQ    y_base+80(FP), SI
 	MOVQ    mu_base+104(FP), DI
 	MOVQ    rs_base+128(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -22393,7 +22375,7 @@ TEXT ·layerNormBackAVX2(SB), NOSPLIT, $0-152
 	MOVQ    dx_base+128(FP), SI
 	MOVQ    mu_base+56(FP), DI
 	MOVQ    rs_base+80(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -22532,7 +22514,7 @@ done_1:
 // func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
 // Requires: AVX, FMA3
 TEXT ·layerNormGradAVX2(SB), NOSPLIT, $0-152
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	MOVQ    t+0(FP), AX
 	TESTQ   AX, AX
 	JZ      done_1
@@ -22707,7 +22689,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -22980,7 +22962,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -23302,7 +23284,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

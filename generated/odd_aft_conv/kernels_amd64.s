@@ -2322,7 +2322,7 @@ sum_5:
 	INCQ         BX
 	CMPQ         BX, AX
 	JB           row_1
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// Channels [8, 12).
 	VBROADCASTSS aft_ninf_ff800000<>+0(SB), Y1
@@ -2570,23 +2570,23 @@ DATA exp_c1_v8_3f7ffffb<>+24(SB)/4, $0x3f7ffffb
 DATA exp_c1_v8_3f7ffffb<>+28(SB)/4, $0x3f7ffffb
 GLOBL exp_c1_v8_3f7ffffb<>(SB), RODATA|NOPTR, $32
 
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 // func aftConvBackAVX2(t int, k []float32, v []float32, u []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, du []float32)
 // Requires: AVX, AVX2, FMA3
@@ -2723,7 +2723,7 @@ win_4:
 	SUBQ         $+144, R8
 	DECQ         DI
 	JGE          key_1
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// Channels [8, 12).
 	VBROADCASTSS aft_pinf_7f800000<>+0(SB), Y1
@@ -2975,7 +2975,7 @@ one_2:
 tail_3:
 	TESTQ       BX, BX
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), SI
+	LEAQ        lanemask8<>+0(SB), SI
 	NEGQ        BX
 	VMOVDQU     32(SI)(BX*4), Y3
 	VMASKMOVPS  (AX), Y3, Y4
@@ -3087,7 +3087,7 @@ one_2:
 tail_3:
 	TESTQ      SI, SI
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       SI
 	VMOVDQU    32(DI)(SI*4), Y1
 	VMASKMOVPS (AX), Y1, Y2
@@ -3161,7 +3161,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -3295,7 +3295,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -3354,7 +3354,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -3827,7 +3827,7 @@ TEXT ·layerNormAVX2(SB), NOSPLIT, $0-152
 	MOVQ    y_base+80(FP), SI
 	MOVQ    mu_base+104(FP), DI
 	MOVQ    rs_base+128(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -3972,7 +3972,7 @@ TEXT ·layerNormBackAVX2(SB), NOSPLIT, $0-152
 	MOVQ    dx_base+128(FP), SI
 	MOVQ    mu_base+56(FP), DI
 	MOVQ    rs_base+80(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -4111,7 +4111,7 @@ done_1:
 // func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
 // Requires: AVX, FMA3
 TEXT ·layerNormGradAVX2(SB), NOSPLIT, $0-152
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	MOVQ    t+0(FP), AX
 	TESTQ   AX, AX
 	JZ      done_1
@@ -4286,7 +4286,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -4559,7 +4559,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -4881,7 +4881,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -2551,7 +2551,7 @@ done_4:
 // func aftFullAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·aftFullAVX2(SB), NOSPLIT, $0-152
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 
 	// Channels [0, 12).
 	MOVQ t+0(FP), AX
@@ -2663,23 +2663,23 @@ sum_3:
 	VZEROUPPER
 	RET
 
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA exp_dcut_v8_c2aeac4f<>+0(SB)/4, $0xc2aeac4f
 DATA exp_dcut_v8_c2aeac4f<>+4(SB)/4, $0xc2aeac4f
@@ -2784,7 +2784,7 @@ GLOBL exp_c1_v8_3f7ffffb<>(SB), RODATA|NOPTR, $32
 // func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32, dz []float32, dk []float32, dv []float32, dw []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·aftFullBackAVX2(SB), NOSPLIT, $0-248
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 
 	// Channels [0, 12).
 	MOVQ   t+0(FP), AX
@@ -3021,7 +3021,7 @@ one_2:
 tail_3:
 	TESTQ       CX, CX
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DX
+	LEAQ        lanemask8<>+0(SB), DX
 	NEGQ        CX
 	VMOVDQU     32(DX)(CX*4), Y1
 	VMASKMOVPS  (AX), Y1, Y2
@@ -3156,7 +3156,7 @@ one_2:
 tail_3:
 	TESTQ       DI, DI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (AX), Y1, Y2
@@ -3247,7 +3247,7 @@ one_2:
 tail_3:
 	TESTQ      DI, DI
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (AX), Y1, Y2
@@ -3347,7 +3347,7 @@ one_2:
 tail_3:
 	TESTQ      R8, R8
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R8
 	VMOVDQU    32(R9)(R8*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -3463,7 +3463,7 @@ one_2:
 tail_3:
 	TESTQ       BX, BX
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), SI
+	LEAQ        lanemask8<>+0(SB), SI
 	NEGQ        BX
 	VMOVDQU     32(SI)(BX*4), Y3
 	VMASKMOVPS  (AX), Y3, Y4
@@ -3555,7 +3555,7 @@ one_2:
 tail_3:
 	TESTQ      SI, SI
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       SI
 	VMOVDQU    32(DI)(SI*4), Y1
 	VMASKMOVPS (AX), Y1, Y2
@@ -3629,7 +3629,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -3763,7 +3763,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -3822,7 +3822,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -4295,7 +4295,7 @@ TEXT ·layerNormAVX2(SB), NOSPLIT, $0-152
 	MOVQ    y_base+80(FP), SI
 	MOVQ    mu_base+104(FP), DI
 	MOVQ    rs_base+128(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -4440,7 +4440,7 @@ TEXT ·layerNormBackAVX2(SB), NOSPLIT, $0-152
 	MOVQ    dx_base+128(FP), SI
 	MOVQ    mu_base+56(FP), DI
 	MOVQ    rs_base+80(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -4579,7 +4579,7 @@ done_1:
 // func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
 // Requires: AVX, FMA3
 TEXT ·layerNormGradAVX2(SB), NOSPLIT, $0-152
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	MOVQ    t+0(FP), AX
 	TESTQ   AX, AX
 	JZ      done_1
@@ -4754,7 +4754,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -5027,7 +5027,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -5349,7 +5349,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

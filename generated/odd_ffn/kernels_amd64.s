@@ -4538,10 +4538,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y3
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y4
 	VMASKMOVPS (CX)(DI*4), Y3, Y4
@@ -4555,10 +4555,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y3
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y4
@@ -4581,10 +4581,10 @@ sv_max_one_6:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y3
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y4
@@ -4700,10 +4700,10 @@ sv_exp_tail_9:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y6
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y7
 	VMASKMOVPS  (CX)(DI*4), Y6, Y7
@@ -4733,10 +4733,10 @@ sv_exp_tail_9:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y6
@@ -4791,10 +4791,10 @@ sv_exp_one_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -4894,10 +4894,10 @@ sv_scale_tail_13:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y3
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y4
 	VMASKMOVPS (DX)(CX*4), Y3, Y4
@@ -4910,10 +4910,10 @@ sv_scale_tail_13:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y3
@@ -4934,10 +4934,10 @@ sv_scale_one_14:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -4964,7 +4964,7 @@ sv_scale_one_15:
 	IMUL3Q  $0x00000060, AX, DX
 	ADDQ    DX, CX
 	MOVQ    v_base+56(FP), DX
-	VMOVUPS sv_tailmask8<>+12(SB), Y9
+	VMOVUPS lanemask8<>+12(SB), Y9
 	XORQ    BX, BX
 
 sv_prod_16:
@@ -5010,15 +5010,15 @@ sv_prod_16:
 	ADDQ         DX, CX
 	VMOVUPS      Y0, (CX)
 	VMOVUPS      Y1, 32(CX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y2, Y0, 64(CX)
 	VMOVUPS      Y3, 336(CX)
 	VMOVUPS      Y4, 368(CX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y5, Y0, 400(CX)
 	VMOVUPS      Y6, 672(CX)
 	VMOVUPS      Y7, 704(CX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y8, Y0, 736(CX)
 	SUBQ         $0x00000003, AX
 	JMP          sv_blocks_3
@@ -5058,10 +5058,10 @@ sv_max_tail_19:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -5112,10 +5112,10 @@ sv_exp_tail_21:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -5166,10 +5166,10 @@ sv_scale_tail_23:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -5182,7 +5182,7 @@ sv_scale_tail_23:
 	IMUL3Q     $0x00000060, CX, BX
 	ADDQ       BX, DX
 	MOVQ       v_base+56(FP), BX
-	VMOVUPS    sv_tailmask8<>+12(SB), Y3
+	VMOVUPS    lanemask8<>+12(SB), Y3
 	XORQ       SI, SI
 
 sv_prod_24:
@@ -5202,7 +5202,7 @@ sv_prod_24:
 	ADDQ         BX, DX
 	VMOVUPS      Y0, (DX)
 	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y2, Y0, 64(DX)
 	INCQ         CX
 	JMP          sv_single_17
@@ -5221,23 +5221,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -5394,7 +5394,7 @@ svb_blocks_2:
 	MOVQ         dy_base+56(FP), DX
 	IMUL3Q       $0x00000150, AX, BX
 	ADDQ         BX, DX
-	VMOVUPS      sv_tailmask8<>+12(SB), Y9
+	VMOVUPS      lanemask8<>+12(SB), Y9
 	VMOVUPS      (DX), Y10
 	VMOVUPS      32(DX), Y11
 	VMASKMOVPS   64(DX), Y9, Y12
@@ -5444,15 +5444,15 @@ svb_dv_3:
 	ADDQ         DX, CX
 	VMOVUPS      Y0, (CX)
 	VMOVUPS      Y1, 32(CX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y2, Y0, 64(CX)
 	VMOVUPS      Y3, 336(CX)
 	VMOVUPS      Y4, 368(CX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y5, Y0, 400(CX)
 	VMOVUPS      Y6, 672(CX)
 	VMOVUPS      Y7, 704(CX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y8, Y0, 736(CX)
 	ADDQ         $0x00000003, AX
 	JMP          svb_blocks_2
@@ -5470,7 +5470,7 @@ svb_singles_1:
 	MOVQ    dy_base+56(FP), DX
 	IMUL3Q  $0x00000150, AX, BX
 	ADDQ    BX, DX
-	VMOVUPS sv_tailmask8<>+12(SB), Y3
+	VMOVUPS lanemask8<>+12(SB), Y3
 	LEAQ    (AX), BX
 	MOVQ    t+0(FP), SI
 
@@ -5492,7 +5492,7 @@ svb_dv_5:
 	ADDQ         DX, CX
 	VMOVUPS      Y0, (CX)
 	VMOVUPS      Y1, 32(CX)
-	VMOVUPS      sv_tailmask8<>+12(SB), Y0
+	VMOVUPS      lanemask8<>+12(SB), Y0
 	VMASKMOVPS   Y2, Y0, 64(CX)
 	INCQ         AX
 	JMP          svb_singles_1
@@ -5556,7 +5556,7 @@ svb_pblocks_9:
 	VFMADD231PS  Y12, Y9, Y5
 	VFMADD231PS  Y11, Y9, Y6
 	VFMADD231PS  Y13, Y9, Y7
-	VMOVUPS      sv_tailmask8<>+12(SB), Y13
+	VMOVUPS      lanemask8<>+12(SB), Y13
 	VMASKMOVPS   64(CX), Y13, Y8
 	VMASKMOVPS   400(CX), Y13, Y9
 	VMASKMOVPS   64(SI), Y13, Y10
@@ -5649,7 +5649,7 @@ svb_ppos_12:
 	VFMADD231PS  Y12, Y9, Y5
 	VFMADD231PS  Y11, Y9, Y6
 	VFMADD231PS  Y13, Y9, Y7
-	VMOVUPS      sv_tailmask8<>+12(SB), Y13
+	VMOVUPS      lanemask8<>+12(SB), Y13
 	VMASKMOVPS   64(CX), Y13, Y8
 	VMASKMOVPS   400(CX), Y13, Y9
 	VMASKMOVPS   64(DX), Y13, Y10
@@ -5698,7 +5698,7 @@ svb_pdone_11:
 	MOVQ    DX, DI
 	ANDQ    $0x00000007, DX
 	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
+	LEAQ    lanemask8<>+0(SB), R8
 	NEGQ    DX
 	VMOVUPS 32(R8)(DX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -5752,7 +5752,7 @@ svb_db_tail_16:
 	MOVQ       DX, DI
 	ANDQ       $0x00000007, DX
 	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DX
 	VMOVUPS    32(R8)(DX*4), Y0
 	VXORPS     Y1, Y1, Y1
@@ -5846,7 +5846,7 @@ svb_gblocks_23:
 	VFMADD231PS 2048(DI), Y8, Y5
 	VFMADD231PS 1712(DI), Y8, Y6
 	VFMADD231PS 2384(DI), Y8, Y7
-	VMOVUPS     sv_tailmask8<>+12(SB), Y9
+	VMOVUPS     lanemask8<>+12(SB), Y9
 	VMASKMOVPS  64(DX), Y9, Y8
 	VMASKMOVPS  64(DI), Y9, Y10
 	VFMADD231PS Y10, Y8, Y0
@@ -5930,7 +5930,7 @@ svb_gpos_25:
 	VFMADD231PS 2048(CX), Y8, Y5
 	VFMADD231PS 1712(CX), Y8, Y6
 	VFMADD231PS 2384(CX), Y8, Y7
-	VMOVUPS     sv_tailmask8<>+12(SB), Y9
+	VMOVUPS     lanemask8<>+12(SB), Y9
 	VMASKMOVPS  64(DX), Y9, Y8
 	VMASKMOVPS  64(CX), Y9, Y10
 	VFMADD231PS Y10, Y8, Y0
@@ -5984,7 +5984,7 @@ svb_gdot_26:
 	VMOVUPS     32(DX), Y1
 	VMOVUPS     32(DI), Y2
 	VFMADD231PS Y2, Y1, Y0
-	VMOVUPS     sv_tailmask8<>+12(SB), Y2
+	VMOVUPS     lanemask8<>+12(SB), Y2
 	VMASKMOVPS  64(DX), Y2, Y1
 	VMASKMOVPS  64(DI), Y2, Y2
 	VFMADD231PS Y2, Y1, Y0
@@ -5994,7 +5994,7 @@ svb_gdot_26:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000150, DI
 	INCQ        SI
@@ -6010,7 +6010,7 @@ svb_gdone_21:
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
 	SUBQ    CX, SI
-	LEAQ    sv_tailmask8<>+0(SB), DI
+	LEAQ    lanemask8<>+0(SB), DI
 	NEGQ    CX
 	VMOVUPS 32(DI)(CX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -6102,7 +6102,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -6117,24 +6117,6 @@ next_5:
 	JLE  row_1
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 // func triAxpyAVX2(t int, alpha float32, x []float32, y []float32)
 // Requires: AVX, FMA3
@@ -6181,7 +6163,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -6241,7 +6223,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -6323,7 +6305,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -6457,7 +6439,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -6516,7 +6498,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -6989,7 +6971,7 @@ TEXT ·layerNormAVX2(SB), NOSPLIT, $0-152
 	MOVQ    y_base+80(FP), SI
 	MOVQ    mu_base+104(FP), DI
 	MOVQ    rs_base+128(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -7179,7 +7161,7 @@ TEXT ·layerNormBackAVX2(SB), NOSPLIT, $0-152
 	MOVQ    dx_base+128(FP), SI
 	MOVQ    mu_base+56(FP), DI
 	MOVQ    rs_base+80(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -7366,7 +7348,7 @@ done_1:
 // func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
 // Requires: AVX, FMA3
 TEXT ·layerNormGradAVX2(SB), NOSPLIT, $0-152
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	MOVQ    t+0(FP), AX
 	TESTQ   AX, AX
 	JZ      done_1
@@ -7642,7 +7624,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -7915,7 +7897,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -7933,7 +7915,7 @@ TEXT ·softmaxStatsAVX2(SB), NOSPLIT, $0-80
 	MOVQ    x_base+8(FP), AX
 	MOVQ    mx_base+32(FP), CX
 	MOVQ    s_base+56(FP), DX
-	VMOVDQU synLaneMask<>+20(SB), Y0
+	VMOVDQU lanemask8<>+20(SB), Y0
 	VMOVUPS xent_neginf_v8_ff800000<>+0(SB), Y1
 	MOVQ    t+0(FP), BX
 	TESTQ   BX, BX
@@ -8125,7 +8107,7 @@ TEXT ·softmaxScaleAVX2(SB), NOSPLIT, $0-84
 	MOVQ         x_base+8(FP), AX
 	MOVQ         lse_base+32(FP), CX
 	MOVQ         y_base+56(FP), DX
-	VMOVDQU      synLaneMask<>+20(SB), Y0
+	VMOVDQU      lanemask8<>+20(SB), Y0
 	VBROADCASTSS scale+80(FP), Y1
 	VXORPS       Y2, Y2, Y2
 	MOVQ         t+0(FP), BX
@@ -8320,7 +8302,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

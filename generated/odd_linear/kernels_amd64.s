@@ -1976,7 +1976,7 @@ done_4:
 // func linearAVX2(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32)
 // Requires: AVX, FMA3
 TEXT ·linearAVX2(SB), NOSPLIT, $0-128
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 
 	// rd: lanes [0, 12) of z_i and fq_i.
 	VXORPS Y1, Y1, Y1
@@ -2110,7 +2110,7 @@ lin_3:
 	ADDQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_3
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// y: lanes [8, 12), state rows [0, 9].
 	VXORPS Y1, Y1, Y1
@@ -2181,7 +2181,7 @@ lin_4:
 	ADDQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_4
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// y: lanes [8, 12), state rows [10, 11].
 	VXORPS Y1, Y1, Y1
@@ -2217,23 +2217,23 @@ lin_5:
 	VZEROUPPER
 	RET
 
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 // func linearBackAVX2(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32, dy []float32, dfq []float32, dfk []float32, dv []float32)
 // Requires: AVX, AVX2, FMA3
@@ -2262,7 +2262,7 @@ lin_1:
 	VBROADCASTSS (DI)(R9*1), Y10
 	MOVQ         dy_base+128(FP), R10
 	MOVQ         y_base+80(FP), R11
-	VMOVDQU      synLaneMask<>+16(SB), Y11
+	VMOVDQU      lanemask8<>+16(SB), Y11
 	VMOVUPS      (R10)(R8*1), Y12
 	VMULPS       (R11)(R8*1), Y12, Y12
 	VMASKMOVPS   32(R10)(R8*1), Y11, Y13
@@ -2357,7 +2357,7 @@ lin_2:
 	ADDQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_2
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfq: lanes [8, 12), state rows extra [0, 8].
 	VXORPS Y1, Y1, Y1
@@ -2383,7 +2383,7 @@ lin_3:
 	VBROADCASTSS (DI)(R9*1), Y11
 	MOVQ         dy_base+128(FP), R10
 	MOVQ         y_base+80(FP), R11
-	VMOVDQU      synLaneMask<>+16(SB), Y12
+	VMOVDQU      lanemask8<>+16(SB), Y12
 	VMOVUPS      (R10)(R8*1), Y13
 	VMULPS       (R11)(R8*1), Y13, Y13
 	VMASKMOVPS   32(R10)(R8*1), Y12, Y14
@@ -2442,7 +2442,7 @@ lin_3:
 	ADDQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_3
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfq: lanes [8, 12), state rows [9, 11].
 	VXORPS Y1, Y1, Y1
@@ -2507,7 +2507,7 @@ lin_5:
 	VBROADCASTSS (DI)(R9*1), Y10
 	MOVQ         dy_base+128(FP), R10
 	MOVQ         y_base+80(FP), R11
-	VMOVDQU      synLaneMask<>+16(SB), Y11
+	VMOVDQU      lanemask8<>+16(SB), Y11
 	VMOVUPS      (R10)(R8*1), Y12
 	VMULPS       (R11)(R8*1), Y12, Y12
 	VMASKMOVPS   32(R10)(R8*1), Y11, Y13
@@ -2604,7 +2604,7 @@ lin_6:
 	SUBQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_6
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfk: lanes [8, 12), state rows extra [0, 8].
 	VXORPS Y1, Y1, Y1
@@ -2632,7 +2632,7 @@ lin_7:
 	VBROADCASTSS (DI)(R9*1), Y11
 	MOVQ         dy_base+128(FP), R10
 	MOVQ         y_base+80(FP), R11
-	VMOVDQU      synLaneMask<>+16(SB), Y12
+	VMOVDQU      lanemask8<>+16(SB), Y12
 	VMOVUPS      (R10)(R8*1), Y13
 	VMULPS       (R11)(R8*1), Y13, Y13
 	VMASKMOVPS   32(R10)(R8*1), Y12, Y14
@@ -2691,7 +2691,7 @@ lin_7:
 	SUBQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_7
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfk: lanes [8, 12), state rows [9, 11].
 	VXORPS Y1, Y1, Y1
@@ -2836,7 +2836,7 @@ lin_10:
 	SUBQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_10
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dv: lanes [8, 12), state rows [0, 9].
 	VXORPS Y1, Y1, Y1
@@ -2909,7 +2909,7 @@ lin_11:
 	SUBQ         $+12, R9
 	DECQ         AX
 	JNZ          lin_11
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dv: lanes [8, 12), state rows [10, 11].
 	VXORPS Y1, Y1, Y1
@@ -3013,7 +3013,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -3147,7 +3147,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -3206,7 +3206,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -3679,7 +3679,7 @@ TEXT ·layerNormAVX2(SB), NOSPLIT, $0-152
 	MOVQ    y_base+80(FP), SI
 	MOVQ    mu_base+104(FP), DI
 	MOVQ    rs_base+128(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -3824,7 +3824,7 @@ TEXT ·layerNormBackAVX2(SB), NOSPLIT, $0-152
 	MOVQ    dx_base+128(FP), SI
 	MOVQ    mu_base+56(FP), DI
 	MOVQ    rs_base+80(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -3963,7 +3963,7 @@ done_1:
 // func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
 // Requires: AVX, FMA3
 TEXT ·layerNormGradAVX2(SB), NOSPLIT, $0-152
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	MOVQ    t+0(FP), AX
 	TESTQ   AX, AX
 	JZ      done_1
@@ -4138,7 +4138,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -4411,7 +4411,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -4833,7 +4833,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -4423,10 +4423,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y5
 	VMASKMOVPS (CX)(DI*4), Y4, Y5
@@ -4440,10 +4440,10 @@ sv_max_tail_5:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -4466,10 +4466,10 @@ sv_max_one_6:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -4492,10 +4492,10 @@ sv_max_one_7:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y5
@@ -4639,10 +4639,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y8
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y9
 	VMASKMOVPS  (CX)(DI*4), Y8, Y9
@@ -4672,10 +4672,10 @@ sv_exp_tail_10:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y8
@@ -4730,10 +4730,10 @@ sv_exp_one_11:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -4788,10 +4788,10 @@ sv_exp_one_12:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y1
@@ -4903,10 +4903,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y4
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y5
 	VMASKMOVPS (DX)(CX*4), Y4, Y5
@@ -4919,10 +4919,10 @@ sv_scale_tail_15:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y4
@@ -4943,10 +4943,10 @@ sv_scale_one_16:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       DI, R8
 	NEGQ       R8
 	VMOVUPS    32(BX)(R8*4), Y1
@@ -4967,10 +4967,10 @@ sv_scale_one_17:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y1
@@ -5014,10 +5014,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       R9
 	VMOVUPS    32(R8)(R9*4), Y3
 	VMASKMOVPS 1024(CX)(DI*4), Y2, Y3
@@ -5031,10 +5031,10 @@ sv_max_tail_20:
 	NOTQ       R10
 	ANDQ       R10, R9
 	SUBQ       R9, R8
-	LEAQ       sv_tailmask8<>+0(SB), R10
+	LEAQ       lanemask8<>+0(SB), R10
 	NEGQ       R8
 	VMOVUPS    32(R10)(R8*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	MOVQ       R9, R10
 	NEGQ       R10
 	VMOVUPS    32(R8)(R10*4), Y3
@@ -5122,10 +5122,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y4
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        R9
 	VMOVUPS     32(R8)(R9*4), Y5
 	VMASKMOVPS  1024(CX)(DI*4), Y4, Y5
@@ -5155,10 +5155,10 @@ sv_exp_tail_23:
 	NOTQ        R10
 	ANDQ        R10, R9
 	SUBQ        R9, R8
-	LEAQ        sv_tailmask8<>+0(SB), R10
+	LEAQ        lanemask8<>+0(SB), R10
 	NEGQ        R8
 	VMOVUPS     32(R10)(R8*4), Y0
-	LEAQ        sv_tailmask8<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	MOVQ        R9, R10
 	NEGQ        R10
 	VMOVUPS     32(R8)(R10*4), Y4
@@ -5246,10 +5246,10 @@ sv_scale_tail_26:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, BX
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       BX
 	VMOVUPS    32(R8)(BX*4), Y2
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y3
 	VMASKMOVPS 1024(DX)(CX*4), Y2, Y3
@@ -5262,10 +5262,10 @@ sv_scale_tail_26:
 	NOTQ       DI
 	ANDQ       DI, SI
 	SUBQ       SI, BX
-	LEAQ       sv_tailmask8<>+0(SB), DI
+	LEAQ       lanemask8<>+0(SB), DI
 	NEGQ       BX
 	VMOVUPS    32(DI)(BX*4), Y0
-	LEAQ       sv_tailmask8<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	MOVQ       SI, DI
 	NEGQ       DI
 	VMOVUPS    32(BX)(DI*4), Y2
@@ -5543,10 +5543,10 @@ sv_max_tail_32:
 	NOTQ       R11
 	ANDQ       R11, R10
 	SUBQ       R10, R9
-	LEAQ       sv_tailmask8<>+0(SB), R11
+	LEAQ       lanemask8<>+0(SB), R11
 	NEGQ       R9
 	VMOVUPS    32(R11)(R9*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), R9
+	LEAQ       lanemask8<>+0(SB), R9
 	NEGQ       R10
 	VMOVUPS    32(R9)(R10*4), Y2
 	VMASKMOVPS (DX)(R8*4), Y1, Y2
@@ -5597,10 +5597,10 @@ sv_exp_tail_34:
 	NOTQ        R11
 	ANDQ        R11, R10
 	SUBQ        R10, R9
-	LEAQ        sv_tailmask8<>+0(SB), R11
+	LEAQ        lanemask8<>+0(SB), R11
 	NEGQ        R9
 	VMOVUPS     32(R11)(R9*4), Y2
-	LEAQ        sv_tailmask8<>+0(SB), R9
+	LEAQ        lanemask8<>+0(SB), R9
 	NEGQ        R10
 	VMOVUPS     32(R9)(R10*4), Y3
 	VMASKMOVPS  (DX)(R8*4), Y2, Y3
@@ -5651,10 +5651,10 @@ sv_scale_tail_36:
 	NOTQ       R8
 	ANDQ       R8, DI
 	SUBQ       DI, SI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       SI
 	VMOVUPS    32(R8)(SI*4), Y1
-	LEAQ       sv_tailmask8<>+0(SB), SI
+	LEAQ       lanemask8<>+0(SB), SI
 	NEGQ       DI
 	VMOVUPS    32(SI)(DI*4), Y2
 	VMASKMOVPS (BX)(DX*4), Y1, Y2
@@ -5723,23 +5723,23 @@ DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
 
-DATA sv_tailmask8<>+0(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+4(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+8(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+12(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+16(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+20(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+24(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+28(SB)/4, $0xffffffff
-DATA sv_tailmask8<>+32(SB)/4, $0x00000000
-DATA sv_tailmask8<>+36(SB)/4, $0x00000000
-DATA sv_tailmask8<>+40(SB)/4, $0x00000000
-DATA sv_tailmask8<>+44(SB)/4, $0x00000000
-DATA sv_tailmask8<>+48(SB)/4, $0x00000000
-DATA sv_tailmask8<>+52(SB)/4, $0x00000000
-DATA sv_tailmask8<>+56(SB)/4, $0x00000000
-DATA sv_tailmask8<>+60(SB)/4, $0x00000000
-GLOBL sv_tailmask8<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
 DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
@@ -6410,7 +6410,7 @@ svb_pdone_13:
 	MOVQ    DX, DI
 	ANDQ    $0x00000007, DX
 	SUBQ    DX, DI
-	LEAQ    sv_tailmask8<>+0(SB), R8
+	LEAQ    lanemask8<>+0(SB), R8
 	NEGQ    DX
 	VMOVUPS 32(R8)(DX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -6464,7 +6464,7 @@ svb_db_tail_18:
 	MOVQ       DX, DI
 	ANDQ       $0x00000007, DX
 	SUBQ       DX, DI
-	LEAQ       sv_tailmask8<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DX
 	VMOVUPS    32(R8)(DX*4), Y0
 	VXORPS     Y1, Y1, Y1
@@ -6708,7 +6708,7 @@ svb_gdot_28:
 	VADDPS      Y1, Y0, Y0
 	VPERMILPS   $0xb1, Y0, Y1
 	VADDPS      Y1, Y0, Y0
-	VMOVUPS     sv_tailmask8<>+28(SB), Y1
+	VMOVUPS     lanemask8<>+28(SB), Y1
 	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
 	ADDQ        $0x00000100, DI
 	INCQ        SI
@@ -6724,7 +6724,7 @@ svb_gdone_23:
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
 	SUBQ    CX, SI
-	LEAQ    sv_tailmask8<>+0(SB), DI
+	LEAQ    lanemask8<>+0(SB), DI
 	NEGQ    CX
 	VMOVUPS 32(DI)(CX*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -6816,7 +6816,7 @@ by1_3:
 tail_4:
 	TESTQ      DI, DI
 	JZ         next_5
-	LEAQ       synLaneMask<>+0(SB), R8
+	LEAQ       lanemask8<>+0(SB), R8
 	NEGQ       DI
 	VMOVDQU    32(R8)(DI*4), Y1
 	VMASKMOVPS (CX)(SI*4), Y1, Y2
@@ -6831,24 +6831,6 @@ next_5:
 	JLE  row_1
 	VZEROUPPER
 	RET
-
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
 
 // func triAxpyAVX2(t int, alpha float32, x []float32, y []float32)
 // Requires: AVX, FMA3
@@ -6895,7 +6877,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y1
 	VMASKMOVPS  (DX)(SI*4), Y1, Y2
@@ -6955,7 +6937,7 @@ by1_3:
 tail_4:
 	TESTQ       DI, DI
 	JZ          next_5
-	LEAQ        synLaneMask<>+0(SB), R8
+	LEAQ        lanemask8<>+0(SB), R8
 	NEGQ        DI
 	VMOVDQU     32(R8)(DI*4), Y4
 	VMASKMOVPS  (CX)(SI*4), Y4, Y5
@@ -7037,7 +7019,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -7171,7 +7153,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -7230,7 +7212,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -8282,7 +8264,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -8555,7 +8537,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -8877,7 +8859,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -4332,7 +4332,7 @@ rd_1:
 	ADDQ         $+4, DI
 	DECQ         AX
 	JNZ          rd_1
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// rd: lanes [48, 100) of z_i and fq_i.
 	VXORPS Y1, Y1, Y1
@@ -4538,7 +4538,7 @@ lin_6:
 	ADDQ         $+32, AX
 	CMPQ         AX, $+384
 	JB           lanes_3
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// y: lanes [96, 100), state rows [0, 9].
 	VXORPS Y1, Y1, Y1
@@ -4612,7 +4612,7 @@ lin_7:
 	MOVQ         $+0, AX
 
 rows_8:
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 
 	// y: lanes [96, 100), state rows [10, 19] (+ row offset).
 	VXORPS Y1, Y1, Y1
@@ -4693,23 +4693,23 @@ lin_9:
 	VZEROUPPER
 	RET
 
-DATA synLaneMask<>+0(SB)/4, $0xffffffff
-DATA synLaneMask<>+4(SB)/4, $0xffffffff
-DATA synLaneMask<>+8(SB)/4, $0xffffffff
-DATA synLaneMask<>+12(SB)/4, $0xffffffff
-DATA synLaneMask<>+16(SB)/4, $0xffffffff
-DATA synLaneMask<>+20(SB)/4, $0xffffffff
-DATA synLaneMask<>+24(SB)/4, $0xffffffff
-DATA synLaneMask<>+28(SB)/4, $0xffffffff
-DATA synLaneMask<>+32(SB)/4, $0x00000000
-DATA synLaneMask<>+36(SB)/4, $0x00000000
-DATA synLaneMask<>+40(SB)/4, $0x00000000
-DATA synLaneMask<>+44(SB)/4, $0x00000000
-DATA synLaneMask<>+48(SB)/4, $0x00000000
-DATA synLaneMask<>+52(SB)/4, $0x00000000
-DATA synLaneMask<>+56(SB)/4, $0x00000000
-DATA synLaneMask<>+60(SB)/4, $0x00000000
-GLOBL synLaneMask<>(SB), RODATA|NOPTR, $64
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 // func linearBackAVX2(t int, fq []float32, fk []float32, v []float32, y []float32, rd []float32, dy []float32, dfq []float32, dfk []float32, dv []float32)
 // Requires: AVX, AVX2, FMA3
@@ -4743,7 +4743,7 @@ lin_2:
 	VBROADCASTSS (R8)(R10*1), Y10
 	MOVQ         dy_base+128(FP), R11
 	MOVQ         y_base+80(FP), R12
-	VMOVDQU      synLaneMask<>+16(SB), Y11
+	VMOVDQU      lanemask8<>+16(SB), Y11
 	VMOVUPS      (R11)(R9*1), Y12
 	VMULPS       (R12)(R9*1), Y12, Y12
 	VMOVUPS      32(R11)(R9*1), Y13
@@ -4935,7 +4935,7 @@ lin_5:
 	ADDQ         $+32, AX
 	CMPQ         AX, $+384
 	JB           lanes_1
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfq: lanes [96, 100), state rows extra [0, 8].
 	VXORPS Y1, Y1, Y1
@@ -4961,7 +4961,7 @@ lin_6:
 	VBROADCASTSS (DI)(R9*1), Y11
 	MOVQ         dy_base+128(FP), R10
 	MOVQ         y_base+80(FP), R11
-	VMOVDQU      synLaneMask<>+16(SB), Y12
+	VMOVDQU      lanemask8<>+16(SB), Y12
 	VMOVUPS      (R10)(R8*1), Y13
 	VMULPS       (R11)(R8*1), Y13, Y13
 	VMOVUPS      32(R10)(R8*1), Y14
@@ -5045,7 +5045,7 @@ lin_6:
 	MOVQ         $+0, AX
 
 rows_7:
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 
 	// dfq: lanes [96, 100), state rows [9, 18] (+ row offset).
 	VXORPS Y1, Y1, Y1
@@ -5123,7 +5123,7 @@ lin_8:
 	ADDQ         $+40, AX
 	CMPQ         AX, $+360
 	JB           rows_7
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfq: lanes [96, 100), state rows [99, 99].
 	VXORPS Y1, Y1, Y1
@@ -5182,7 +5182,7 @@ lin_11:
 	VBROADCASTSS (R8)(R10*1), Y10
 	MOVQ         dy_base+128(FP), R11
 	MOVQ         y_base+80(FP), R12
-	VMOVDQU      synLaneMask<>+16(SB), Y11
+	VMOVDQU      lanemask8<>+16(SB), Y11
 	VMOVUPS      (R11)(R9*1), Y12
 	VMULPS       (R12)(R9*1), Y12, Y12
 	VMOVUPS      32(R11)(R9*1), Y13
@@ -5378,7 +5378,7 @@ lin_14:
 	ADDQ         $+32, AX
 	CMPQ         AX, $+384
 	JB           lanes_10
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfk: lanes [96, 100), state rows extra [0, 8].
 	VXORPS Y1, Y1, Y1
@@ -5406,7 +5406,7 @@ lin_15:
 	VBROADCASTSS (DI)(R9*1), Y11
 	MOVQ         dy_base+128(FP), R10
 	MOVQ         y_base+80(FP), R11
-	VMOVDQU      synLaneMask<>+16(SB), Y12
+	VMOVDQU      lanemask8<>+16(SB), Y12
 	VMOVUPS      (R10)(R8*1), Y13
 	VMULPS       (R11)(R8*1), Y13, Y13
 	VMOVUPS      32(R10)(R8*1), Y14
@@ -5490,7 +5490,7 @@ lin_15:
 	MOVQ         $+0, AX
 
 rows_16:
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 
 	// dfk: lanes [96, 100), state rows [9, 18] (+ row offset).
 	VXORPS Y1, Y1, Y1
@@ -5570,7 +5570,7 @@ lin_17:
 	ADDQ         $+40, AX
 	CMPQ         AX, $+360
 	JB           rows_16
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dfk: lanes [96, 100), state rows [99, 99].
 	VXORPS Y1, Y1, Y1
@@ -5761,7 +5761,7 @@ lin_22:
 	ADDQ         $+32, AX
 	CMPQ         AX, $+384
 	JB           lanes_19
-	VMOVDQU      synLaneMask<>+16(SB), Y0
+	VMOVDQU      lanemask8<>+16(SB), Y0
 
 	// dv: lanes [96, 100), state rows [0, 9].
 	VXORPS Y1, Y1, Y1
@@ -5837,7 +5837,7 @@ lin_23:
 	MOVQ         $+0, AX
 
 rows_24:
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 
 	// dv: lanes [96, 100), state rows [10, 19] (+ row offset).
 	VXORPS Y1, Y1, Y1
@@ -5986,7 +5986,7 @@ tile:
 	MOVQ  $0x00000006, R9
 
 asumrows1:
-	LEAQ    synLaneMask<>+0(SB), R10
+	LEAQ    lanemask8<>+0(SB), R10
 	NEGQ    R9
 	VMOVDQU 32(R10)(R9*4), Y0
 	VXORPS  Y1, Y1, Y1
@@ -6120,7 +6120,7 @@ packabloop:
 	MOVQ           $0x00000006, AX
 
 asumrows2:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -6179,7 +6179,7 @@ packaloop:
 	MOVQ           $0x00000006, AX
 
 asumrows3:
-	LEAQ       synLaneMask<>+0(SB), CX
+	LEAQ       lanemask8<>+0(SB), CX
 	NEGQ       AX
 	VMOVDQU    32(CX)(AX*4), Y13
 	MOVQ       asum_base+160(FP), AX
@@ -6652,7 +6652,7 @@ TEXT ·layerNormAVX2(SB), NOSPLIT, $0-152
 	MOVQ    y_base+80(FP), SI
 	MOVQ    mu_base+104(FP), DI
 	MOVQ    rs_base+128(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -6818,7 +6818,7 @@ TEXT ·layerNormBackAVX2(SB), NOSPLIT, $0-152
 	MOVQ    dx_base+128(FP), SI
 	MOVQ    mu_base+56(FP), DI
 	MOVQ    rs_base+80(FP), R8
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	TESTQ   AX, AX
 	JZ      done_1
 
@@ -6971,7 +6971,7 @@ done_1:
 // func layerNormGradAVX2(t int, dy []float32, x []float32, mu []float32, rs []float32, dgamma []float32, dbeta []float32)
 // Requires: AVX, FMA3
 TEXT ·layerNormGradAVX2(SB), NOSPLIT, $0-152
-	VMOVDQU synLaneMask<>+16(SB), Y0
+	VMOVDQU lanemask8<>+16(SB), Y0
 	MOVQ    t+0(FP), AX
 	TESTQ   AX, AX
 	JZ      done_1
@@ -7292,7 +7292,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -7565,7 +7565,7 @@ one_2:
 tail_3:
 	TESTQ      DX, DX
 	JZ         done_4
-	LEAQ       synLaneMask<>+0(SB), BX
+	LEAQ       lanemask8<>+0(SB), BX
 	NEGQ       DX
 	VMOVDQU    32(BX)(DX*4), Y0
 	VMASKMOVPS (AX), Y0, Y1
@@ -7987,7 +7987,7 @@ one_2:
 tail_3:
 	TESTQ       SI, SI
 	JZ          done_4
-	LEAQ        synLaneMask<>+0(SB), DI
+	LEAQ        lanemask8<>+0(SB), DI
 	NEGQ        SI
 	VMOVDQU     32(DI)(SI*4), Y9
 	VMASKMOVPS  (CX), Y9, Y10

@@ -1,4 +1,4 @@
-package asmgen
+package regalloc
 
 import (
 	"cmp"
@@ -10,7 +10,7 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// allocateRegisters is avo's pass.AllocateRegisters (v0.6.0) with the
+// Allocate is avo's pass.AllocateRegisters (v0.6.0) with the
 // same allocation, in a fraction of its time. avo's greedy colouring
 // repeats, until every virtual register has a physical one: take the
 // virtual with the fewest possible registers left (the smallest ID on a
@@ -24,9 +24,9 @@ import (
 // scan of all that are left; and the live registers come from liveness
 // (liveness.go) rather than avo's pass.Liveness, which Compile no longer
 // runs. The choices, and the errors, are avo's:
-// TestAllocateRegistersIsAvos compares the two on every kernel of several
-// specs, and go generate's check the shipped packages' files.
-func allocateRegisters(fn *ir.Function) error {
+// asmgen's TestAllocateRegistersIsAvos compares the two on every kernel of
+// several specs, and go generate's check the shipped packages' files.
+func Allocate(fn *ir.Function) error {
 	type kindState struct {
 		registers []reg.ID // allocatable, in avo's order of preference
 		possible  map[reg.ID][]reg.ID

@@ -1,4 +1,4 @@
-package asmgen
+package regalloc
 
 import (
 	"github.com/mmcloughlin/avo/ir"
