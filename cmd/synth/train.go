@@ -34,6 +34,7 @@ func trainCmd(e *env, args []string) (err error) {
 		lr, clip, wd                                   float64
 		seed                                           uint64
 		mpiTimeout                                     time.Duration
+		force                                          bool
 	)
 	fs.StringVar(&spec, "spec", DefaultSpec, "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
@@ -46,6 +47,7 @@ func trainCmd(e *env, args []string) (err error) {
 	fs.Float64Var(&wd, "wd", synth.DefaultWeightDecay, "AdamW weight decay of matrices and embeddings")
 	fs.Uint64Var(&seed, "seed", synth.DefaultSeed, "seed of the initialisation and of the batches")
 	fs.StringVar(&out, "out", "", "checkpoint to write (default <spec>.safetensors, or the -resume file); the optimizer state goes to <name>.opt.safetensors and the log to <name>.csv beside it")
+	fs.BoolVar(&force, "force", false, "replace existing files at -out (checkpoint, optimizer state, log) that this run did not start from; without it, training over them is an error")
 	fs.StringVar(&resume, "resume", "", "continue the run saved in this checkpoint `file` (and its .opt.safetensors)")
 	fs.IntVar(&stopAt, "stop-at", 0, "stop and save after this step, to resume later (0: run to -steps)")
 	fs.IntVar(&evalEvery, "eval-every", synth.DefaultEvalEvery, "evaluate on held-out text every this many steps (0: never)")
@@ -111,6 +113,10 @@ func trainCmd(e *env, args []string) (err error) {
 			opts = append(opts, synth.SaveEvery(saveEvery))
 		case "workers":
 			opts = append(opts, synth.Workers(workers))
+		case "force":
+			if force {
+				opts = append(opts, synth.Overwrite())
+			}
 		}
 	})
 

@@ -170,7 +170,7 @@ func TestCrashConsistency(t *testing.T) {
 		stop := min(s+2, crashSteps)
 		got := map[int]uint64{}
 		var rr *synth.Run
-		rr, err = synth.ResumeRun(ck, synth.Out(filepath.Join(root, "v.safetensors")), synth.StopAt(stop), synth.SaveEvery(0),
+		rr, err = synth.ResumeRun(ck, synth.Out(filepath.Join(root, "v.safetensors")), synth.Overwrite(), synth.StopAt(stop), synth.SaveEvery(0),
 			synth.OnEvent(func(e synth.Event) { got[e.Step] = weightsHash(rr.Model()) }))
 		if err != nil {
 			t.Fatalf("kill %d after %v at step %d: resume: %v", i, delay, s, err)

@@ -274,6 +274,9 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 	if err := checkOut(out); err != nil {
 		return nil, err
 	}
+	if err := o.checkNotStarted(out, plan.Resume); err != nil {
+		return nil, err
+	}
 	stop := cfg.Steps
 	if o.stopAt > 0 {
 		if o.stopAt <= start || o.stopAt > cfg.Steps {
