@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,5 +28,34 @@ func TestTrainNoOverwrite(t *testing.T) {
 	out := mustRun(t, trainCmd, tinyTrain(dir, txt, "-steps", "2", "-out", ck, "-force")...)
 	if !strings.Contains(out, "saved step 2") {
 		t.Errorf("-force:\n%s", out)
+	}
+}
+
+// TestTrainOutNotRegular: the reproducers fail cleanly and change
+// nothing: -out the training text itself (with -force too), -out a link
+// to /dev/null.
+func TestTrainOutNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	txt := textFile(t, dir, 20000)
+	before := fileBytes(t, txt)
+	null := filepath.Join(dir, "mynull")
+	if err := os.Symlink("/dev/null", null); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{tinyTrain(dir, txt, "-steps", "2", "-out", txt), "same file as the input"},
+		{tinyTrain(dir, txt, "-steps", "2", "-out", txt, "-force"), "same file as the input"},
+		{tinyTrain(dir, txt, "-steps", "2", "-out", null, "-force"), "character device"},
+	} {
+		e, _ := testEnv()
+		if err := trainCmd(e, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+	if !bytes.Equal(fileBytes(t, txt), before) {
+		t.Fatal("the training text changed")
 	}
 }

@@ -136,21 +136,11 @@ func FileStep(path string) (int, error) {
 // is checked against the file's size before anything is allocated. The
 // tensor table is not validated (Read does that).
 func ReadMetadata(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: no such file: %w", path, fs.ErrNotExist)
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	return readMetadata(path, f, fi.Size())
 }
 

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -93,22 +92,13 @@ func (f *File) Names() []string {
 
 // Read reads and validates the safetensors file at path.
 func Read(path string) (*File, error) {
-	fi, err := os.Stat(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: no such file", path)
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("%s: is a directory, not a safetensors file", path)
-	}
-	if !fi.Mode().IsRegular() {
-		// A device or pipe has no size to bound the read (/dev/zero never ends).
-		return nil, fmt.Errorf("%s: not a regular file (a device, pipe or socket), not a safetensors file", path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
+	defer f.Close()
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return Parse(path, b)
@@ -323,8 +313,8 @@ func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
-		return fmt.Errorf("write %s: is a directory", path)
+	if err := CheckOutput(path); err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
 	removeStaleTemps(dir, base)
 	tmp, err := os.CreateTemp(dir, tempPrefix(base)+"*")

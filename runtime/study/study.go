@@ -260,6 +260,9 @@ func Open(dir string, opts ...Option) (*Study, error) {
 		return nil, err
 	}
 	mp := filepath.Join(dir, ManifestFile)
+	if fi, err := os.Stat(mp); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("resume: %s is not a regular file", mp) // a FIFO would block the read
+	}
 	b, err := os.ReadFile(mp)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("resume: no study in %s (no %s): start one without resume", dir, ManifestFile)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/synthgen/synthgen/runtime/checkpoint"
@@ -271,12 +272,6 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 			out = m.net.Spec.Name + ".safetensors"
 		}
 	}
-	if err := checkOut(out); err != nil {
-		return nil, err
-	}
-	if err := o.checkNotStarted(out, plan.Resume); err != nil {
-		return nil, err
-	}
 	stop := cfg.Steps
 	if o.stopAt > 0 {
 		if o.stopAt <= start || o.stopAt > cfg.Steps {
@@ -291,6 +286,12 @@ func (o options) finish(m *Model, cfg Config, plan Plan, restore func(*train.Tra
 			return nil, err
 		}
 		path, plan.DefaultData = p, true
+	}
+	if err := checkOut(out, path, plan.Resume); err != nil {
+		return nil, err
+	}
+	if err := o.checkNotStarted(out, plan.Resume); err != nil {
+		return nil, err
 	}
 	s := m.net.Spec
 	ds, err := data.Load(path, s.N, s.Vocab)
@@ -327,18 +328,21 @@ func csvPath(path string) string {
 	return strings.TrimSuffix(path, ".safetensors") + ".csv"
 }
 
-// checkOut fails early when the checkpoint cannot be written to out.
-func checkOut(out string) error {
-	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
-		return fmt.Errorf("output %s is a directory", out)
+// checkOut fails early when the run's files cannot be written: out, its
+// optimizer state and its CSV log must each be a regular file or absent
+// (never a directory, device, FIFO or socket, nor a link to one), in an
+// existing folder, and none may be one of the run's inputs: the data file
+// and, unless out is resumed in place, the checkpoint resumed and its
+// optimizer state.
+func checkOut(out, data, resume string) error {
+	inputs := []string{data}
+	if resume != "" && !sameFile(out, resume) {
+		inputs = append(inputs, resume, checkpoint.OptPath(resume), checkpoint.OptPrevPath(resume))
 	}
-	dir := filepath.Dir(out)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("output %s: directory %s: %w", out, dir, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("output %s: %s is not a directory", out, dir)
+	for _, p := range []string{out, checkpoint.OptPath(out), csvPath(out)} {
+		if err := checkpoint.CheckOutput(p, inputs...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -508,15 +512,23 @@ func openCSV(path string, resume bool) (*csvLog, error) {
 			fresh = false
 		}
 	}
-	var f *os.File
-	var err error
-	if fresh {
-		f, err = os.Create(path)
-	} else {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+	if path != os.DevNull { // os.DevNull: a rank that writes no log
+		if err := checkpoint.CheckOutput(path); err != nil {
+			return nil, fmt.Errorf("CSV log: %w", err)
+		}
 	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if !fresh {
+		flags = os.O_WRONLY | os.O_APPEND
+	}
+	// Not blocking: a FIFO put there since the check fails below, not hangs.
+	f, err := os.OpenFile(path, flags|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("CSV log: %w", err)
+	}
+	if fi, err := f.Stat(); path != os.DevNull && (err != nil || !fi.Mode().IsRegular()) {
+		f.Close()
+		return nil, fmt.Errorf("CSV log %s: not a regular file", path)
 	}
 	l := &csvLog{path: path, f: f, w: bufio.NewWriter(f)}
 	if fresh {

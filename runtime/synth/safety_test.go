@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/synthgen/synthgen/generated/small"
 	"github.com/synthgen/synthgen/runtime/checkpoint"
@@ -77,4 +79,73 @@ func TestNoOverwrite(t *testing.T) {
 	if _, step, err := synth.CheckpointSpec(b); err != nil || step != 2 {
 		t.Fatalf("overwritten run: step %d, %v", step, err)
 	}
+}
+
+// within fails t if f does not return within a few seconds.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s hangs", what)
+	}
+}
+
+// TestOutputNotRegular: the reproducers. A run's checkpoint,
+// optimizer state or log that is a device, a FIFO, a directory or a link to
+// one, or the run's own data file, is an error before anything is written
+// (with Overwrite too), and the file is left as it was.
+func TestOutputNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	ctx := context.Background()
+	fifo := filepath.Join(dir, "fifo.safetensors")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	null := filepath.Join(dir, "mynull")
+	if err := os.Symlink("/dev/null", null); err != nil {
+		t.Fatal(err)
+	}
+	logFifo := filepath.Join(dir, "l.csv")
+	if err := syscall.Mkfifo(logFifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ out, want string }{
+		{fifo, "FIFO"},
+		{null, "symbolic link to a character device"},
+		{"/dev/null", "character device"},
+		{data, "same file as the input " + data},
+		{filepath.Join(dir, "l.safetensors"), "l.csv is a FIFO"},
+	} {
+		within(t, "a run writing to "+c.out, func() {
+			_, err := synth.Train(ctx, small.Spec, tiny(data, c.out, synth.Steps(2), synth.Overwrite())...)
+			wantErr(t, "Out "+c.out, err, c.want)
+		})
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v", err)
+	}
+	if fi, err := os.Lstat(null); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v", err)
+	}
+	if b := read(t, data); len(b) != 20000 {
+		t.Errorf("the data file changed: %d bytes", len(b))
+	}
+
+	// On resume: a FIFO in the optimizer state's place is an error, not a hang.
+	a := filepath.Join(dir, "a.safetensors")
+	if _, err := synth.Train(ctx, small.Spec, tiny(data, a, synth.Steps(4), synth.StopAt(2))...); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(checkpoint.OptPath(a))
+	if err := syscall.Mkfifo(checkpoint.OptPath(a), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "a resume beside a FIFO", func() {
+		_, err := synth.Resume(ctx, a)
+		wantErr(t, "resume beside a FIFO", err, checkpoint.OptPath(a), "FIFO")
+	})
 }

@@ -1,0 +1,158 @@
+package checkpoint
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/runtime/optim"
+)
+
+// mkfifo makes a FIFO at p, or skips the test where it cannot.
+func mkfifo(t *testing.T, p string) {
+	t.Helper()
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+}
+
+// within fails t if f does not return within a few seconds (a FIFO opened
+// for reading blocks until a writer comes).
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s hangs", what)
+	}
+}
+
+// TestCheckOutput: an output must be absent or a regular file (or a link
+// to one), never a directory, FIFO, socket or device or a link to one, nor
+// one of the inputs.
+func TestCheckOutput(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "reg.safetensors")
+	must(t, os.WriteFile(reg, []byte("x"), 0o644))
+	fifo := filepath.Join(dir, "fifo")
+	mkfifo(t, fifo)
+	sock := filepath.Join(dir, "sock")
+	if l, err := net.Listen("unix", sock); err == nil {
+		defer l.Close()
+	} else {
+		sock = ""
+	}
+	link := func(name, target string) string {
+		p := filepath.Join(dir, name)
+		must(t, os.Symlink(target, p))
+		return p
+	}
+	hard := filepath.Join(dir, "hard.txt")
+	must(t, os.Link(reg, hard))
+
+	for _, c := range []struct {
+		path   string
+		inputs []string
+		want   string // "" for no error
+	}{
+		{filepath.Join(dir, "new.safetensors"), nil, ""},
+		{reg, nil, ""},
+		{link("toreg", reg), nil, ""},
+		{link("dangling", filepath.Join(dir, "none")), nil, ""},
+		{dir, nil, "a directory"},
+		{fifo, nil, "FIFO"},
+		{link("tofifo", fifo), nil, "symbolic link to a FIFO"},
+		{link("todir", dir), nil, "symbolic link to a directory"},
+		{"/dev/null", nil, "character device"},
+		{link("mynull", "/dev/null"), nil, "symbolic link to a character device"},
+		{sock, nil, "socket"},
+		{filepath.Join(dir, "no", "x"), nil, "directory"},
+		{reg, []string{hard}, "same file as the input " + hard},
+		{link("toreg2", reg), []string{reg}, "same file"},
+		{reg, []string{filepath.Join(dir, "none"), ""}, ""},
+	} {
+		if c.path == "" {
+			continue
+		}
+		err := CheckOutput(c.path, c.inputs...)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("CheckOutput(%s): %v", c.path, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.path)):
+			t.Errorf("CheckOutput(%s): %v, want an error naming it and saying %q", c.path, err, c.want)
+		}
+	}
+}
+
+// TestWriteNotRegular: Write refuses a FIFO, a device or a link to one and
+// leaves it as it was; Read and ReadMetadata refuse a FIFO at once rather
+// than block on it.
+func TestWriteNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "x.safetensors")
+	mkfifo(t, fifo)
+	null := filepath.Join(dir, "mynull")
+	must(t, os.Symlink("/dev/null", null))
+	ts, meta := sample()
+	for _, p := range []string{fifo, null} {
+		within(t, "Write to "+p, func() {
+			if err := Write(p, ts, meta); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("Write(%s): %v", p, err)
+			}
+		})
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v %v", fi.Mode(), err)
+	}
+	if fi, err := os.Lstat(null); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi.Mode(), err)
+	}
+	within(t, "ReadMetadata of a FIFO", func() {
+		if _, err := ReadMetadata(fifo); err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("ReadMetadata(FIFO): %v", err)
+		}
+	})
+	within(t, "Read of a FIFO", func() {
+		if _, err := Read(fifo); err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("Read(FIFO): %v", err)
+		}
+	})
+	within(t, "SaveRun over a FIFO's state", func() {
+		// SaveRun reads the step of the files it replaces: a FIFO there is
+		// an error, not a hang.
+		ck := filepath.Join(dir, "y.safetensors")
+		mkfifo(t, OptPath(ck))
+		if err := Write(ck, ts, map[string]string{KeyStep: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		m := newModel(t, "small", 1)
+		if err := SaveRun(ck, m, optim.NewAdamW(m.Params, optim.DefaultConfig()), 2, nil); err == nil {
+			t.Error("SaveRun over a FIFO succeeded")
+		}
+	})
+}
+
+// TestNotExist: a missing file's error wraps fs.ErrNotExist and names the
+// file.
+func TestNotExist(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "none.safetensors")
+	for name, f := range map[string]func() error{
+		"Read":         func() error { _, err := Read(p); return err },
+		"ReadMetadata": func() error { _, err := ReadMetadata(p); return err },
+		"ReadHeader":   func() error { _, err := ReadHeader(p); return err },
+		"Load":         func() error { _, _, err := Load(p); return err },
+	} {
+		err := f()
+		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), p+": no such file") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
