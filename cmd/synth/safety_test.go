@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/runtime/checkpoint"
 )
 
 // TestTrainNoOverwrite: synth train twice with the same -out is an error
@@ -57,5 +61,38 @@ func TestTrainOutNotRegular(t *testing.T) {
 	}
 	if !bytes.Equal(fileBytes(t, txt), before) {
 		t.Fatal("the training text changed")
+	}
+}
+
+// TestNonFiniteCheckpoint: eval, sample, inspect, attn and train -resume
+// refuse a checkpoint with a NaN weight, naming the tensor.
+func TestNonFiniteCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	txt := textFile(t, dir, 20000)
+	ck := filepath.Join(dir, "nan.safetensors")
+	mustRun(t, trainCmd, tinyTrain(dir, txt, "-steps", "2", "-stop-at", "1", "-out", ck)...)
+	m, step, err := checkpoint.Load(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Params[1].Data[0] = float32(math.NaN())
+	if err := checkpoint.Save(ck, m, step); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%q", m.Params[1].Name)
+	for _, c := range []struct {
+		f    func(*env, []string) error
+		args []string
+	}{
+		{evalCmd, []string{"-ckpt", ck, "-data", txt}},
+		{sampleCmd, []string{"-ckpt", ck}},
+		{inspectCmd, []string{"-ckpt", ck}},
+		{attnCmd, []string{"-ckpt", ck, "-data", txt, "-out", filepath.Join(dir, "attn")}},
+		{trainCmd, []string{"-resume", ck}},
+	} {
+		e, _ := testEnv()
+		if err := c.f(e, c.args); err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "not finite") {
+			t.Errorf("%v: %v, want an error naming %s", c.args, err, name)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"io/fs"
 	"net"
 	"os"
@@ -153,6 +155,29 @@ func TestNotExist(t *testing.T) {
 		err := f()
 		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), p+": no such file") {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestLoadNonFinite: a NaN or infinite weight (or optimizer moment) is an
+// error at load naming the file and the tensor.
+func TestLoadNonFinite(t *testing.T) {
+	dir := t.TempDir()
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		m := newModel(t, "small", 1)
+		m.Params[3].Data[2] = bad
+		p := filepath.Join(dir, "bad.safetensors")
+		must(t, Save(p, m, 5))
+		_, _, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), fmt.Sprintf("%q", m.Params[3].Name)) || !strings.Contains(err.Error(), "not finite") {
+			t.Errorf("Load of a %v weight: %v", bad, err)
+		}
+		o := optim.NewAdamW(m.Params, optim.DefaultConfig())
+		m.Params[3].Data[2] = 0
+		o.V[0][0] = bad
+		must(t, SaveOpt(OptPath(p), m, o, 5, nil))
+		if _, err := LoadOpt(OptPath(p), m, o, 5); err == nil || !strings.Contains(err.Error(), PrefixV+m.Params[0].Name) {
+			t.Errorf("LoadOpt of a %v moment: %v", bad, err)
 		}
 	}
 }

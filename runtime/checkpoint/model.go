@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +150,11 @@ func loadTensors(f *File, prefix string, params []*model.Param, dst func(*model.
 		}
 		if err := t.Float32s(d); err != nil {
 			return fmt.Errorf("load %s: %w", f.Path, err)
+		}
+		for i, x := range d {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("load %s: tensor %q holds %v at element %d: the weights are not finite (a diverged run or a damaged file)", f.Path, name, x, i)
+			}
 		}
 	}
 	for _, name := range f.Names() {
