@@ -3,8 +3,8 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
-	"math"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
