@@ -3,6 +3,8 @@ package synth_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,4 +150,21 @@ func TestOutputNotRegular(t *testing.T) {
 		_, err := synth.Resume(ctx, a)
 		wantErr(t, "resume beside a FIFO", err, checkpoint.OptPath(a), "FIFO")
 	})
+}
+
+// TestNotExist: errors.Is(err, fs.ErrNotExist) holds for a missing data
+// file, checkpoint or resumed checkpoint.
+func TestNotExist(t *testing.T) {
+	dir := t.TempDir()
+	none := filepath.Join(dir, "none")
+	_, err := synth.Train(context.Background(), small.Spec, tiny(none, filepath.Join(dir, "x.safetensors"))...)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Data: %v", err)
+	}
+	if _, err := synth.Load(none); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load: %v", err)
+	}
+	if _, err := synth.Resume(context.Background(), none); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Resume: %v", err)
+	}
 }
