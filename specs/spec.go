@@ -7,6 +7,7 @@ package specs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/synthgen/synthgen/internal/jsonkeys"
 )
 
 // Spec is one validated model configuration.
@@ -156,6 +159,13 @@ func Parse(file string, data []byte) (*Spec, error) {
 	}
 	if dec.More() {
 		return fail("", "", "malformed JSON: text after the spec object")
+	}
+	if err := jsonkeys.Check(data); err != nil {
+		var d *jsonkeys.DuplicateError
+		if errors.As(err, &d) {
+			return fail(d.Key, "", "is given twice: give each field once")
+		}
+		return fail("", "", "malformed JSON: "+err.Error())
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {

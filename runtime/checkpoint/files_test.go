@@ -181,3 +181,23 @@ func TestLoadNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateKeys: a key given twice in a safetensors header (a tensor,
+// or an entry of the metadata) is an error, in Read and in ReadMetadata.
+func TestDuplicateKeys(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ h, key string }{
+		{`{"__metadata__":{"step":"1","step":"2"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, `"step" is given twice in "__metadata__"`},
+		{`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, `"a" is given twice`},
+		{`{"a":{"dtype":"F32","shape":[1],"shape":[2],"data_offsets":[0,4]}}`, `"shape" is given twice in "a"`},
+	} {
+		p := filepath.Join(dir, "dup.safetensors")
+		must(t, os.WriteFile(p, header(t, c.h, 4), 0o644))
+		if _, err := Read(p); err == nil || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), p) {
+			t.Errorf("Read %s: %v, want %s", c.h, err, c.key)
+		}
+		if _, err := ReadMetadata(p); err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("ReadMetadata %s: %v, want %s", c.h, err, c.key)
+		}
+	}
+}

@@ -23,6 +23,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/synthgen/synthgen/internal/jsonkeys"
 )
 
 // MaxHeader is the largest JSON header accepted (as in the reference
@@ -217,6 +219,9 @@ func decodeHeader(header []byte) (raw map[string]json.RawMessage, meta map[strin
 	}
 	if dec.More() {
 		return nil, nil, errors.New("text after the header's JSON object")
+	}
+	if err := jsonkeys.Check(header); err != nil {
+		return nil, nil, fmt.Errorf("header JSON: %v", err)
 	}
 	meta = map[string]string{}
 	if m, ok := raw[MetadataKey]; ok {
