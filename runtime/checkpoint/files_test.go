@@ -201,3 +201,54 @@ func TestDuplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestOptBinding: an optimizer state records the checksum of its weights;
+// a state of other weights at the same step, or with more AdamW steps than
+// the step, is refused by LoadOpt and ResolveOptFor (which then falls back
+// to a backup that matches), with the way to resume from the weights
+// alone; a state written before the checksum existed still loads.
+func TestOptBinding(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "b.safetensors")
+	m1, m2 := newModel(t, "small", 1), newModel(t, "small", 2)
+	o1 := optim.NewAdamW(m1.Params, optim.DefaultConfig())
+	o2 := optim.NewAdamW(m2.Params, optim.DefaultConfig())
+	o1.Steps, o2.Steps = 4, 4
+	must(t, Save(p, m1, 4))
+	must(t, SaveOpt(OptPath(p), m2, o2, 4, nil)) // seed 2's state beside seed 1's weights
+	if _, err := LoadOpt(OptPath(p), m1, o1, 4); err == nil || !strings.Contains(err.Error(), "other weights") || !strings.Contains(err.Error(), "weights alone") {
+		t.Errorf("LoadOpt of another run's state: %v", err)
+	}
+	sum := WeightsSum(m1)
+	if _, _, err := ResolveOptFor(p, 4, sum); err == nil || !strings.Contains(err.Error(), "other weights") || !strings.Contains(err.Error(), "aside") {
+		t.Errorf("ResolveOptFor of another run's state: %v", err)
+	}
+	// The right state in the backup (an interrupted save of a new run over
+	// this checkpoint): it is the one resolved.
+	must(t, SaveOpt(OptPrevPath(p), m1, o1, 4, nil))
+	if op, note, err := ResolveOptFor(p, 4, sum); err != nil || op != OptPrevPath(p) || note == "" {
+		t.Errorf("ResolveOptFor with the right backup: %q %q %v", op, note, err)
+	}
+	os.Remove(OptPrevPath(p))
+
+	// adam.steps past the step.
+	o1.Steps = 7
+	must(t, SaveOpt(OptPath(p), m1, o1, 4, nil))
+	if _, err := LoadOpt(OptPath(p), m1, o1, 4); err == nil || !strings.Contains(err.Error(), KeyAdamSteps) {
+		t.Errorf("adam.steps 7 at step 4: %v", err)
+	}
+
+	// A state of an earlier version, without the checksum, still loads.
+	o1.Steps = 3 // fewer than the step: a resume from the weights alone at step 1
+	must(t, SaveOpt(OptPath(p), m1, o1, 4, nil))
+	b, err := os.ReadFile(OptPath(p))
+	must(t, err)
+	old := patchHeader(t, b, func(h map[string]any) { delete(h[MetadataKey].(map[string]any), KeyWeights) })
+	must(t, os.WriteFile(OptPath(p), old, 0o644))
+	if meta, err := LoadOpt(OptPath(p), m1, o1, 4); err != nil || meta[KeyWeights] != "" || o1.Steps != 3 {
+		t.Errorf("a state without %s: %v", KeyWeights, err)
+	}
+	if op, _, err := ResolveOptFor(p, 4, sum); err != nil || op != OptPath(p) {
+		t.Errorf("ResolveOptFor of a state without %s: %q %v", KeyWeights, op, err)
+	}
+}

@@ -149,7 +149,9 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 	// The optimizer state of the checkpoint's step: beside it, or its
 	// backup if a save was interrupted (see checkpoint.SaveRun). A state
 	// of another step is an error that says how to resume without it.
-	optPath, note, err := checkpoint.ResolveOpt(path, h.Step)
+	// The state must also be of the checkpoint's weights (when it records
+	// their checksum): not another run's at the same step.
+	optPath, note, err := checkpoint.ResolveOptFor(path, h.Step, checkpoint.WeightsSum(net))
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
@@ -157,11 +159,12 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 		plan.Notes = append(plan.Notes, note)
 	}
 	if optPath != "" {
-		f, err := checkpoint.Read(optPath)
+		// The header alone: LoadStateFrom reads the moments once, later.
+		meta, err := checkpoint.ReadMetadata(optPath)
 		if err != nil {
 			return nil, fmt.Errorf("resume: optimizer state: %w", err)
 		}
-		saved, err := train.ConfigFromMetadata(optPath, f.Metadata)
+		saved, err := train.ConfigFromMetadata(optPath, meta)
 		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
@@ -192,8 +195,8 @@ func ResumeRun(path string, opts ...Option) (*Run, error) {
 		keep("wd", o.wd == saved.Optim.WeightDecay, func() { cfg.Optim.WeightDecay = saved.Optim.WeightDecay })
 		keep("seed", o.seed == saved.Seed, func() { cfg.Seed = saved.Seed })
 		cfg.MinLRFrac, cfg.Optim.Beta1, cfg.Optim.Beta2, cfg.Optim.Eps = saved.MinLRFrac, saved.Optim.Beta1, saved.Optim.Beta2, saved.Optim.Eps
-		if !set["data"] && f.Metadata[KeyData] != "" {
-			o.data, plan.SavedData = f.Metadata[KeyData], true
+		if !set["data"] && meta[KeyData] != "" {
+			o.data, plan.SavedData = meta[KeyData], true
 		}
 	} else {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))

@@ -168,3 +168,34 @@ func TestNotExist(t *testing.T) {
 		t.Errorf("Resume: %v", err)
 	}
 }
+
+// TestResumeOtherRunsState: the case, a seed-2 optimizer state
+// beside a seed-1 checkpoint of the same step, is refused with the way to
+// resume from the weights alone, which then works.
+func TestResumeOtherRunsState(t *testing.T) {
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	ctx := context.Background()
+	a, b := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")
+	if _, err := synth.Train(ctx, small.Spec, tiny(data, a, synth.Steps(6), synth.StopAt(3), synth.Seed(1))...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Train(ctx, small.Spec, tiny(data, b, synth.Steps(6), synth.StopAt(3), synth.Seed(2))...); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(checkpoint.OptPath(b), checkpoint.OptPath(a)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := synth.ResumeRun(a)
+	wantErr(t, "resume beside another run's state", err, checkpoint.OptPath(a), "other weights", "weights alone", "aside")
+	if err := os.Rename(checkpoint.OptPath(a), filepath.Join(dir, "aside.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := synth.ResumeRun(a, synth.Data(data), synth.Steps(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan().WithOptimizer {
+		t.Error("resumed with an optimizer state that was moved aside")
+	}
+}
