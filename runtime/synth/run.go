@@ -1,15 +1,12 @@
 package synth
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/synthgen/synthgen/runtime/checkpoint"
@@ -395,10 +392,9 @@ type Summary struct {
 func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	ctx, release := r.collective(ctx) // on several ranks: every rank stops after the same step
 	defer release()
-	lg, err := openCSV(r.csvLogPath(), r.plan.Resume != "")
-	if err != nil {
-		return nil, err
-	}
+	// Resumed in place, the log continues the run's; else it starts anew.
+	inPlace := r.plan.Resume != "" && sameFile(r.plan.Out, r.plan.Resume)
+	lg := newCSVLog(r.csvLogPath(), inPlace, r.t.Step)
 	defer func() {
 		if cerr := lg.close(); err == nil {
 			err = cerr
@@ -491,70 +487,22 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	return sum, nil
 }
 
-// save writes the checkpoint and optimizer state and flushes the log.
+// save writes the log's rows to disk, then the checkpoint and optimizer
+// state: the log holds every step of a checkpoint that is saved (a crash in
+// between leaves rows past the checkpoint's step, which a resume drops).
+// A log that this save created is removed again if the checkpoint fails.
 func (r *Run) save(lg *csvLog) error {
-	if err := r.Save(); err != nil {
+	first := lg.f == nil
+	if err := lg.flush(); err != nil {
 		return err
 	}
-	return lg.flush()
-}
-
-// csvLog is the run's CSV log: step, loss, val_loss, lr, tokens_per_s.
-type csvLog struct {
-	path string
-	f    *os.File
-	w    *bufio.Writer
-}
-
-// openCSV opens the CSV log: appended to when resuming a run that has one,
-// else created with its header.
-func openCSV(path string, resume bool) (*csvLog, error) {
-	fresh := true
-	if resume {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-			fresh = false
+	if err := r.Save(); err != nil {
+		if first {
+			lg.remove()
 		}
-	}
-	if path != os.DevNull { // os.DevNull: a rank that writes no log
-		if err := checkpoint.CheckOutput(path); err != nil {
-			return nil, fmt.Errorf("CSV log: %w", err)
-		}
-	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	if !fresh {
-		flags = os.O_WRONLY | os.O_APPEND
-	}
-	// Not blocking: a FIFO put there since the check fails below, not hangs.
-	f, err := os.OpenFile(path, flags|syscall.O_NONBLOCK, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("CSV log: %w", err)
-	}
-	if fi, err := f.Stat(); path != os.DevNull && (err != nil || !fi.Mode().IsRegular()) {
-		f.Close()
-		return nil, fmt.Errorf("CSV log %s: not a regular file", path)
-	}
-	l := &csvLog{path: path, f: f, w: bufio.NewWriter(f)}
-	if fresh {
-		l.w.WriteString("step,loss,val_loss,lr,tokens_per_s\n")
-	}
-	return l, nil
-}
-
-func (l *csvLog) printf(format string, args ...any) { fmt.Fprintf(l.w, format, args...) }
-
-func (l *csvLog) flush() error {
-	if err := l.w.Flush(); err != nil {
-		return fmt.Errorf("CSV log %s: %w", l.path, err)
+		return err
 	}
 	return nil
-}
-
-func (l *csvLog) close() error {
-	err := l.flush()
-	if cerr := l.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("CSV log %s: %w", l.path, cerr)
-	}
-	return err
 }
 
 func ftoa(x float64) string {

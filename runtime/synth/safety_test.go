@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -197,5 +199,76 @@ func TestResumeOtherRunsState(t *testing.T) {
 	}
 	if r.Plan().WithOptimizer {
 		t.Error("resumed with an optimizer state that was moved aside")
+	}
+}
+
+// csvSteps parses a run's CSV log into its steps, failing t on a line that
+// is not a row of five fields.
+func csvSteps(t *testing.T, path string) []int {
+	t.Helper()
+	lines := strings.Split(string(read(t, path)), "\n")
+	if lines[0] != "step,loss,val_loss,lr,tokens_per_s" || lines[len(lines)-1] != "" {
+		t.Fatalf("%s: header %q, last line %q", path, lines[0], lines[len(lines)-1])
+	}
+	var steps []int
+	for _, l := range lines[1 : len(lines)-1] {
+		f := strings.Split(l, ",")
+		s, err := strconv.Atoi(f[0])
+		if len(f) != 5 || err != nil {
+			t.Fatalf("%s: line %q", path, l)
+		}
+		steps = append(steps, s)
+	}
+	return steps
+}
+
+// TestCSVFollowsCheckpoint: a resume drops the rows a crash left past the
+// checkpoint's step (and a torn last line), so each step appears once;
+// a run whose first save fails leaves no log.
+func TestCSVFollowsCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	ctx := context.Background()
+	a := filepath.Join(dir, "a.safetensors")
+	log := filepath.Join(dir, "a.csv")
+	if _, err := synth.Train(ctx, small.Spec, tiny(data, a, synth.Steps(10), synth.StopAt(6), synth.EvalEvery(0))...); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(csvSteps(t, log)); got != "[1 2 3 4 5 6]" {
+		t.Fatalf("log after StopAt(6): steps %s", got)
+	}
+	// As if killed after writing rows 7 and 8 and part of 9, before the
+	// checkpoint of step 8 was saved.
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("7,99,,0.001,1\n8,99,,0.001,1\n9,2.")
+	f.Close()
+	if _, err := synth.Resume(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(csvSteps(t, log)); got != "[1 2 3 4 5 6 7 8 9 10]" {
+		t.Fatalf("log after the resume: steps %s", got)
+	}
+	if strings.Contains(string(read(t, log)), ",99,") {
+		t.Error("the crashed run's rows past the checkpoint were kept")
+	}
+
+	// The first save fails (the checkpoint's name is taken by a folder
+	// after the run was planned): no log is left.
+	b := filepath.Join(dir, "b.safetensors")
+	r, err := synth.NewRun(small.Spec, tiny(data, b, synth.Steps(2))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Train(ctx); err == nil {
+		t.Fatal("a save over a folder succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b.csv")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a run whose first save failed left its log: %v", err)
 	}
 }
