@@ -84,6 +84,16 @@ var AttentionFree = map[string]bool{
 // MaxN is the largest context length a spec may ask for.
 const MaxN = 8192
 
+// Upper bounds of the sizes that the model card leaves open: the
+// generator unrolls code and the runtime allocates memory by these, so a
+// typo (d 65536, layers 1000000000) is an error rather than an
+// exhausted machine. They are well above every shipped spec.
+const (
+	MaxD      = 8192  // model width
+	MaxLayers = 256   // blocks
+	MaxFFN    = 32768 // feed-forward hidden width: the default 4·d of d ≤ MaxD
+)
+
 // Error is a broken spec rule: which file, which field, what value, what rule.
 type Error struct {
 	File  string // the spec's path, or "" when parsed from memory
@@ -267,20 +277,20 @@ func (s *Spec) validate(file string, present map[string]bool) error {
 	if s.Heads < 1 {
 		return fail("heads", s.Heads, "must be ≥ 1")
 	}
-	if s.D < 1 {
-		return fail("d", s.D, "must be ≥ 1")
+	if s.D < 1 || s.D > MaxD {
+		return fail("d", s.D, fmt.Sprintf("must satisfy 1 ≤ d ≤ %d", MaxD))
 	}
 	if s.D%s.Heads != 0 {
 		return fail("d", s.D, fmt.Sprintf("must be a multiple of heads (%d)", s.Heads))
 	}
-	if s.Layers < 1 {
-		return fail("layers", s.Layers, "must be ≥ 1")
+	if s.Layers < 1 || s.Layers > MaxLayers {
+		return fail("layers", s.Layers, fmt.Sprintf("must satisfy 1 ≤ layers ≤ %d", MaxLayers))
 	}
 	if s.Vocab < 1 || s.Vocab > 256 {
 		return fail("vocab", s.Vocab, "must satisfy 1 ≤ vocab ≤ 256 (the model reads bytes)")
 	}
-	if s.FFN < 1 {
-		return fail("ffn", s.FFN, "must be ≥ 1")
+	if s.FFN < 1 || s.FFN > MaxFFN {
+		return fail("ffn", s.FFN, fmt.Sprintf("must satisfy 1 ≤ ffn ≤ %d", MaxFFN))
 	}
 	comps := s.Components()
 	seen := map[string]bool{}

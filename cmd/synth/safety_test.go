@@ -96,3 +96,28 @@ func TestNonFiniteCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagLimits: a flag that sizes memory or threads past its limit, and
+// -clip -1, are errors naming the flag's rule, before anything runs.
+func TestFlagLimits(t *testing.T) {
+	dir := t.TempDir()
+	txt := textFile(t, dir, 20000)
+	for _, c := range []struct {
+		f    func(*env, []string) error
+		args []string
+		want string
+	}{
+		{compareCmd, []string{"-specs", "small", "-data", txt, "-seeds", "1000000000", "-out", filepath.Join(dir, "s")}, "seeds ≤ 1000"},
+		{compareCmd, []string{"-specs", "small", "-data", txt, "-workers", "100000", "-out", filepath.Join(dir, "s")}, "workers"},
+		{trainCmd, tinyTrain(dir, txt, "-workers", "100000", "-out", filepath.Join(dir, "w.safetensors")), "-force"},
+		{trainCmd, tinyTrain(dir, txt, "-clip", "-1", "-out", filepath.Join(dir, "c.safetensors")), "clip -1"},
+	} {
+		e, _ := testEnv()
+		if err := c.f(e, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s")); err == nil {
+		t.Error("a refused study created its folder")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -234,6 +235,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("save-every %d must be ≥ 0", o.saveEvery)
 	case o.workers < 0:
 		return fmt.Errorf("workers %d must be ≥ 0", o.workers)
+	case o.workers > MaxWorkers() && !o.set["many-workers"]:
+		return fmt.Errorf("workers %d is over the limit of %d (%d per CPU, %d CPUs): more only slow the run; allow it with synth train -force (the AllowManyWorkers option)", o.workers, MaxWorkers(), WorkersPerCPU, runtime.NumCPU())
+	case o.set["clip"] && !(o.clip >= 0):
+		return fmt.Errorf("clip %g must be ≥ 0 (0: no clipping)", o.clip)
 	case o.stopAt < 0:
 		return fmt.Errorf("stop-at %d must be ≥ 0", o.stopAt)
 	case o.lrSteps < 0:

@@ -272,3 +272,25 @@ func TestCSVFollowsCheckpoint(t *testing.T) {
 		t.Errorf("a run whose first save failed left its log: %v", err)
 	}
 }
+
+// TestLimits: workers past MaxWorkers (unless allowed) and a negative clip
+// are errors naming the setting and the rule.
+func TestLimits(t *testing.T) {
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	out := filepath.Join(dir, "l.safetensors")
+	_, err := synth.NewRun(small.Spec, tiny(data, out, synth.Workers(100000))...)
+	wantErr(t, "Workers(100000)", err, "workers 100000", fmt.Sprint(synth.MaxWorkers()), "-force")
+	_, err = synth.NewRun(small.Spec, tiny(data, out, synth.Clip(-1))...)
+	wantErr(t, "Clip(-1)", err, "clip -1", "≥ 0")
+	r, err := synth.NewRun(small.Spec, tiny(data, out, synth.Workers(synth.MaxWorkers()+1), synth.AllowManyWorkers())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan().Workers != synth.MaxWorkers()+1 {
+		t.Errorf("AllowManyWorkers: %d workers", r.Plan().Workers)
+	}
+	if _, err := synth.NewRun(small.Spec, tiny(data, out, synth.Clip(0))...); err != nil {
+		t.Errorf("Clip(0): %v", err)
+	}
+}
