@@ -277,20 +277,29 @@ func (s *Spec) validate(file string, present map[string]bool) error {
 	if s.Heads < 1 {
 		return fail("heads", s.Heads, "must be ≥ 1")
 	}
-	if s.D < 1 || s.D > MaxD {
-		return fail("d", s.D, fmt.Sprintf("must satisfy 1 ≤ d ≤ %d", MaxD))
+	if s.D < 1 {
+		return fail("d", s.D, "must be ≥ 1")
+	}
+	if s.D > MaxD {
+		return fail("d", s.D, fmt.Sprintf("must be ≤ %d (synthgen's limit)", MaxD))
 	}
 	if s.D%s.Heads != 0 {
 		return fail("d", s.D, fmt.Sprintf("must be a multiple of heads (%d)", s.Heads))
 	}
-	if s.Layers < 1 || s.Layers > MaxLayers {
-		return fail("layers", s.Layers, fmt.Sprintf("must satisfy 1 ≤ layers ≤ %d", MaxLayers))
+	if s.Layers < 1 {
+		return fail("layers", s.Layers, "must be ≥ 1")
+	}
+	if s.Layers > MaxLayers {
+		return fail("layers", s.Layers, fmt.Sprintf("must be ≤ %d (synthgen's limit)", MaxLayers))
 	}
 	if s.Vocab < 1 || s.Vocab > 256 {
 		return fail("vocab", s.Vocab, "must satisfy 1 ≤ vocab ≤ 256 (the model reads bytes)")
 	}
-	if s.FFN < 1 || s.FFN > MaxFFN {
-		return fail("ffn", s.FFN, fmt.Sprintf("must satisfy 1 ≤ ffn ≤ %d", MaxFFN))
+	if s.FFN < 1 {
+		return fail("ffn", s.FFN, "must be ≥ 1")
+	}
+	if s.FFN > MaxFFN {
+		return fail("ffn", s.FFN, fmt.Sprintf("must be ≤ %d (synthgen's limit)", MaxFFN))
 	}
 	comps := s.Components()
 	seen := map[string]bool{}
