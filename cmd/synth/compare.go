@@ -5,10 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/synthgen/synthgen/runtime/study"
@@ -19,9 +16,9 @@ import (
 const defaultStudyDir = "study"
 
 func runCompare(args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	e := stdEnv()
+	ctx, stop := interruptContext(e.errOut)
+	defer stop()
 	e.ctx = ctx
 	return compareCmd(e, args)
 }

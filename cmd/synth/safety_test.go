@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/synthgen/synthgen/runtime/checkpoint"
 )
@@ -119,5 +123,38 @@ func TestFlagLimits(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "s")); err == nil {
 		t.Error("a refused study created its folder")
+	}
+}
+
+// TestInterruptTwice: the first Ctrl-C cancels the command's context and
+// says at once that the run stops after its step; the second exits at once
+// (status 130) saying that the last saved checkpoint is intact.
+func TestInterruptTwice(t *testing.T) {
+	codes := make(chan int, 1)
+	exit = func(code int) { codes <- code }
+	defer func() { exit = os.Exit }()
+	var out bytes.Buffer
+	ctx, stop := interruptContext(&out)
+	defer stop()
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first interrupt did not cancel the context")
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) || !strings.Contains(cause.Error(), "interrupt") {
+		t.Errorf("cause %v", cause)
+	}
+	if !strings.Contains(out.String(), "stopping after the current step") {
+		t.Errorf("first interrupt says %q", out.String())
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	select {
+	case code := <-codes:
+		if code != 130 || !strings.Contains(out.String(), "the last saved checkpoint is intact") {
+			t.Errorf("second interrupt: exit %d, says %q", code, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second interrupt did not exit")
 	}
 }

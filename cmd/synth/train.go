@@ -5,9 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/synthgen/synthgen/runtime/synth"
@@ -18,9 +15,9 @@ import (
 const DefaultSpec = "random"
 
 func runTrain(args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	e := stdEnv()
+	ctx, stop := interruptContext(e.errOut)
+	defer stop()
 	e.ctx = ctx
 	return trainCmd(e, args)
 }
@@ -162,7 +159,13 @@ func trainCmd(e *env, args []string) (err error) {
 	sum, err := run.Train(e.context())
 	p.finish()
 	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(e.out, "%v: stopped after step %d of %d\n", context.Cause(e.context()), sum.Step, sum.Steps)
+		// The cause is this process's signal, or (under mpirun) what
+		// stopped another rank, which only err says.
+		if cause := context.Cause(e.context()); cause != nil {
+			fmt.Fprintf(e.out, "%v: stopped after step %d of %d\n", cause, sum.Step, sum.Steps)
+		} else {
+			fmt.Fprintln(e.out, err)
+		}
 		fmt.Fprintf(e.out, "saved step %d to %s (optimizer state %s); continue with: synth train -resume %s\n", sum.Step, sum.Out, sum.OptOut, sum.Out)
 		return nil
 	}
