@@ -115,6 +115,7 @@ func TestFlagLimits(t *testing.T) {
 		{compareCmd, []string{"-specs", "small", "-data", txt, "-workers", "100000", "-out", filepath.Join(dir, "s")}, "workers"},
 		{trainCmd, tinyTrain(dir, txt, "-workers", "100000", "-out", filepath.Join(dir, "w.safetensors")), "-force"},
 		{trainCmd, tinyTrain(dir, txt, "-clip", "-1", "-out", filepath.Join(dir, "c.safetensors")), "clip -1"},
+		{evalCmd, []string{"-ckpt", filepath.Join(dir, "none.safetensors"), "-workers", "100000"}, "-workers 100000"},
 	} {
 		e, _ := testEnv()
 		if err := c.f(e, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
