@@ -93,7 +93,9 @@ func Resume(ctx context.Context, checkpoint string, opts ...Option) (*Summary, e
 
 // NewRun prepares a new run of spec s: it checks every setting, builds the
 // model and loads the data, but trains nothing. The spec's generated
-// package must be linked into the program.
+// package must be linked into the program. Its files (Out, its optimizer
+// state and log) must not exist unless Overwrite is given, and must be
+// regular files (or absent) other than the data file.
 func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
 	o := apply(opts)
 	if err := o.validate(); err != nil {
@@ -116,7 +118,10 @@ func NewRun(s specs.Spec, opts ...Option) (*Run, error) {
 // and noted: the moments then start from zero). The state must be of the
 // checkpoint's step: after a save interrupted by a crash, that is the
 // backup the save kept (Plan.Notes says so); a state of another step is an
-// error that says to move it aside to resume from the weights alone.
+// error that says to move it aside to resume from the weights alone, and
+// so is a state that records the checksum of other weights (another run's
+// at the same step). Written to another Out, the resume must not replace
+// files there unless Overwrite is given.
 // Options override the saved settings; overriding one (other than Steps,
 // LRSteps, Workers, evaluation, logging and output) makes the result differ
 // from an uninterrupted run, which Plan.Notes says.
@@ -389,7 +394,9 @@ type Summary struct {
 
 // Train runs the steps of the plan, evaluating every EvalEvery steps,
 // saving every SaveEvery steps and at the end, reporting through OnEvent
-// and Log, and appending to the CSV log. When ctx is cancelled it
+// and Log, and writing the CSV log, whose rows reach the disk (synced)
+// before each save and which a resume in place cuts back to the resumed
+// checkpoint's step, so that it holds each step once. When ctx is cancelled it
 // finishes the current step, saves a resumable checkpoint, and returns the
 // summary with an error wrapping ctx's cause (errors.Is(err,
 // context.Canceled) for a plain cancel). Any other error leaves the last
