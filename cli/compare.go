@@ -5,10 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/synthgen/synthgen/internal/study"
@@ -19,7 +16,7 @@ import (
 const defaultStudyDir = "study"
 
 func runCompare(e *env, args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext(e.errOut)
 	defer stop()
 	e.ctx = ctx
 	return compareCmd(e, args)

@@ -27,8 +27,8 @@ func evalCmd(e *env, args []string) error {
 		return fmt.Errorf("-windows %d must be ≥ 0", windows)
 	case batch < 1:
 		return fmt.Errorf("-batch %d must be ≥ 1", batch)
-	case workers < 0:
-		return fmt.Errorf("-workers %d must be ≥ 0", workers)
+	case workers < 0 || workers > synth.MaxWorkers():
+		return fmt.Errorf("-workers %d must satisfy 0 ≤ workers ≤ %d (%d per CPU)", workers, synth.MaxWorkers(), synth.WorkersPerCPU)
 	}
 	m, err := synth.Load(e.context(), ckpt)
 	if err != nil {

@@ -5,16 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 func runTrain(e *env, args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext(e.errOut)
 	defer stop()
 	e.ctx = ctx
 	return trainCmd(e, args)
@@ -29,6 +26,7 @@ func trainCmd(e *env, args []string) (err error) {
 		lr, clip, wd                                   float64
 		seed                                           uint64
 		mpiTimeout                                     time.Duration
+		force                                          bool
 	)
 	fs.StringVar(&spec, "spec", defaultSpec(), "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
@@ -37,10 +35,11 @@ func trainCmd(e *env, args []string) (err error) {
 	fs.IntVar(&batch, "batch", synth.DefaultBatch, "sequences of n tokens per step")
 	fs.Float64Var(&lr, "lr", synth.DefaultLR, "peak learning rate (linear warm-up, then cosine decay to 10%)")
 	fs.IntVar(&warmup, "warmup", -1, "warm-up steps (-1: min(100, 5% of -steps))")
-	fs.Float64Var(&clip, "clip", synth.DefaultClip, "global gradient-norm bound (0: no clipping)")
+	fs.Float64Var(&clip, "clip", synth.DefaultClip, "global gradient-norm bound, ≥ 0 (0: no clipping)")
 	fs.Float64Var(&wd, "wd", synth.DefaultWeightDecay, "AdamW weight decay of matrices and embeddings")
 	fs.Uint64Var(&seed, "seed", synth.DefaultSeed, "seed of the initialisation and of the batches")
 	fs.StringVar(&out, "out", "", "checkpoint to write (default <spec>.safetensors, or the -resume file); the optimizer state goes to <name>.opt.safetensors and the log to <name>.csv beside it")
+	fs.BoolVar(&force, "force", false, "replace existing files at -out (checkpoint, optimizer state, log) that this run did not start from (without it, training over them is an error), and allow -workers above 4 per CPU")
 	fs.StringVar(&resume, "resume", "", "continue the run saved in this checkpoint `file` (and its .opt.safetensors)")
 	fs.IntVar(&stopAt, "stop-at", 0, "stop and save after this step, to resume later (0: run to -steps)")
 	fs.IntVar(&evalEvery, "eval-every", synth.DefaultEvalEvery, "evaluate on held-out text every this many steps (0: never)")
@@ -106,6 +105,10 @@ func trainCmd(e *env, args []string) (err error) {
 			opts = append(opts, synth.SaveEvery(saveEvery))
 		case "workers":
 			opts = append(opts, synth.Workers(workers))
+		case "force":
+			if force {
+				opts = append(opts, synth.Overwrite(), synth.AllowManyWorkers())
+			}
 		}
 	})
 
@@ -166,7 +169,13 @@ func trainCmd(e *env, args []string) (err error) {
 		return nil
 	}
 	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(e.out, "%v: stopped after step %d of %d\n", context.Cause(e.context()), sum.Step, sum.Steps)
+		// The cause is this process's signal, or (under mpirun) what
+		// stopped another rank, which only err says.
+		if cause := context.Cause(e.context()); cause != nil {
+			fmt.Fprintf(e.out, "%v: stopped after step %d of %d\n", cause, sum.Step, sum.Steps)
+		} else {
+			fmt.Fprintln(e.out, err)
+		}
 		fmt.Fprintf(e.out, "saved step %d to %s (optimizer state %s); continue with: synth train -resume %s\n", sum.Step, sum.Out, sum.OptOut, sum.Out)
 		return nil
 	}

@@ -7,6 +7,7 @@ package specs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/synthgen/synthgen/internal/jsonkeys"
 )
 
 // Spec is one validated model configuration.
@@ -91,6 +94,16 @@ func IsAttentionFree(variant string) bool { return AttentionFree[variant] }
 // MaxN is the largest context length a spec may ask for.
 const MaxN = 8192
 
+// Upper bounds of the sizes that the model card leaves open: the
+// generator unrolls code and the runtime allocates memory by these, so a
+// typo (d 65536, layers 1000000000) is an error rather than an
+// exhausted machine. They are well above every shipped spec.
+const (
+	MaxD      = 8192  // model width
+	MaxLayers = 256   // blocks
+	MaxFFN    = 32768 // feed-forward hidden width: the default 4·d of d ≤ MaxD
+)
+
 // Error is a broken spec rule: which file, which field, what value, what rule.
 type Error struct {
 	File  string // the spec's path, or "" when parsed from memory
@@ -166,6 +179,13 @@ func Parse(file string, data []byte) (*Spec, error) {
 	}
 	if dec.More() {
 		return fail("", "", "malformed JSON: text after the spec object")
+	}
+	if err := jsonkeys.Check(data); err != nil {
+		var d *jsonkeys.DuplicateError
+		if errors.As(err, &d) {
+			return fail(d.Key, "", "is given twice: give each field once")
+		}
+		return fail("", "", "malformed JSON: "+err.Error())
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
@@ -270,17 +290,26 @@ func (s *Spec) validate(file string, present map[string]bool) error {
 	if s.D < 1 {
 		return fail("d", s.D, "must be ≥ 1")
 	}
+	if s.D > MaxD {
+		return fail("d", s.D, fmt.Sprintf("must be ≤ %d (synthgen's limit)", MaxD))
+	}
 	if s.D%s.Heads != 0 {
 		return fail("d", s.D, fmt.Sprintf("must be a multiple of heads (%d)", s.Heads))
 	}
 	if s.Layers < 1 {
 		return fail("layers", s.Layers, "must be ≥ 1")
 	}
+	if s.Layers > MaxLayers {
+		return fail("layers", s.Layers, fmt.Sprintf("must be ≤ %d (synthgen's limit)", MaxLayers))
+	}
 	if s.Vocab < 1 || s.Vocab > 256 {
 		return fail("vocab", s.Vocab, "must satisfy 1 ≤ vocab ≤ 256 (the model reads bytes)")
 	}
 	if s.FFN < 1 {
 		return fail("ffn", s.FFN, "must be ≥ 1")
+	}
+	if s.FFN > MaxFFN {
+		return fail("ffn", s.FFN, fmt.Sprintf("must be ≤ %d (synthgen's limit)", MaxFFN))
 	}
 	comps := s.Components()
 	seen := map[string]bool{}

@@ -43,8 +43,8 @@ func Stage(path string, fill func(io.Writer) error) (p *Pending, err error) {
 	if dir == "" {
 		dir = "."
 	}
-	if fi, serr := os.Stat(path); serr == nil && fi.IsDir() {
-		return nil, fmt.Errorf("write %s: is a directory", path)
+	if err := CheckOutput(path); err != nil {
+		return nil, fmt.Errorf("write: %w", err)
 	}
 	removeStaleTemps(dir, base)
 	tmp, err := os.CreateTemp(dir, tempPrefix(base)+"*")

@@ -193,6 +193,11 @@ func (st *Study) train(ctx context.Context, rp RunPlan, rs *runState, onEvent fu
 			run, err = synth.ResumeRun(ctx, rp.Checkpoint, opts...)
 		} else {
 			opts = append(opts, synth.Steps(s.Steps), synth.Batch(s.Batch), synth.Seed(rp.Seed))
+			if st.resumed {
+				// A run of this study that never saved a resumable pair: its
+				// files, if any, are the study's own (New checked the folder).
+				opts = append(opts, synth.Overwrite())
+			}
 			run, err = synth.NewRun(ctx, rp.Spec, opts...)
 		}
 		if err != nil {

@@ -50,6 +50,9 @@ const (
 	DefaultEvalWindows = 64
 )
 
+// MaxSeeds bounds Seeds: a study plans its runs (specs × seeds) up front.
+const MaxSeeds = 1000
+
 // ManifestFile is the study's state file in its folder.
 const ManifestFile = "study.json"
 
@@ -261,6 +264,9 @@ func Open(dir string, opts ...Option) (*Study, error) {
 		return nil, err
 	}
 	mp := filepath.Join(dir, ManifestFile)
+	if fi, err := os.Stat(mp); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("resume: %s is not a regular file", mp) // a FIFO would block the read
+	}
 	b, err := os.ReadFile(mp)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("resume: no study in %s (no %s): start one without resume", dir, ManifestFile)
@@ -273,7 +279,7 @@ func Open(dir string, opts ...Option) (*Study, error) {
 		return nil, fmt.Errorf("resume: %s: %w", mp, err)
 	}
 	saved := m.Settings
-	if m.Version != 1 || len(saved.Specs) == 0 || saved.Steps < 1 || saved.Batch < 1 || saved.Seeds < 1 {
+	if m.Version != 1 || len(saved.Specs) == 0 || saved.Steps < 1 || saved.Batch < 1 || saved.Seeds < 1 || saved.Seeds > MaxSeeds {
 		return nil, fmt.Errorf("resume: %s is not a study manifest this program understands", mp)
 	}
 	// Options given must agree with the saved settings.
@@ -336,14 +342,14 @@ func (o *options) validate() error {
 		return fmt.Errorf("steps %d must be ≥ 1", s.Steps)
 	case s.Batch < 1:
 		return fmt.Errorf("batch %d must be ≥ 1", s.Batch)
-	case s.Seeds < 1:
-		return fmt.Errorf("seeds %d must be ≥ 1", s.Seeds)
+	case s.Seeds < 1 || s.Seeds > MaxSeeds:
+		return fmt.Errorf("seeds %d must satisfy 1 ≤ seeds ≤ %d", s.Seeds, MaxSeeds)
 	case s.EvalEvery < 0:
 		return fmt.Errorf("eval-every %d must be ≥ 0", s.EvalEvery)
 	case s.EvalWindows < 0:
 		return fmt.Errorf("eval-windows %d must be ≥ 0", s.EvalWindows)
-	case o.workers < 0:
-		return fmt.Errorf("workers %d must be ≥ 0", o.workers)
+	case o.workers < 0 || o.workers > synth.MaxWorkers():
+		return fmt.Errorf("workers %d must satisfy 0 ≤ workers ≤ %d (%d per CPU)", o.workers, synth.MaxWorkers(), synth.WorkersPerCPU)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,11 @@ func loadTensors(f *File, prefix string, params []*model.Param, dst func(*model.
 		if err := t.Float32s(d); err != nil {
 			return fmt.Errorf("load %s: %w", f.Path, err)
 		}
+		for i, x := range d {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("load %s: tensor %q holds %v at element %d: the weights are not finite (a diverged run or a damaged file)", f.Path, name, x, i)
+			}
+		}
 	}
 	for _, name := range f.Names() {
 		if !want[name] {
@@ -160,8 +166,10 @@ func loadTensors(f *File, prefix string, params []*model.Param, dst func(*model.
 }
 
 // SaveOpt writes the optimizer's moments (adam.m.<name>, adam.v.<name> for
-// every non-frozen parameter) with the model's spec, the step and extra
-// metadata to path, atomically.
+// every non-frozen parameter) with the model's spec, the step, AdamW's
+// update count, the checksum of m's weights (KeyWeights, which binds the
+// state to the checkpoint of those weights) and extra metadata to path,
+// atomically.
 func SaveOpt(path string, m *model.Model, o *optim.AdamW, step int, extra map[string]string) error {
 	var ts []WriteTensor
 	for i, p := range o.Params {
@@ -182,7 +190,8 @@ func SaveOpt(path string, m *model.Model, o *optim.AdamW, step int, extra map[st
 	}
 	meta[KeySpec] = m.Spec.JSON()
 	meta[KeyStep] = strconv.Itoa(step)
-	meta["adam.steps"] = strconv.Itoa(o.Steps)
+	meta[KeyAdamSteps] = strconv.Itoa(o.Steps)
+	meta[KeyWeights] = WeightsSum(m)
 	if err := Write(path, ts, meta); err != nil {
 		return fmt.Errorf("save optimizer state: %w", err)
 	}
@@ -190,8 +199,10 @@ func SaveOpt(path string, m *model.Model, o *optim.AdamW, step int, extra map[st
 }
 
 // LoadOpt reads the optimizer state at path into o, checking that it
-// belongs to the model's spec and to a checkpoint of the given step. It
-// returns the file's metadata.
+// belongs to the model's spec, to a checkpoint of the given step and, when
+// the state records the checksum of its weights (KeyWeights; files of
+// earlier versions lack it), to m's weights. It returns the file's
+// metadata.
 func LoadOpt(path string, m *model.Model, o *optim.AdamW, step int) (map[string]string, error) {
 	f, err := Read(path)
 	if err != nil {
@@ -213,10 +224,10 @@ func loadOpt(f *File, m *model.Model, o *optim.AdamW, step int) (map[string]stri
 	if st != step {
 		return nil, fmt.Errorf("load optimizer state: %s: is at step %d but the checkpoint is at step %d (stale file?)", path, st, step)
 	}
-	as, err := strconv.Atoi(f.Metadata["adam.steps"])
-	if err != nil || as < 0 {
-		return nil, fmt.Errorf("load optimizer state: %s: metadata \"adam.steps\" = %q is not a non-negative integer", path, f.Metadata["adam.steps"])
+	if err := checkBinding(path, f.Metadata, step, WeightsSum(m)); err != nil {
+		return nil, fmt.Errorf("load optimizer state: %w", err)
 	}
+	as, _ := strconv.Atoi(f.Metadata[KeyAdamSteps])
 	idx := map[*model.Param]int{}
 	for i, p := range o.Params {
 		idx[p] = i

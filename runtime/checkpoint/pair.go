@@ -90,23 +90,43 @@ func SaveRun(path string, m *model.Model, o *optim.AdamW, step int, extra map[st
 // OptPrevPath(path) when that is (a save was interrupted; note says so).
 // It returns "" when neither file exists (a run saved without its state).
 // When the only state on disk is of another step, or unreadable, the error
-// says so and how to resume from the weights alone.
+// says so and how to resume from the weights alone. ResolveOptFor also
+// checks the states' binding to the checkpoint's weights.
 func ResolveOpt(path string, step int) (optPath, note string, err error) {
+	return ResolveOptFor(path, step, "")
+}
+
+// ResolveOptFor is ResolveOpt for a checkpoint whose weights have the
+// checksum sum (WeightsSum; "" skips the check): a state that records the
+// checksum of other weights is not the checkpoint's (a new run's state
+// left beside an older checkpoint by an interrupted save, or another run's
+// state put beside it), and neither is one whose AdamW update count is
+// past the step.
+func ResolveOptFor(path string, step int, sum string) (optPath, note string, err error) {
 	opt, prev := OptPath(path), OptPrevPath(path)
-	optStep, oerr := FileStep(opt)
+	optMeta, oerr := ReadMetadata(opt)
+	optStep := -1
+	if oerr == nil {
+		optStep, oerr = metaStep(opt, optMeta)
+	}
+	var bindErr error
 	if oerr == nil && optStep == step {
-		return opt, "", nil
+		if bindErr = checkBinding(opt, optMeta, step, sum); bindErr == nil {
+			return opt, "", nil
+		}
 	}
-	ps, perr := FileStep(prev)
-	if perr == nil && ps == step {
-		return prev, fmt.Sprintf("an earlier save was interrupted: the optimizer state of step %d is read from its backup %s", step, prev), nil
+	if pm, perr := ReadMetadata(prev); perr == nil {
+		if ps, perr := metaStep(prev, pm); perr == nil && ps == step && checkBinding(prev, pm, step, sum) == nil {
+			return prev, fmt.Sprintf("an earlier save was interrupted: the optimizer state of step %d is read from its backup %s", step, prev), nil
+		}
 	}
-	alone := fmt.Sprintf("to resume from the weights alone (AdamW's moments restart from zero, so the run is not an exact continuation), move %s aside", opt)
 	switch {
+	case bindErr != nil:
+		return "", "", fmt.Errorf("optimizer state of checkpoint %s: %w", path, bindErr)
 	case oerr == nil:
-		return "", "", fmt.Errorf("optimizer state %s is at step %d but checkpoint %s is at step %d (written by an interrupted save, or by another run); %s", opt, optStep, path, step, alone)
+		return "", "", fmt.Errorf("optimizer state %s is at step %d but checkpoint %s is at step %d (written by an interrupted save, or by another run); %s", opt, optStep, path, step, weightsAlone(opt))
 	case !errors.Is(oerr, fs.ErrNotExist):
-		return "", "", fmt.Errorf("optimizer state: %w; %s", oerr, alone)
+		return "", "", fmt.Errorf("optimizer state: %w; %s", oerr, weightsAlone(opt))
 	}
 	// No state; a backup of another step, if any, is ignored (the next save
 	// that completes removes it).
@@ -120,6 +140,11 @@ func FileStep(path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return metaStep(path, meta)
+}
+
+// metaStep is the "step" entry of the metadata meta of file path.
+func metaStep(path string, meta map[string]string) (int, error) {
 	st, ok := meta[KeyStep]
 	if !ok {
 		return 0, fmt.Errorf("%s: metadata has no %q entry", path, KeyStep)
@@ -136,21 +161,11 @@ func FileStep(path string) (int, error) {
 // is checked against the file's size before anything is allocated. The
 // tensor table is not validated (Read does that).
 func ReadMetadata(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: no such file: %w", path, fs.ErrNotExist)
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	return readMetadata(path, f, fi.Size())
 }
 

@@ -17,12 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
 	"sort"
 
 	"github.com/synthgen/synthgen/internal/atomicfile"
+	"github.com/synthgen/synthgen/internal/jsonkeys"
 )
 
 // MaxHeader is the largest JSON header accepted (as in the reference
@@ -73,6 +72,21 @@ func (t *Tensor) Float32s(dst []float32) error {
 	return nil
 }
 
+// CheckFinite returns an error naming the tensor and the element when an
+// F32 tensor holds a NaN or an infinity (a diverged run or a damaged file).
+func (t *Tensor) CheckFinite() error {
+	if t.DType != "F32" {
+		return nil
+	}
+	for i := 0; i+4 <= len(t.raw); i += 4 {
+		x := math.Float32frombits(binary.LittleEndian.Uint32(t.raw[i:]))
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("tensor %q holds %v at element %d: the weights are not finite (a diverged run or a damaged file)", t.Name, x, i/4)
+		}
+	}
+	return nil
+}
+
 // File is a parsed safetensors file.
 type File struct {
 	Path     string
@@ -92,22 +106,13 @@ func (f *File) Names() []string {
 
 // Read reads and validates the safetensors file at path.
 func Read(path string) (*File, error) {
-	fi, err := os.Stat(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: no such file", path)
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("%s: is a directory, not a safetensors file", path)
-	}
-	if !fi.Mode().IsRegular() {
-		// A device or pipe has no size to bound the read (/dev/zero never ends).
-		return nil, fmt.Errorf("%s: not a regular file (a device, pipe or socket), not a safetensors file", path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
+	defer f.Close()
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return Parse(path, b)
@@ -226,6 +231,9 @@ func decodeHeader(header []byte) (raw map[string]json.RawMessage, meta map[strin
 	}
 	if dec.More() {
 		return nil, nil, errors.New("text after the header's JSON object")
+	}
+	if err := jsonkeys.Check(header); err != nil {
+		return nil, nil, fmt.Errorf("header JSON: %v", err)
 	}
 	meta = map[string]string{}
 	if m, ok := raw[MetadataKey]; ok {

@@ -60,7 +60,7 @@ func ReadFile(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("data file %s: no such file", path)
+			return nil, &notExistError{path: path, err: err}
 		}
 		return nil, fmt.Errorf("data file %s: %w", path, err)
 	}
@@ -90,6 +90,16 @@ func ReadFile(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// notExistError is a missing data file: "data file <path>: no such file",
+// wrapping the file system's error (errors.Is(err, fs.ErrNotExist) holds).
+type notExistError struct {
+	path string
+	err  error
+}
+
+func (e *notExistError) Error() string { return "data file " + e.path + ": no such file" }
+func (e *notExistError) Unwrap() error { return e.err }
 
 // MaxStream bounds what ReadFile reads from a file that is not a regular
 // file (a pipe, a device), whose size is unknown: 1 GiB.

@@ -2,6 +2,8 @@ package data
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,4 +180,18 @@ func equal32(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// TestNotExist: a missing data file's error names it and wraps
+// fs.ErrNotExist.
+func TestNotExist(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "none.txt")
+	for name, f := range map[string]func() error{
+		"ReadFile": func() error { _, err := ReadFile(p); return err },
+		"Load":     func() error { _, err := Load(p, 8, 256); return err },
+	} {
+		if err := f(); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "data file "+p+": no such file") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -159,6 +159,13 @@ func TestCrashConsistency(t *testing.T) {
 			t.Fatalf("kill %d after %v: %v", i, delay, err)
 		}
 		s := h.Step
+		// The log holds every step up to the checkpoint's once, in order
+		// (rows past it, the last one possibly torn, are dropped by the
+		// next resume); a finished run's log holds exactly its steps.
+		logged, torn := crashLog(t, filepath.Join(dir, "c.csv"))
+		if len(logged) < s || (s >= crashSteps && (len(logged) != s || torn)) {
+			t.Fatalf("kill %d at step %d: the log holds %d steps (torn last line: %v)", i, s, len(logged), torn)
+		}
 		if s >= crashSteps {
 			for _, e := range entries { // a finished run: start again
 				if strings.HasPrefix(e.Name(), "c.") || strings.HasPrefix(e.Name(), ".c.") {
@@ -170,7 +177,7 @@ func TestCrashConsistency(t *testing.T) {
 		stop := min(s+2, crashSteps)
 		got := map[int]uint64{}
 		var rr *synth.Run
-		rr, err = synth.ResumeRun(context.Background(), ck, synth.Out(filepath.Join(root, "v.safetensors")), synth.StopAt(stop), synth.SaveEvery(0),
+		rr, err = synth.ResumeRun(context.Background(), ck, synth.Out(filepath.Join(root, "v.safetensors")), synth.Overwrite(), synth.StopAt(stop), synth.SaveEvery(0),
 			synth.OnEvent(func(e synth.Event) { got[e.Step] = weightsHash(rr.Model()) }))
 		if err != nil {
 			t.Fatalf("kill %d after %v at step %d: resume: %v", i, delay, s, err)
@@ -250,4 +257,27 @@ func TestResumeMismatchedState(t *testing.T) {
 	if p := r.Plan(); p.WithOptimizer || !strings.Contains(strings.Join(p.Notes, " "), "not an exact continuation") {
 		t.Errorf("plan %+v", p)
 	}
+}
+
+// crashLog reads a killed run's CSV log: its complete rows must be steps
+// 1, 2, … each once, with five fields; torn says the file ends in a partial
+// line (a kill while it was written).
+func crashLog(t *testing.T, path string) (steps []int, torn bool) {
+	t.Helper()
+	b := read(t, path)
+	end := strings.LastIndexByte(string(b), '\n')
+	torn = end != len(b)-1
+	lines := strings.Split(string(b[:end+1]), "\n")
+	if lines[0] != "step,loss,val_loss,lr,tokens_per_s" {
+		t.Fatalf("%s: header %q", path, lines[0])
+	}
+	for k, l := range lines[1 : len(lines)-1] {
+		f := strings.Split(l, ",")
+		st, err := strconv.Atoi(f[0])
+		if len(f) != 5 || err != nil || st != k+1 {
+			t.Fatalf("%s: row %d is %q, want step %d", path, k+1, l, k+1)
+		}
+		steps = append(steps, st)
+	}
+	return steps, torn
 }

@@ -46,9 +46,9 @@ type TensorInfo struct {
 
 // Inspect reads the checkpoint at path, checks its tensors' names, dtypes
 // and shapes against its spec, and reads the header of the optimizer state
-// beside it, if any. It reads only the files' headers and needs no linked
-// kernels: a program can inspect a checkpoint of any spec, of any size,
-// quickly.
+// beside it, if any, and checks that every weight is finite. It needs no
+// linked kernels: a program can inspect a checkpoint of any spec. Of the
+// optimizer state it reads only the header.
 func Inspect(path string) (*Inspection, error) {
 	h, err := checkpoint.PeekHeader(path)
 	if err != nil {
@@ -86,6 +86,15 @@ func Inspect(path string) (*Inspection, error) {
 			if !slices.ContainsFunc(params, func(p *model.Param) bool { return p.Name == n }) {
 				return nil, fmt.Errorf("inspect %s: tensor %q is not a parameter of spec %s", path, n, h.Spec.Name)
 			}
+		}
+	}
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		return nil, fmt.Errorf("inspect: %w", err)
+	}
+	for _, n := range f.Names() {
+		if err := f.Tensors[n].CheckFinite(); err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", path, err)
 		}
 	}
 	meta, err := checkpoint.ReadMetadata(in.OptPath)

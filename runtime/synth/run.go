@@ -1,12 +1,11 @@
 package synth
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -94,8 +93,11 @@ func Resume(ctx context.Context, checkpoint string, opts ...Option) (*Summary, e
 
 // NewRun prepares a new run of spec s: it checks every setting, builds the
 // model and loads the data, but trains nothing and writes nothing. The
-// spec's generated package must be linked into the program. ctx is checked
-// between the steps of the preparation: a cancelled ctx gives its error.
+// spec's generated package must be linked into the program. Its files
+// (Out, its optimizer state and log) must not exist unless Overwrite is
+// given, and must be regular files (or absent) other than the data file.
+// ctx is checked between the steps of the preparation: a cancelled ctx
+// gives its error.
 func NewRun(ctx context.Context, s specs.Spec, opts ...Option) (*Run, error) {
 	if err := cancelled(ctx); err != nil {
 		return nil, err
@@ -121,7 +123,10 @@ func NewRun(ctx context.Context, s specs.Spec, opts ...Option) (*Run, error) {
 // and noted: the moments then start from zero). The state must be of the
 // checkpoint's step: after a save interrupted by a crash, that is the
 // backup the save kept (Plan.Notes says so); a state of another step is an
-// error that says to move it aside to resume from the weights alone.
+// error that says to move it aside to resume from the weights alone, and
+// so is a state that records the checksum of other weights (another run's
+// at the same step). Written to another Out, the resume must not replace
+// files there unless Overwrite is given.
 // Options override the saved settings; overriding one (other than Steps,
 // LRSteps, Workers, evaluation, logging and output) makes the result differ
 // from an uninterrupted run, which Plan.Notes says. ctx is checked between
@@ -159,7 +164,9 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 	// The optimizer state of the checkpoint's step: beside it, or its
 	// backup if a save was interrupted (see checkpoint.SaveRun). A state
 	// of another step is an error that says how to resume without it.
-	optPath, note, err := checkpoint.ResolveOpt(path, h.Step)
+	// The state must also be of the checkpoint's weights (when it records
+	// their checksum): not another run's at the same step.
+	optPath, note, err := checkpoint.ResolveOptFor(path, h.Step, checkpoint.WeightsSum(net))
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
@@ -167,11 +174,12 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 		plan.Notes = append(plan.Notes, note)
 	}
 	if optPath != "" {
-		f, err := checkpoint.Read(optPath)
+		// The header alone: LoadStateFrom reads the moments once, later.
+		meta, err := checkpoint.ReadMetadata(optPath)
 		if err != nil {
 			return nil, fmt.Errorf("resume: optimizer state: %w", err)
 		}
-		saved, err := train.ConfigFromMetadata(optPath, f.Metadata)
+		saved, err := train.ConfigFromMetadata(optPath, meta)
 		if err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
 		}
@@ -205,8 +213,8 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 		keep("wd", o.wd == saved.Optim.WeightDecay, func() { cfg.Optim.WeightDecay = saved.Optim.WeightDecay })
 		keep("seed", o.seed == saved.Seed, func() { cfg.Seed = saved.Seed })
 		cfg.MinLRFrac, cfg.Optim.Beta1, cfg.Optim.Beta2, cfg.Optim.Eps = saved.MinLRFrac, saved.Optim.Beta1, saved.Optim.Beta2, saved.Optim.Eps
-		if !set["data"] && f.Metadata[keyData] != "" {
-			o.data, plan.SavedData = f.Metadata[keyData], true
+		if !set["data"] && meta[keyData] != "" {
+			o.data, plan.SavedData = meta[keyData], true
 		}
 	} else {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))
@@ -260,6 +268,10 @@ func (o *options) validate() error {
 		return optionErr("save-every", o.saveEvery, "must be ≥ 0")
 	case o.workers < 0:
 		return optionErr("workers", o.workers, "must be ≥ 0")
+	case o.workers > MaxWorkers() && !o.set["many-workers"]:
+		return optionErr("workers", o.workers, "is over the limit of %d (%d per CPU, %d CPUs): more only slow the run; allow it with the AllowManyWorkers option (synth train: -force)", MaxWorkers(), WorkersPerCPU, runtime.NumCPU())
+	case o.set["clip"] && !(o.clip >= 0):
+		return optionErr("clip", o.clip, "must be ≥ 0 (0: no clipping)")
 	case o.stopAt < 0:
 		return optionErr("stop-at", o.stopAt, "must be ≥ 0")
 	case o.lrSteps < 0:
@@ -298,9 +310,6 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 			out = m.net.Spec.Name + ".safetensors"
 		}
 	}
-	if err := checkOut(out); err != nil {
-		return nil, err
-	}
 	stop := cfg.Steps
 	if o.stopAt > 0 {
 		if o.stopAt <= start || o.stopAt > cfg.Steps {
@@ -315,6 +324,12 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 			return nil, err
 		}
 		path, plan.DefaultData = p, true
+	}
+	if err := checkOut(out, path, plan.Resume); err != nil {
+		return nil, err
+	}
+	if err := o.checkNotStarted(out, plan.Resume); err != nil {
+		return nil, err
 	}
 	s := m.net.Spec
 	if err := cancelled(ctx); err != nil {
@@ -357,18 +372,21 @@ func csvPath(path string) string {
 	return strings.TrimSuffix(path, ".safetensors") + ".csv"
 }
 
-// checkOut fails early when the checkpoint cannot be written to out.
-func checkOut(out string) error {
-	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
-		return fmt.Errorf("output %s is a directory", out)
+// checkOut fails early when the run's files cannot be written: out, its
+// optimizer state and its CSV log must each be a regular file or absent
+// (never a directory, device, FIFO or socket, nor a link to one), in an
+// existing folder, and none may be one of the run's inputs: the data file
+// and, unless out is resumed in place, the checkpoint resumed and its
+// optimizer state.
+func checkOut(out, data, resume string) error {
+	inputs := []string{data}
+	if resume != "" && !sameFile(out, resume) {
+		inputs = append(inputs, resume, checkpoint.OptPath(resume), checkpoint.OptPrevPath(resume))
 	}
-	dir := filepath.Dir(out)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("output %s: directory %s: %w", out, dir, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("output %s: %s is not a directory", out, dir)
+	for _, p := range []string{out, checkpoint.OptPath(out), csvPath(out)} {
+		if err := checkpoint.CheckOutput(p, inputs...); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -410,7 +428,9 @@ type Summary struct {
 
 // Train runs the steps of the plan, evaluating every EvalEvery steps,
 // saving every SaveEvery steps and at the end, reporting through OnEvent
-// and Log, and appending to the CSV log. When ctx is cancelled it
+// and Log, and writing the CSV log, whose rows reach the disk (synced)
+// before each save and which a resume in place cuts back to the resumed
+// checkpoint's step, so that it holds each step once. When ctx is cancelled it
 // finishes the current step, saves a resumable checkpoint, and returns the
 // summary with an error wrapping ctx's cause (errors.Is(err,
 // context.Canceled) for a plain cancel). Any other error leaves the last
@@ -426,10 +446,9 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	}
 	ctx, release := r.collective(ctx) // on several ranks: every rank stops after the same step
 	defer release()
-	lg, err := openCSV(r.csvLogPath(), r.plan.Resume != "")
-	if err != nil {
-		return nil, err
-	}
+	// Resumed in place, the log continues the run's; else it starts anew.
+	inPlace := r.plan.Resume != "" && sameFile(r.plan.Out, r.plan.Resume)
+	lg := newCSVLog(r.csvLogPath(), inPlace, r.t.Step)
 	defer func() {
 		if cerr := lg.close(); err == nil {
 			err = cerr
@@ -522,62 +541,22 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	return sum, nil
 }
 
-// save writes the checkpoint and optimizer state and flushes the log.
+// save writes the log's rows to disk, then the checkpoint and optimizer
+// state: the log holds every step of a checkpoint that is saved (a crash in
+// between leaves rows past the checkpoint's step, which a resume drops).
+// A log that this save created is removed again if the checkpoint fails.
 func (r *Run) save(lg *csvLog) error {
-	if err := r.Save(); err != nil {
+	first := lg.f == nil
+	if err := lg.flush(); err != nil {
 		return err
 	}
-	return lg.flush()
-}
-
-// csvLog is the run's CSV log: step, loss, val_loss, lr, tokens_per_s.
-type csvLog struct {
-	path string
-	f    *os.File
-	w    *bufio.Writer
-}
-
-// openCSV opens the CSV log: appended to when resuming a run that has one,
-// else created with its header.
-func openCSV(path string, resume bool) (*csvLog, error) {
-	fresh := true
-	if resume {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-			fresh = false
+	if err := r.Save(); err != nil {
+		if first {
+			lg.remove()
 		}
-	}
-	var f *os.File
-	var err error
-	if fresh {
-		f, err = os.Create(path)
-	} else {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("CSV log: %w", err)
-	}
-	l := &csvLog{path: path, f: f, w: bufio.NewWriter(f)}
-	if fresh {
-		l.w.WriteString("step,loss,val_loss,lr,tokens_per_s\n")
-	}
-	return l, nil
-}
-
-func (l *csvLog) printf(format string, args ...any) { fmt.Fprintf(l.w, format, args...) }
-
-func (l *csvLog) flush() error {
-	if err := l.w.Flush(); err != nil {
-		return fmt.Errorf("CSV log %s: %w", l.path, err)
+		return err
 	}
 	return nil
-}
-
-func (l *csvLog) close() error {
-	err := l.flush()
-	if cerr := l.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("CSV log %s: %w", l.path, cerr)
-	}
-	return err
 }
 
 func ftoa(x float64) string {

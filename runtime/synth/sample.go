@@ -69,7 +69,11 @@ func (m *Model) Generate(ctx context.Context, w io.Writer, prompt []byte, opts S
 			bw.Flush()
 			return fmt.Errorf("sampling stopped after %d bytes: %w", i, context.Cause(ctx))
 		}
-		c := s.next(text)
+		c, err := s.next(text)
+		if err != nil {
+			bw.Flush()
+			return fmt.Errorf("sample: after %d bytes: %w", i, err)
+		}
 		text = append(text, c)
 		bw.WriteByte(c)
 		if c == '\n' {
@@ -108,15 +112,22 @@ func newSampler(m *model.Model, temp float64, topk int, seed uint64) *sampler {
 	}
 }
 
-// next runs the model on the last ≤ n bytes of text and draws a byte.
-func (s *sampler) next(text []byte) byte {
+// next runs the model on the last ≤ n bytes of text and draws a byte. A
+// NaN among the logits (broken weights) is an error, never a byte.
+func (s *sampler) next(text []byte) (byte, error) {
 	ctx := text[max(0, len(text)-s.m.Spec.N):]
 	in := s.in[:len(ctx)]
 	for i, c := range ctx {
 		in[i] = int32(c)
 	}
 	s.m.Forward(s.ws, in, nil, 1)
-	return byte(pick(s.ws.Logits(0, len(ctx)-1), s.temp, s.topk, s.rng, s.probs, s.order))
+	logits := s.ws.Logits(0, len(ctx)-1)
+	for i, x := range logits {
+		if math.IsNaN(float64(x)) {
+			return 0, fmt.Errorf("the model's logit of byte %d is NaN: its weights are not usable (a diverged run?)", i)
+		}
+	}
+	return byte(pick(logits, s.temp, s.topk, s.rng, s.probs, s.order)), nil
 }
 
 // pick draws an index from logits at temperature temp among the topk

@@ -1,0 +1,57 @@
+package synth
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/synthgen/synthgen/runtime/checkpoint"
+)
+
+// Overwrite lets a new run (or a resume written to another Out) replace an
+// existing checkpoint, optimizer state and CSV log at Out. Without it,
+// starting a run over files it did not start from is an error that says
+// how to resume them instead: no run silently replaces another's work.
+// Resuming a checkpoint in place (Resume without Out) needs no Overwrite.
+func Overwrite() Option { return setter("overwrite", func(*options) {}) }
+
+// checkNotStarted fails when the files a run would write to (checkpoint
+// out, its optimizer state and its CSV log) already exist and the run did
+// not start from them: resume names the checkpoint resumed ("" for a new
+// run), and Overwrite allows the replacement.
+func (o *options) checkNotStarted(out, resume string) error {
+	if o.set["overwrite"] {
+		return nil
+	}
+	if resume != "" && sameFile(out, resume) {
+		return nil // resuming in place
+	}
+	for _, p := range []string{out, checkpoint.OptPath(out), csvPath(out)} {
+		if _, err := os.Lstat(p); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return fmt.Errorf("output %s: %w", p, err)
+		}
+		what := "a file"
+		if p == out {
+			what = "a checkpoint"
+			if step, err := checkpoint.FileStep(out); err == nil {
+				what = fmt.Sprintf("a checkpoint of step %d", step)
+			}
+		}
+		return fmt.Errorf("output %s already holds %s that this run did not start from: resume it (synth train -resume %s, or synth.Resume), write elsewhere (-out, or the Out option), or replace it (synth train -force, or the synth.Overwrite option)", p, what, out)
+	}
+	return nil
+}
+
+// sameFile reports whether paths a and b name one existing file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
