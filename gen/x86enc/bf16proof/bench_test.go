@@ -40,3 +40,25 @@ func BenchmarkDotBF16(b *testing.B) {
 	}
 	b.ReportMetric(float64(2*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
+
+// BenchmarkGemm4x32 times the AVX512-BF16 4×32 micro-kernel and reports
+// GFLOP/s.
+func BenchmarkGemm4x32(b *testing.B) {
+	if !HasAVX512BF16 {
+		b.Skip("AVX512-BF16 kernels not available here")
+	}
+	const k = 1024
+	r := rand.New(rand.NewPCG(1, 1))
+	c := make([]float32, 128)
+	a := randomBF16(r, 4*k)
+	bp, err := PackB(randomBF16(r, k*32), k, 32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := Gemm4x32(c, a, bp, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(2*4*32*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}

@@ -120,3 +120,18 @@ func Gemm32(c []float32, a, bPacked []uint16, k int) error {
 	gemm32x32AMX(&c[0], &a[0], &bPacked[0], k)
 	return nil
 }
+
+// Gemm4x32 computes c += a·b for c 4×32 float32 (row-major), a 4×k bf16
+// (row-major) and b k×32 bf16 packed by PackB, k a positive multiple of
+// 32, with AVX512-BF16 (VDPBF16PS with broadcast A pairs); it returns an
+// error wrapping ErrNoFeature where AVX512-BF16 cannot run.
+func Gemm4x32(c []float32, a, bPacked []uint16, k int) error {
+	if k <= 0 || k%32 != 0 || len(c) != 4*32 || len(a) != 4*k || len(bPacked) != 32*k {
+		return fmt.Errorf("bf16proof.Gemm4x32: k %d must be a positive multiple of 32, len(c) %d = 128, len(a) %d = 4k, len(b) %d = 32k", k, len(c), len(a), len(bPacked))
+	}
+	if !HasAVX512BF16 {
+		return fmt.Errorf("bf16proof.Gemm4x32: AVX512-BF16 kernels not available: %w", ErrNoFeature)
+	}
+	gemm4x32AVX512BF16(&c[0], &a[0], &bPacked[0], k)
+	return nil
+}

@@ -232,3 +232,33 @@ func TestPackB(t *testing.T) {
 		t.Error("PackB with k=48 gave no error")
 	}
 }
+
+func TestGemm4x32(t *testing.T) {
+	if !HasAVX512BF16 {
+		t.Skip("AVX512-BF16 kernels not run: CPU lacks AVX512-BF16/AVX512BW or the build is purego/non-amd64")
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, k := range []int{32, 64, 160, 1024} {
+		c := make([]float32, 4*32)
+		for i := range c {
+			c[i] = float32(r.NormFloat64())
+		}
+		a, b := randomBF16(r, 4*k), randomBF16(r, k*32)
+		bp, err := PackB(b, k, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, abs := refGemm(c, a, b, 4, 32, k)
+		if err := Gemm4x32(c, a, bp, k); err != nil {
+			t.Fatal(err)
+		}
+		for i := range c {
+			if !near(c[i], ref[i], abs[i], k+1) {
+				t.Fatalf("k=%d: C[%d][%d] = %v, reference %v", k, i/32, i%32, c[i], ref[i])
+			}
+		}
+	}
+	if err := Gemm4x32(make([]float32, 128), make([]uint16, 4*16), make([]uint16, 32*16), 16); err == nil {
+		t.Error("Gemm4x32 with k=16 gave no error")
+	}
+}

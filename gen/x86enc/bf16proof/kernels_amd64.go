@@ -23,3 +23,8 @@ func tileMatmulAMX(c *float32, a *uint16, b *uint16)
 //
 //go:noescape
 func gemm32x32AMX(c *float32, a *uint16, b *uint16, k int)
+
+// gemm4x32AVX512BF16 computes C += A·B for a 4×32 C and a depth k, multiple of 32 (AVX512-BF16).
+//
+//go:noescape
+func gemm4x32AVX512BF16(c *float32, a *uint16, b *uint16, k int)

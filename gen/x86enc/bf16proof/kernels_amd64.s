@@ -377,3 +377,1280 @@ gemm_loop:
 	BYTE $0x49
 	BYTE $0xc0
 	RET
+
+// func gemm4x32AVX512BF16(c *float32, a *uint16, b *uint16, k int)
+// Requires: AVX, AVX512F
+TEXT ·gemm4x32AVX512BF16(SB), NOSPLIT, $0-32
+	MOVQ    c+0(FP), DI
+	MOVQ    a+8(FP), SI
+	MOVQ    b+16(FP), R13
+	MOVQ    k+24(FP), R8
+	LEAQ    (R8)(R8*1), CX
+	LEAQ    (CX)(CX*2), R10
+	ADDQ    SI, R10
+	SHRQ    $0x05, R8
+	VMOVUPS (DI), Z16
+	VMOVUPS 64(DI), Z17
+	VMOVUPS 128(DI), Z18
+	VMOVUPS 192(DI), Z19
+	VMOVUPS 256(DI), Z20
+	VMOVUPS 320(DI), Z21
+	VMOVUPS 384(DI), Z22
+	VMOVUPS 448(DI), Z23
+
+gemm4_loop:
+	VMOVUPS (R13), Z0
+	VMOVUPS 1024(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x06
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x0e
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x14
+	BYTE $0x0e
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x1c
+	BYTE $0x0e
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x24
+	BYTE $0x4e
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x2c
+	BYTE $0x4e
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x32
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x3a
+	VMOVUPS 64(R13), Z0
+	VMOVUPS 1088(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+4]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x01
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+4]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x01
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+4]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x01
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+4]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x01
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+4]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x01
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+4]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x01
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+4]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x01
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+4]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x01
+	VMOVUPS 128(R13), Z0
+	VMOVUPS 1152(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+8]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x02
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+8]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x02
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+8]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x02
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+8]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x02
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+8]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x02
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+8]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x02
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+8]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x02
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+8]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x02
+	VMOVUPS 192(R13), Z0
+	VMOVUPS 1216(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+12]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x03
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+12]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x03
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+12]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x03
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+12]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x03
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+12]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x03
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+12]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x03
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+12]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x03
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+12]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x03
+	VMOVUPS 256(R13), Z0
+	VMOVUPS 1280(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+16]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x04
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+16]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x04
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+16]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x04
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+16]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x04
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+16]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x04
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+16]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x04
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+16]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x04
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+16]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x04
+	VMOVUPS 320(R13), Z0
+	VMOVUPS 1344(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+20]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x05
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+20]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x05
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+20]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x05
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+20]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x05
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+20]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x05
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+20]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x05
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+20]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x05
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+20]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x05
+	VMOVUPS 384(R13), Z0
+	VMOVUPS 1408(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+24]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x06
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+24]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x06
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+24]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x06
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+24]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x06
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+24]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x06
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+24]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x06
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+24]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x06
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+24]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x06
+	VMOVUPS 448(R13), Z0
+	VMOVUPS 1472(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+28]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x07
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+28]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x07
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+28]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x07
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+28]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x07
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+28]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x07
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+28]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x07
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+28]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x07
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+28]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x07
+	VMOVUPS 512(R13), Z0
+	VMOVUPS 1536(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+32]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x08
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+32]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x08
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+32]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x08
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+32]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x08
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+32]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x08
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+32]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x08
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+32]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x08
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+32]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x08
+	VMOVUPS 576(R13), Z0
+	VMOVUPS 1600(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+36]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x09
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+36]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x09
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+36]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x09
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+36]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x09
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+36]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x09
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+36]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x09
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+36]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x09
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+36]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x09
+	VMOVUPS 640(R13), Z0
+	VMOVUPS 1664(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+40]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x0a
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+40]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+40]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+40]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+40]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+40]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+40]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0a
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+40]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x0a
+	VMOVUPS 704(R13), Z0
+	VMOVUPS 1728(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+44]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x0b
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+44]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+44]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+44]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+44]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+44]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+44]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0b
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+44]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x0b
+	VMOVUPS 768(R13), Z0
+	VMOVUPS 1792(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+48]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x0c
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+48]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+48]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+48]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+48]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+48]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+48]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0c
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+48]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x0c
+	VMOVUPS 832(R13), Z0
+	VMOVUPS 1856(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+52]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x0d
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+52]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x0d
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+52]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0d
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+52]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0d
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+52]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x0d
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+52]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0d
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+52]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0d
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+52]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x0d
+	VMOVUPS 896(R13), Z0
+	VMOVUPS 1920(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+56]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x0e
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+56]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+56]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+56]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+56]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+56]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+56]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0e
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+56]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x0e
+	VMOVUPS 960(R13), Z0
+	VMOVUPS 1984(R13), Z1
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+60]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x0f
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+60]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x0f
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+60]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0f
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+60]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0f
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+60]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x0f
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+60]{1to16}
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0f
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+60]{1to16}
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0f
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+60]{1to16}
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7a
+	BYTE    $0x0f
+	ADDQ    $0x40, SI
+	ADDQ    $0x40, R10
+	ADDQ    $0x00000800, R13
+	DECQ    R8
+	JNZ     gemm4_loop
+	VMOVUPS Z16, (DI)
+	VMOVUPS Z17, 64(DI)
+	VMOVUPS Z18, 128(DI)
+	VMOVUPS Z19, 192(DI)
+	VMOVUPS Z20, 256(DI)
+	VMOVUPS Z21, 320(DI)
+	VMOVUPS Z22, 384(DI)
+	VMOVUPS Z23, 448(DI)
+	VZEROUPPER
+	RET

@@ -39,6 +39,7 @@ func run(dir string) error {
 	cfg := tileConfig(ctx)
 	tileMatmul(ctx, e, cfg)
 	gemm32(ctx, e, cfg)
+	gemm4x32(ctx, e)
 	if err := e.Err(); err != nil {
 		return fmt.Errorf("encoding: %w", err)
 	}
@@ -247,5 +248,62 @@ func gemm32(ctx *build.Context, e *x86enc.Emitter, cfg Mem) {
 	e.Add(x86enc.TILESTORED(enc(x86enc.DI, x86enc.BX, 1, 16*128), x86enc.T(2)))
 	e.Add(x86enc.TILESTORED(enc(x86enc.DI, x86enc.BX, 1, 16*128+64), x86enc.T(3)))
 	e.Add(x86enc.TILERELEASE(), nil)
+	ctx.RET()
+}
+
+// gemm4x32: C (4×32 float32, row stride 128 bytes) += A (4×k bf16, row
+// stride 2k bytes) · B (k×32 bf16 packed by PackB), k a positive multiple
+// of 32, with VDPBF16PS: B pairs in zmm0/zmm1, each A pair broadcast from
+// memory ({1to16}, through SIB indexes and compressed disp8), eight
+// accumulators zmm16–23.
+func gemm4x32(ctx *build.Context, e *x86enc.Emitter) {
+	ctx.Function("gemm4x32AVX512BF16")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(c *float32, a, b *uint16, k int)")
+	ctx.Pragma("noescape")
+	ctx.Doc("gemm4x32AVX512BF16 computes C += A·B for a 4×32 C and a depth k, multiple of 32 (AVX512-BF16).")
+	ctx.Load(ctx.Param("c"), RDI)
+	ctx.Load(ctx.Param("a"), RSI)
+	ctx.Load(ctx.Param("b"), R13)
+	ctx.Load(ctx.Param("k"), R8)
+	ctx.LEAQ(Mem{Base: R8, Index: R8, Scale: 1}, RCX) // A row stride 2k
+	ctx.LEAQ(Mem{Base: RCX, Index: RCX, Scale: 2}, R10)
+	ctx.ADDQ(RSI, R10) // A row 3
+	ctx.SHRQ(U8(5), R8)
+	acc := func(i, j int) VecPhysical { return []VecPhysical{Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23}[2*i+j] }
+	for i := 0; i < 4; i++ {
+		for j := 0; j < 2; j++ {
+			ctx.VMOVUPS(Mem{Base: RDI, Disp: 128*i + 64*j}, acc(i, j))
+		}
+	}
+	ctx.Label("gemm4_loop")
+	rows := []x86enc.Mem{
+		x86enc.M(x86enc.SI, 0),
+		x86enc.MI(x86enc.SI, x86enc.CX, 1, 0),
+		x86enc.MI(x86enc.SI, x86enc.CX, 2, 0),
+		x86enc.M(x86enc.R10, 0),
+	}
+	for r := 0; r < 16; r++ {
+		ctx.VMOVUPS(Mem{Base: R13, Disp: 64 * r}, Z0)
+		ctx.VMOVUPS(Mem{Base: R13, Disp: 1024 + 64*r}, Z1)
+		for i, row := range rows {
+			m := row
+			m.Disp += int32(4 * r)
+			m = m.Broadcast()
+			e.Add(x86enc.VDPBF16PS(x86enc.Z(16+2*i), x86enc.NoMask, x86enc.Z(0), m))
+			e.Add(x86enc.VDPBF16PS(x86enc.Z(17+2*i), x86enc.NoMask, x86enc.Z(1), m))
+		}
+	}
+	ctx.ADDQ(U8(64), RSI)
+	ctx.ADDQ(U8(64), R10)
+	ctx.ADDQ(U32(2048), R13)
+	ctx.DECQ(R8)
+	ctx.JNZ(LabelRef("gemm4_loop"))
+	for i := 0; i < 4; i++ {
+		for j := 0; j < 2; j++ {
+			ctx.VMOVUPS(acc(i, j), Mem{Base: RDI, Disp: 128*i + 64*j})
+		}
+	}
+	ctx.VZEROUPPER()
 	ctx.RET()
 }
