@@ -5,8 +5,28 @@
 // check them against float32/float64 references on bf16-rounded inputs; it
 // is the runtime proof of the encoder, not a kernel library.
 //
-// Every function has a pure-Go fallback that runs where the CPU, the OS or
-// the build (purego, non-amd64) lacks the feature.
+// The bf16 conversion and dot product fall back to pure Go where the CPU or
+// the build (purego, non-amd64) lacks AVX512-BF16; the GEMM kernels return
+// an error wrapping ErrNoFeature that says why they cannot run.
+//
+// # AMX, preemption and signals
+//
+// Linux enables AMX tile data per process: AMX asks once for it with
+// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); without it the first
+// tile instruction raises SIGILL. The kernel grants it only when every
+// thread's signal stack can hold the enlarged signal frame (about 11 KB
+// with AMX); Go's signal stacks are 32 KB. Once granted, the kernel saves
+// and restores the tile data on context switches and writes it into the
+// XSAVE area of every signal frame, restoring it on sigreturn, so a signal
+// — such as SIGURG, Go's asynchronous preemption — taken in the middle of a
+// tile computation leaves the tiles intact. Go itself never switches
+// goroutines inside an assembly function (assembly is not an async safe
+// point, and NOSPLIT leaves have no stack check), so tile state cannot pass
+// from one goroutine to another as long as each call configures (LDTILECFG),
+// computes, stores and releases (TILERELEASE) its tiles, as these kernels
+// do. The price is latency: a long call delays preemption and GC, so calls
+// should stay short (tens of microseconds). TestAMXSurvivesSignals checks
+// this under a storm of SIGURG and forced GCs.
 package bf16proof
 
 //go:generate go run ./internal/asm
