@@ -66,8 +66,8 @@ func VCVTNEPS2BF16(dst Vec, k Mask, src Operand) (Inst, error) {
 		bits = s.Bits
 	case Mem:
 		bits = s.Bits
-		if bits == 0 {
-			return Inst{}, fmt.Errorf("%s: memory source needs its width in Bits (128, 256 or 512)", name)
+		if bits != 128 && bits != 256 && bits != 512 {
+			return Inst{}, fmt.Errorf("%s: memory source needs its width in Bits (128, 256 or 512), not %d", name, bits)
 		}
 	}
 	want := 128

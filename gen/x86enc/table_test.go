@@ -63,6 +63,11 @@ func TestErrors(t *testing.T) {
 		{func() (Inst, error) { return VDPBF16PS(Z(0), NoMask, Z(1), M(16, 0)) }, "base register 16"},
 		{func() (Inst, error) { return VDPBF16PS(Z(0), NoMask, Z(1), Mem{Base: AX, Bits: 256}) }, "memory source of 256 bits, want 512"},
 		{func() (Inst, error) { return VCVTNEPS2BF16(Y(0), NoMask, M(AX, 0)) }, "needs its width in Bits"},
+		{func() (Inst, error) { return VCVTNEPS2BF16(X(0), NoMask, Mem{Base: AX, Bits: 100}) }, "width in Bits (128, 256 or 512), not 100"},
+		{func() (Inst, error) { return VCVTNEPS2BF16(X(0), NoMask, Vec{Bits: 64, N: 1}) }, "vector width 64 bits"},
+		{func() (Inst, error) { return VCVTNEPS2BF16(X(0), NoMask, nil) }, "missing source"},
+		{func() (Inst, error) { return STTILECFG(Mem{Base: AX, Bits: 512}) }, "take no width"},
+		{func() (Inst, error) { return TILELOADDT1(T(1), Mem{Base: GPR(16), Scale: 1}) }, "base register 16"},
 		{func() (Inst, error) { return VCVTNEPS2BF16(Z(0), NoMask, Z(1)) }, "512-bit source converts into a 256-bit destination"},
 		{func() (Inst, error) { return VCVTNEPS2BF16(Y(0), NoMask, Y(1)) }, "256-bit source converts into a 128-bit destination"},
 		{func() (Inst, error) { return LDTILECFG(M(AX, 0).Broadcast()) }, "ldtilecfg: AMX memory operands have no broadcast"},
@@ -121,5 +126,19 @@ func TestEmitter(t *testing.T) {
 	want := "\t// tilerelease\n\tBYTE $0xc4\n\tBYTE $0xe2\n\tBYTE $0x78\n\tBYTE $0x49\n\tBYTE $0xc0\n\tRET\n"
 	if !bytes.Contains(b, []byte(want)) {
 		t.Errorf("printed assembly lacks\n%s\ngot\n%s", want, b)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{Z(17).String(), "Z17"}, {Y(3).String(), "Y3"}, {X(31).String(), "X31"},
+		{Z(17).Intel(), "zmm17"}, {R12.String(), "R12"}, {R12.Intel(), "r12"},
+		{SP.String(), "SP"}, {BP.Intel(), "rbp"}, {T(5).Intel(), "tmm5"},
+		{KZ(3).Intel(), "{k3}{z}"}, {NoMask.Intel(), ""},
+		{MI(R13, R9, 8, -16).Intel(), "[r13+r9*8-16]"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
 	}
 }
