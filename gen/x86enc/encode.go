@@ -12,6 +12,10 @@ type Inst struct {
 	Intel string
 	// Bytes is the machine encoding.
 	Bytes []byte
+	// ISA lists the CPUID features the instruction needs, as the Intel
+	// manual names them (AVX512_BF16, AVX512VL, AMX_TILE, AMX_BF16): the
+	// caller must check them before running it.
+	ISA []string
 }
 
 // Opcode maps (EVEX.mmm / VEX.m-mmmm).

@@ -1,8 +1,25 @@
 package x86enc
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ---- AVX512-BF16 (EVEX) ----
+
+// bf16ISA is the feature list of an AVX512-BF16 instruction of vector
+// length bits: below 512 bits it also needs AVX512VL.
+func bf16ISA(bits int) []string {
+	if bits < 512 {
+		return []string{"AVX512_BF16", "AVX512VL"}
+	}
+	return []string{"AVX512_BF16"}
+}
+
+var (
+	isaTile = []string{"AMX_TILE"}
+	isaBF16 = []string{"AMX_TILE", "AMX_BF16"}
+)
 
 // evexNDS encodes the common form "op dst{k}{z}, src1, src2/mem/bcst" with
 // a full-vector tuple (disp8*N with N the vector bytes, 4 when broadcast).
@@ -28,6 +45,7 @@ func evexNDS(name string, pp, op byte, dst Vec, k Mask, src1 Vec, src2 Operand) 
 	return Inst{
 		Intel: fmt.Sprintf("%s %s%s, %s, %s", name, dst.Intel(), k.Intel(), src1.Intel(), s2),
 		Bytes: e.encode(),
+		ISA:   bf16ISA(dst.Bits),
 	}, nil
 }
 
@@ -86,6 +104,7 @@ func VCVTNEPS2BF16(dst Vec, k Mask, src Operand) (Inst, error) {
 	return Inst{
 		Intel: fmt.Sprintf("%s %s%s, %s", name, dst.Intel(), k.Intel(), s),
 		Bytes: e.encode(),
+		ISA:   bf16ISA(bits),
 	}, nil
 }
 
@@ -108,7 +127,7 @@ func LDTILECFG(m Mem) (Inst, error) {
 		return Inst{}, err
 	}
 	e := vex{pp: ppNone, mmmmm: map0F38, op: 0x49, reg: 0, vvvv: -1, rm: m}
-	return Inst{Intel: "ldtilecfg " + m.Intel(), Bytes: e.encode()}, nil
+	return Inst{Intel: "ldtilecfg " + m.Intel(), Bytes: e.encode(), ISA: slices.Clone(isaTile)}, nil
 }
 
 // STTILECFG encodes "sttilecfg [m]" (VEX.128.66.0F38.W0 49 /0): stores the
@@ -118,7 +137,7 @@ func STTILECFG(m Mem) (Inst, error) {
 		return Inst{}, err
 	}
 	e := vex{pp: pp66, mmmmm: map0F38, op: 0x49, reg: 0, vvvv: -1, rm: m}
-	return Inst{Intel: "sttilecfg " + m.Intel(), Bytes: e.encode()}, nil
+	return Inst{Intel: "sttilecfg " + m.Intel(), Bytes: e.encode(), ISA: slices.Clone(isaTile)}, nil
 }
 
 func tileLoad(name string, pp byte, t Tile, m Mem) (Inst, error) {
@@ -129,7 +148,7 @@ func tileLoad(name string, pp byte, t Tile, m Mem) (Inst, error) {
 		return Inst{}, err
 	}
 	e := vex{pp: pp, mmmmm: map0F38, op: 0x4B, reg: int(t), vvvv: -1, rm: m, sib: true}
-	return Inst{Intel: fmt.Sprintf("%s %s, %s", name, t.Intel(), m.Intel()), Bytes: e.encode()}, nil
+	return Inst{Intel: fmt.Sprintf("%s %s, %s", name, t.Intel(), m.Intel()), Bytes: e.encode(), ISA: slices.Clone(isaTile)}, nil
 }
 
 // TILELOADD encodes "tileloadd tmm, [base+index*scale+disp]"
@@ -154,7 +173,7 @@ func TILESTORED(m Mem, t Tile) (Inst, error) {
 		return Inst{}, err
 	}
 	e := vex{pp: ppF3, mmmmm: map0F38, op: 0x4B, reg: int(t), vvvv: -1, rm: m, sib: true}
-	return Inst{Intel: fmt.Sprintf("%s %s, %s", name, m.Intel(), t.Intel()), Bytes: e.encode()}, nil
+	return Inst{Intel: fmt.Sprintf("%s %s, %s", name, m.Intel(), t.Intel()), Bytes: e.encode(), ISA: slices.Clone(isaTile)}, nil
 }
 
 // TDPBF16PS encodes "tdpbf16ps dst, a, b" (VEX.128.F3.0F38.W0 5C): dst
@@ -171,7 +190,7 @@ func TDPBF16PS(dst, a, b Tile) (Inst, error) {
 		return Inst{}, fmt.Errorf("%s: tiles %s, %s, %s must all differ", name, dst.Intel(), a.Intel(), b.Intel())
 	}
 	e := vex{pp: ppF3, mmmmm: map0F38, op: 0x5C, reg: int(dst), vvvv: int(b), rm: a}
-	return Inst{Intel: fmt.Sprintf("%s %s, %s, %s", name, dst.Intel(), a.Intel(), b.Intel()), Bytes: e.encode()}, nil
+	return Inst{Intel: fmt.Sprintf("%s %s, %s, %s", name, dst.Intel(), a.Intel(), b.Intel()), Bytes: e.encode(), ISA: slices.Clone(isaBF16)}, nil
 }
 
 // TILEZERO encodes "tilezero tmm" (VEX.128.F2.0F38.W0 49 /r, mod 11).
@@ -181,12 +200,12 @@ func TILEZERO(t Tile) (Inst, error) {
 		return Inst{}, err
 	}
 	e := vex{pp: ppF2, mmmmm: map0F38, op: 0x49, reg: int(t), vvvv: -1, rm: Tile(0)}
-	return Inst{Intel: "tilezero " + t.Intel(), Bytes: e.encode()}, nil
+	return Inst{Intel: "tilezero " + t.Intel(), Bytes: e.encode(), ISA: slices.Clone(isaTile)}, nil
 }
 
 // TILERELEASE encodes "tilerelease" (VEX.128.NP.0F38.W0 49 C0): returns the
 // tile state to its initial (unconfigured) state. Needs AMX-TILE.
 func TILERELEASE() Inst {
 	e := vex{pp: ppNone, mmmmm: map0F38, op: 0x49, reg: 0, vvvv: -1, rm: Tile(0)}
-	return Inst{Intel: "tilerelease", Bytes: e.encode()}
+	return Inst{Intel: "tilerelease", Bytes: e.encode(), ISA: slices.Clone(isaTile)}
 }

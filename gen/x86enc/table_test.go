@@ -92,7 +92,7 @@ func TestGoAsm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "BYTE $0x62; BYTE $0xf2; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xc2 // vdpbf16ps zmm0, zmm1, zmm2"
+	want := "BYTE $0x62; BYTE $0xf2; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xc2 // vdpbf16ps zmm0, zmm1, zmm2 (AVX512_BF16)"
 	if got := in.GoAsm(); got != want {
 		t.Errorf("GoAsm:\n got  %s\n want %s", got, want)
 	}
@@ -109,6 +109,9 @@ func TestEmitter(t *testing.T) {
 	e.Add(TDPBF16PS(T(0), T(0), T(1)))
 	e.Add(TILEZERO(T(1))) // dropped: an error is pending
 	ctx.RET()
+	if got := strings.Join(e.ISA(), ","); got != "AMX_TILE" {
+		t.Errorf("ISA() = %s, want AMX_TILE (the failed TDPBF16PS adds nothing)", got)
+	}
 	if e.Err() == nil || !strings.Contains(e.Err().Error(), "must all differ") {
 		t.Fatalf("Err() = %v, want the TDPBF16PS error", e.Err())
 	}
@@ -123,7 +126,7 @@ func TestEmitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "\t// tilerelease\n\tBYTE $0xc4\n\tBYTE $0xe2\n\tBYTE $0x78\n\tBYTE $0x49\n\tBYTE $0xc0\n\tRET\n"
+	want := "\t// tilerelease (AMX_TILE)\n\tBYTE $0xc4\n\tBYTE $0xe2\n\tBYTE $0x78\n\tBYTE $0x49\n\tBYTE $0xc0\n\tRET\n"
 	if !bytes.Contains(b, []byte(want)) {
 		t.Errorf("printed assembly lacks\n%s\ngot\n%s", want, b)
 	}
@@ -139,6 +142,30 @@ func TestNames(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestISA(t *testing.T) {
+	for _, c := range []struct {
+		enc  func() (Inst, error)
+		want string
+	}{
+		{func() (Inst, error) { return VDPBF16PS(Z(0), NoMask, Z(1), Z(2)) }, "AVX512_BF16"},
+		{func() (Inst, error) { return VDPBF16PS(Y(0), NoMask, Y(1), Y(2)) }, "AVX512_BF16,AVX512VL"},
+		{func() (Inst, error) { return VCVTNEPS2BF16(Y(0), NoMask, Z(1)) }, "AVX512_BF16"},
+		{func() (Inst, error) { return VCVTNEPS2BF16(X(0), NoMask, Y(1)) }, "AVX512_BF16,AVX512VL"},
+		{func() (Inst, error) { return VCVTNE2PS2BF16(X(0), NoMask, X(1), X(2)) }, "AVX512_BF16,AVX512VL"},
+		{func() (Inst, error) { return TILELOADD(T(0), M(AX, 0)) }, "AMX_TILE"},
+		{func() (Inst, error) { return TDPBF16PS(T(0), T(1), T(2)) }, "AMX_TILE,AMX_BF16"},
+		{func() (Inst, error) { return TILERELEASE(), nil }, "AMX_TILE"},
+	} {
+		in, err := c.enc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(in.ISA, ","); got != c.want {
+			t.Errorf("%s: ISA %s, want %s", in.Intel, got, c.want)
 		}
 	}
 }

@@ -6,25 +6,35 @@ package bf16proof
 
 // dotBF16AVX512 returns Σ a[i]·b[i] over 32·blocks bf16 elements (AVX512-BF16).
 //
+// Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
+//
 //go:noescape
 func dotBF16AVX512(a *uint16, b *uint16, blocks int) float32
 
 // toBF16AVX512 rounds n float32 to bf16, nearest even (AVX512-BF16, AVX512BW).
+//
+// Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
 //
 //go:noescape
 func toBF16AVX512(dst *uint16, src *float32, n int)
 
 // tileMatmulAMX computes C += A·B on one 16×16 tile (AMX-TILE, AMX-BF16).
 //
+// Requires (encoded by x86enc, checked by the caller): AMX_BF16, AMX_TILE.
+//
 //go:noescape
 func tileMatmulAMX(c *float32, a *uint16, b *uint16)
 
 // gemm32x32AMX computes C += A·B for a 32×32 C and a depth k, multiple of 32 (AMX-TILE, AMX-BF16).
 //
+// Requires (encoded by x86enc, checked by the caller): AMX_BF16, AMX_TILE.
+//
 //go:noescape
 func gemm32x32AMX(c *float32, a *uint16, b *uint16, k int)
 
 // gemm4x32AVX512BF16 computes C += A·B for a 4×32 C and a depth k, multiple of 32 (AVX512-BF16).
+//
+// Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
 //
 //go:noescape
 func gemm4x32AVX512BF16(c *float32, a *uint16, b *uint16, k int)

@@ -4,6 +4,16 @@
 
 #include "textflag.h"
 
+DATA tilecfg16x64<>+0(SB)/8, $0x0000000000000001
+DATA tilecfg16x64<>+8(SB)/8, $0x0000000000000000
+DATA tilecfg16x64<>+16(SB)/8, $0x0040004000400040
+DATA tilecfg16x64<>+24(SB)/8, $0x0040004000400040
+DATA tilecfg16x64<>+32(SB)/8, $0x0000000000000000
+DATA tilecfg16x64<>+40(SB)/8, $0x0000000000000000
+DATA tilecfg16x64<>+48(SB)/8, $0x1010101010101010
+DATA tilecfg16x64<>+56(SB)/8, $0x0000000000000000
+GLOBL tilecfg16x64<>(SB), RODATA|NOPTR, $64
+
 // func dotBF16AVX512(a *uint16, b *uint16, blocks int) float32
 // Requires: AVX, AVX512F, SSE
 TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-28
@@ -19,7 +29,7 @@ dot_loop:
 	VMOVUPS (SI), Z25
 	VMOVUPS (R12), Z9
 
-	// vdpbf16ps zmm24, zmm25, zmm9
+	// vdpbf16ps zmm24, zmm25, zmm9 (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0x42
 	BYTE    $0x36
@@ -32,7 +42,7 @@ dot_loop:
 	JZ      dot_reduce
 	VMOVUPS (SI), Z1
 
-	// vdpbf16ps zmm0, zmm1, zmmword ptr [r12]
+	// vdpbf16ps zmm0, zmm1, zmmword ptr [r12] (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xd2
 	BYTE $0x76
@@ -71,7 +81,7 @@ cvt_loop32:
 	JB      cvt_16
 	VMOVUPS 64(SI), Z17
 
-	// vcvtne2ps2bf16 zmm18, zmm17, zmmword ptr [rsi]
+	// vcvtne2ps2bf16 zmm18, zmm17, zmmword ptr [rsi] (AVX512_BF16)
 	BYTE      $0x62
 	BYTE      $0xe2
 	BYTE      $0x77
@@ -88,7 +98,7 @@ cvt_16:
 	CMPQ CX, $0x10
 	JB   cvt_tail
 
-	// vcvtneps2bf16 ymm19, zmmword ptr [rsi+rcx*4-64]
+	// vcvtneps2bf16 ymm19, zmmword ptr [rsi+rcx*4-64] (AVX512_BF16)
 	BYTE      $0x62
 	BYTE      $0xe2
 	BYTE      $0x7e
@@ -108,7 +118,7 @@ cvt_tail:
 	DECL  AX
 	KMOVW AX, K1
 
-	// vcvtneps2bf16 ymm20{k1}{z}, zmmword ptr [rsi]
+	// vcvtneps2bf16 ymm20{k1}{z}, zmmword ptr [rsi] (AVX512_BF16)
 	BYTE      $0x62
 	BYTE      $0xe2
 	BYTE      $0x7e
@@ -121,16 +131,6 @@ cvt_done:
 	VZEROUPPER
 	RET
 
-DATA tilecfg16x64<>+0(SB)/8, $0x0000000000000001
-DATA tilecfg16x64<>+8(SB)/8, $0x0000000000000000
-DATA tilecfg16x64<>+16(SB)/8, $0x0040004000400040
-DATA tilecfg16x64<>+24(SB)/8, $0x0040004000400040
-DATA tilecfg16x64<>+32(SB)/8, $0x0000000000000000
-DATA tilecfg16x64<>+40(SB)/8, $0x0000000000000000
-DATA tilecfg16x64<>+48(SB)/8, $0x1010101010101010
-DATA tilecfg16x64<>+56(SB)/8, $0x0000000000000000
-GLOBL tilecfg16x64<>(SB), RODATA|NOPTR, $64
-
 // func tileMatmulAMX(c *float32, a *uint16, b *uint16)
 TEXT ·tileMatmulAMX(SB), NOSPLIT, $0-24
 	MOVQ c+0(FP), R13
@@ -139,14 +139,14 @@ TEXT ·tileMatmulAMX(SB), NOSPLIT, $0-24
 	LEAQ tilecfg16x64<>+0(SB), AX
 	MOVQ $0x00000040, CX
 
-	// ldtilecfg [rax]
+	// ldtilecfg [rax] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x78
 	BYTE $0x49
 	BYTE $0x00
 
-	// tileloadd tmm3, [r13+rcx*1]
+	// tileloadd tmm3, [r13+rcx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7b
@@ -155,7 +155,7 @@ TEXT ·tileMatmulAMX(SB), NOSPLIT, $0-24
 	BYTE $0x0d
 	BYTE $0x00
 
-	// tileloadd tmm1, [r12+rcx*1]
+	// tileloadd tmm1, [r12+rcx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7b
@@ -163,7 +163,7 @@ TEXT ·tileMatmulAMX(SB), NOSPLIT, $0-24
 	BYTE $0x0c
 	BYTE $0x0c
 
-	// tileloadd tmm6, [rdx+rcx*1]
+	// tileloadd tmm6, [rdx+rcx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7b
@@ -171,14 +171,14 @@ TEXT ·tileMatmulAMX(SB), NOSPLIT, $0-24
 	BYTE $0x34
 	BYTE $0x0a
 
-	// tdpbf16ps tmm3, tmm1, tmm6
+	// tdpbf16ps tmm3, tmm1, tmm6 (AMX_TILE, AMX_BF16)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x4a
 	BYTE $0x5c
 	BYTE $0xd9
 
-	// tilestored [r13+rcx*1], tmm3
+	// tilestored [r13+rcx*1], tmm3 (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7a
@@ -187,7 +187,7 @@ TEXT ·tileMatmulAMX(SB), NOSPLIT, $0-24
 	BYTE $0x0d
 	BYTE $0x00
 
-	// tilerelease
+	// tilerelease (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x78
@@ -210,14 +210,14 @@ TEXT ·gemm32x32AMX(SB), NOSPLIT, $0-32
 	MOVQ $0x00000040, DX
 	LEAQ tilecfg16x64<>+0(SB), AX
 
-	// ldtilecfg [rax]
+	// ldtilecfg [rax] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x78
 	BYTE $0x49
 	BYTE $0x00
 
-	// tileloadd tmm0, [rdi+rbx*1]
+	// tileloadd tmm0, [rdi+rbx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7b
@@ -225,7 +225,7 @@ TEXT ·gemm32x32AMX(SB), NOSPLIT, $0-32
 	BYTE $0x04
 	BYTE $0x1f
 
-	// tileloadd tmm1, [rdi+rbx*1+64]
+	// tileloadd tmm1, [rdi+rbx*1+64] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7b
@@ -234,7 +234,7 @@ TEXT ·gemm32x32AMX(SB), NOSPLIT, $0-32
 	BYTE $0x1f
 	BYTE $0x40
 
-	// tileloadd tmm2, [rdi+rbx*1+2048]
+	// tileloadd tmm2, [rdi+rbx*1+2048] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7b
@@ -246,7 +246,7 @@ TEXT ·gemm32x32AMX(SB), NOSPLIT, $0-32
 	BYTE $0x00
 	BYTE $0x00
 
-	// tileloadd tmm3, [rdi+rbx*1+2112]
+	// tileloadd tmm3, [rdi+rbx*1+2112] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7b
@@ -259,7 +259,7 @@ TEXT ·gemm32x32AMX(SB), NOSPLIT, $0-32
 	BYTE $0x00
 
 gemm_loop:
-	// tileloadd tmm4, [rsi+rcx*1]
+	// tileloadd tmm4, [rsi+rcx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7b
@@ -267,7 +267,7 @@ gemm_loop:
 	BYTE $0x24
 	BYTE $0x0e
 
-	// tileloadd tmm5, [r12+rcx*1]
+	// tileloadd tmm5, [r12+rcx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7b
@@ -275,7 +275,7 @@ gemm_loop:
 	BYTE $0x2c
 	BYTE $0x0c
 
-	// tileloadd tmm6, [r13+rdx*1]
+	// tileloadd tmm6, [r13+rdx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7b
@@ -284,7 +284,7 @@ gemm_loop:
 	BYTE $0x15
 	BYTE $0x00
 
-	// tileloadd tmm7, [r13+rdx*1+1024]
+	// tileloadd tmm7, [r13+rdx*1+1024] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7b
@@ -296,28 +296,28 @@ gemm_loop:
 	BYTE $0x00
 	BYTE $0x00
 
-	// tdpbf16ps tmm0, tmm4, tmm6
+	// tdpbf16ps tmm0, tmm4, tmm6 (AMX_TILE, AMX_BF16)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x4a
 	BYTE $0x5c
 	BYTE $0xc4
 
-	// tdpbf16ps tmm1, tmm4, tmm7
+	// tdpbf16ps tmm1, tmm4, tmm7 (AMX_TILE, AMX_BF16)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x42
 	BYTE $0x5c
 	BYTE $0xcc
 
-	// tdpbf16ps tmm2, tmm5, tmm6
+	// tdpbf16ps tmm2, tmm5, tmm6 (AMX_TILE, AMX_BF16)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x4a
 	BYTE $0x5c
 	BYTE $0xd5
 
-	// tdpbf16ps tmm3, tmm5, tmm7
+	// tdpbf16ps tmm3, tmm5, tmm7 (AMX_TILE, AMX_BF16)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x42
@@ -329,7 +329,7 @@ gemm_loop:
 	DECQ R8
 	JNZ  gemm_loop
 
-	// tilestored [rdi+rbx*1], tmm0
+	// tilestored [rdi+rbx*1], tmm0 (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7a
@@ -337,7 +337,7 @@ gemm_loop:
 	BYTE $0x04
 	BYTE $0x1f
 
-	// tilestored [rdi+rbx*1+64], tmm1
+	// tilestored [rdi+rbx*1+64], tmm1 (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7a
@@ -346,7 +346,7 @@ gemm_loop:
 	BYTE $0x1f
 	BYTE $0x40
 
-	// tilestored [rdi+rbx*1+2048], tmm2
+	// tilestored [rdi+rbx*1+2048], tmm2 (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7a
@@ -358,7 +358,7 @@ gemm_loop:
 	BYTE $0x00
 	BYTE $0x00
 
-	// tilestored [rdi+rbx*1+2112], tmm3
+	// tilestored [rdi+rbx*1+2112], tmm3 (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x7a
@@ -370,7 +370,7 @@ gemm_loop:
 	BYTE $0x00
 	BYTE $0x00
 
-	// tilerelease
+	// tilerelease (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x78
@@ -402,7 +402,7 @@ gemm4_loop:
 	VMOVUPS (R13), Z0
 	VMOVUPS 1024(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -410,7 +410,7 @@ gemm4_loop:
 	BYTE $0x52
 	BYTE $0x06
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -418,7 +418,7 @@ gemm4_loop:
 	BYTE $0x52
 	BYTE $0x0e
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -427,7 +427,7 @@ gemm4_loop:
 	BYTE $0x14
 	BYTE $0x0e
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -436,7 +436,7 @@ gemm4_loop:
 	BYTE $0x1c
 	BYTE $0x0e
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -445,7 +445,7 @@ gemm4_loop:
 	BYTE $0x24
 	BYTE $0x4e
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -454,7 +454,7 @@ gemm4_loop:
 	BYTE $0x2c
 	BYTE $0x4e
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -462,7 +462,7 @@ gemm4_loop:
 	BYTE $0x52
 	BYTE $0x32
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -472,7 +472,7 @@ gemm4_loop:
 	VMOVUPS 64(R13), Z0
 	VMOVUPS 1088(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+4]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -481,7 +481,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x01
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+4]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -490,7 +490,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x01
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+4]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -500,7 +500,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x01
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+4]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -510,7 +510,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x01
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+4]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -520,7 +520,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x01
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+4]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -530,7 +530,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x01
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+4]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -539,7 +539,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x01
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+4]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+4]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -550,7 +550,7 @@ gemm4_loop:
 	VMOVUPS 128(R13), Z0
 	VMOVUPS 1152(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+8]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+8]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -559,7 +559,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x02
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+8]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+8]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -568,7 +568,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x02
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+8]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+8]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -578,7 +578,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x02
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+8]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+8]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -588,7 +588,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x02
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+8]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+8]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -598,7 +598,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x02
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+8]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+8]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -608,7 +608,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x02
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+8]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+8]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -617,7 +617,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x02
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+8]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+8]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -628,7 +628,7 @@ gemm4_loop:
 	VMOVUPS 192(R13), Z0
 	VMOVUPS 1216(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+12]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+12]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -637,7 +637,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x03
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+12]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+12]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -646,7 +646,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x03
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+12]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+12]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -656,7 +656,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x03
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+12]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+12]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -666,7 +666,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x03
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+12]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+12]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -676,7 +676,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x03
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+12]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+12]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -686,7 +686,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x03
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+12]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+12]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -695,7 +695,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x03
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+12]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+12]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -706,7 +706,7 @@ gemm4_loop:
 	VMOVUPS 256(R13), Z0
 	VMOVUPS 1280(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+16]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -715,7 +715,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x04
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+16]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -724,7 +724,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x04
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+16]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -734,7 +734,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x04
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+16]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -744,7 +744,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x04
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+16]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -754,7 +754,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x04
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+16]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -764,7 +764,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x04
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+16]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -773,7 +773,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x04
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+16]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+16]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -784,7 +784,7 @@ gemm4_loop:
 	VMOVUPS 320(R13), Z0
 	VMOVUPS 1344(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+20]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+20]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -793,7 +793,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x05
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+20]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+20]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -802,7 +802,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x05
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+20]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+20]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -812,7 +812,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x05
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+20]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+20]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -822,7 +822,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x05
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+20]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+20]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -832,7 +832,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x05
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+20]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+20]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -842,7 +842,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x05
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+20]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+20]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -851,7 +851,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x05
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+20]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+20]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -862,7 +862,7 @@ gemm4_loop:
 	VMOVUPS 384(R13), Z0
 	VMOVUPS 1408(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+24]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+24]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -871,7 +871,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x06
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+24]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+24]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -880,7 +880,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x06
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+24]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+24]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -890,7 +890,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x06
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+24]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+24]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -900,7 +900,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x06
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+24]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+24]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -910,7 +910,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x06
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+24]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+24]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -920,7 +920,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x06
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+24]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+24]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -929,7 +929,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x06
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+24]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+24]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -940,7 +940,7 @@ gemm4_loop:
 	VMOVUPS 448(R13), Z0
 	VMOVUPS 1472(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+28]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+28]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -949,7 +949,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x07
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+28]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+28]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -958,7 +958,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x07
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+28]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+28]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -968,7 +968,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x07
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+28]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+28]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -978,7 +978,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x07
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+28]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+28]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -988,7 +988,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x07
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+28]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+28]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -998,7 +998,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x07
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+28]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+28]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1007,7 +1007,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x07
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+28]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+28]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1018,7 +1018,7 @@ gemm4_loop:
 	VMOVUPS 512(R13), Z0
 	VMOVUPS 1536(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+32]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1027,7 +1027,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x08
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+32]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1036,7 +1036,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x08
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+32]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1046,7 +1046,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x08
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+32]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1056,7 +1056,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x08
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+32]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1066,7 +1066,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x08
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+32]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1076,7 +1076,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x08
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+32]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1085,7 +1085,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x08
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+32]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+32]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1096,7 +1096,7 @@ gemm4_loop:
 	VMOVUPS 576(R13), Z0
 	VMOVUPS 1600(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+36]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1105,7 +1105,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x09
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+36]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1114,7 +1114,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x09
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+36]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1124,7 +1124,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x09
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+36]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1134,7 +1134,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x09
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+36]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1144,7 +1144,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x09
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+36]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1154,7 +1154,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x09
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+36]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1163,7 +1163,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x09
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+36]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+36]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1174,7 +1174,7 @@ gemm4_loop:
 	VMOVUPS 640(R13), Z0
 	VMOVUPS 1664(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+40]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1183,7 +1183,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x0a
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+40]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1192,7 +1192,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0a
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+40]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1202,7 +1202,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0a
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+40]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1212,7 +1212,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0a
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+40]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1222,7 +1222,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0a
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+40]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1232,7 +1232,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0a
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+40]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1241,7 +1241,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x0a
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+40]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+40]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1252,7 +1252,7 @@ gemm4_loop:
 	VMOVUPS 704(R13), Z0
 	VMOVUPS 1728(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+44]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1261,7 +1261,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x0b
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+44]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1270,7 +1270,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0b
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+44]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1280,7 +1280,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0b
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+44]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1290,7 +1290,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0b
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+44]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1300,7 +1300,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0b
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+44]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1310,7 +1310,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0b
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+44]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1319,7 +1319,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x0b
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+44]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+44]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1330,7 +1330,7 @@ gemm4_loop:
 	VMOVUPS 768(R13), Z0
 	VMOVUPS 1792(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+48]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1339,7 +1339,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x0c
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+48]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1348,7 +1348,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0c
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+48]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1358,7 +1358,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0c
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+48]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1368,7 +1368,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0c
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+48]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1378,7 +1378,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0c
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+48]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1388,7 +1388,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0c
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+48]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1397,7 +1397,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x0c
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+48]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+48]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1408,7 +1408,7 @@ gemm4_loop:
 	VMOVUPS 832(R13), Z0
 	VMOVUPS 1856(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+52]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1417,7 +1417,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x0d
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+52]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1426,7 +1426,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0d
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+52]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1436,7 +1436,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0d
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+52]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1446,7 +1446,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0d
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+52]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1456,7 +1456,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0d
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+52]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1466,7 +1466,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0d
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+52]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1475,7 +1475,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x0d
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+52]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+52]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1486,7 +1486,7 @@ gemm4_loop:
 	VMOVUPS 896(R13), Z0
 	VMOVUPS 1920(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+56]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1495,7 +1495,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x0e
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+56]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1504,7 +1504,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0e
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+56]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1514,7 +1514,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0e
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+56]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1524,7 +1524,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0e
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+56]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1534,7 +1534,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0e
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+56]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1544,7 +1544,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0e
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+56]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1553,7 +1553,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x0e
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+56]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+56]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76
@@ -1564,7 +1564,7 @@ gemm4_loop:
 	VMOVUPS 960(R13), Z0
 	VMOVUPS 1984(R13), Z1
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+60]{1to16}
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1573,7 +1573,7 @@ gemm4_loop:
 	BYTE $0x46
 	BYTE $0x0f
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+60]{1to16}
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1582,7 +1582,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0f
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+60]{1to16}
+	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+rcx*1+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1592,7 +1592,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0f
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+60]{1to16}
+	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+rcx*1+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1602,7 +1602,7 @@ gemm4_loop:
 	BYTE $0x0e
 	BYTE $0x0f
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+60]{1to16}
+	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+rcx*2+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
@@ -1612,7 +1612,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0f
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+60]{1to16}
+	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+rcx*2+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
@@ -1622,7 +1622,7 @@ gemm4_loop:
 	BYTE $0x4e
 	BYTE $0x0f
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [r10+60]{1to16}
+	// vdpbf16ps zmm22, zmm0, dword ptr [r10+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xc2
 	BYTE $0x7e
@@ -1631,7 +1631,7 @@ gemm4_loop:
 	BYTE $0x72
 	BYTE $0x0f
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r10+60]{1to16}
+	// vdpbf16ps zmm23, zmm1, dword ptr [r10+60]{1to16} (AVX512_BF16)
 	BYTE    $0x62
 	BYTE    $0xc2
 	BYTE    $0x76

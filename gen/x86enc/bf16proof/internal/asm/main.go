@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
@@ -33,15 +34,14 @@ func main() {
 func run(dir string) error {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr("!purego")
-	e := &x86enc.Emitter{Ctx: ctx}
-	dot(ctx, e)
-	toBF16(ctx, e)
 	cfg := tileConfig(ctx)
-	tileMatmul(ctx, e, cfg)
-	gemm32(ctx, e, cfg)
-	gemm4x32(ctx, e)
-	if err := e.Err(); err != nil {
-		return fmt.Errorf("encoding: %w", err)
+	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{dot, toBF16, tileMatmul, gemm32, gemm4x32} {
+		e := &x86enc.Emitter{Ctx: ctx}
+		doc := k(ctx, e, cfg)
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("encoding: %w", err)
+		}
+		ctx.Doc(doc, "", "Requires (encoded by x86enc, checked by the caller): "+strings.Join(e.ISA(), ", ")+".")
 	}
 	asmFile, err := os.Create(filepath.Join(dir, "kernels_amd64.s"))
 	if err != nil {
@@ -67,12 +67,12 @@ func run(dir string) error {
 // dot: the sum over n blocks of 32 bf16 pairs of a[i]·b[i], accumulated in
 // float32 by VDPBF16PS (register source, high registers, then a memory
 // source).
-func dot(ctx *build.Context, e *x86enc.Emitter) {
+func dot(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Function("dotBF16AVX512")
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.SignatureExpr("func(a, b *uint16, blocks int) float32")
 	ctx.Pragma("noescape")
-	ctx.Doc("dotBF16AVX512 returns Σ a[i]·b[i] over 32·blocks bf16 elements (AVX512-BF16).")
+	doc := "dotBF16AVX512 returns Σ a[i]·b[i] over 32·blocks bf16 elements (AVX512-BF16)."
 	ctx.Load(ctx.Param("a"), RSI)
 	ctx.Load(ctx.Param("b"), R12)
 	ctx.Load(ctx.Param("blocks"), RCX)
@@ -109,17 +109,18 @@ func dot(ctx *build.Context, e *x86enc.Emitter) {
 	ctx.VZEROUPPER()
 	ctx.Store(X0, ctx.ReturnIndex(0))
 	ctx.RET()
+	return doc
 }
 
 // toBF16: dst[i] = bf16(src[i]) rounded to nearest even, 32 at a time by
 // VCVTNE2PS2BF16, then 16 by VCVTNEPS2BF16, then the rest under a
 // zeroing mask (masked-out elements are neither read nor written).
-func toBF16(ctx *build.Context, e *x86enc.Emitter) {
+func toBF16(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Function("toBF16AVX512")
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.SignatureExpr("func(dst *uint16, src *float32, n int)")
 	ctx.Pragma("noescape")
-	ctx.Doc("toBF16AVX512 rounds n float32 to bf16, nearest even (AVX512-BF16, AVX512BW).")
+	doc := "toBF16AVX512 rounds n float32 to bf16, nearest even (AVX512-BF16, AVX512BW)."
 	ctx.Load(ctx.Param("dst"), RDI)
 	ctx.Load(ctx.Param("src"), RSI)
 	ctx.Load(ctx.Param("n"), RCX)
@@ -154,6 +155,7 @@ func toBF16(ctx *build.Context, e *x86enc.Emitter) {
 	ctx.Label("cvt_done")
 	ctx.VZEROUPPER()
 	ctx.RET()
+	return doc
 }
 
 // tileConfig emits the 64-byte tile configuration: palette 1, all eight
@@ -180,12 +182,12 @@ func tileConfig(ctx *build.Context) Mem {
 // tileMatmul: C (16×16 float32, rows of 64 bytes) += A (16×32 bf16) · B
 // (32×16 bf16 packed in pairs: 16 rows of 32), one TDPBF16PS, with the
 // tile state configured and released inside the call.
-func tileMatmul(ctx *build.Context, e *x86enc.Emitter, cfg Mem) {
+func tileMatmul(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Function("tileMatmulAMX")
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.SignatureExpr("func(c *float32, a, b *uint16)")
 	ctx.Pragma("noescape")
-	ctx.Doc("tileMatmulAMX computes C += A·B on one 16×16 tile (AMX-TILE, AMX-BF16).")
+	doc := "tileMatmulAMX computes C += A·B on one 16×16 tile (AMX-TILE, AMX-BF16)."
 	ctx.Load(ctx.Param("c"), R13)
 	ctx.Load(ctx.Param("a"), R12)
 	ctx.Load(ctx.Param("b"), RDX)
@@ -199,18 +201,19 @@ func tileMatmul(ctx *build.Context, e *x86enc.Emitter, cfg Mem) {
 	e.Add(x86enc.TILESTORED(x86enc.MI(x86enc.R13, x86enc.CX, 1, 0), x86enc.T(3)))
 	e.Add(x86enc.TILERELEASE(), nil)
 	ctx.RET()
+	return doc
 }
 
 // gemm32: C (32×32 float32, row stride 128 bytes) += A (32×k bf16, row
 // stride 2k bytes) · B (k×32 bf16 packed by PackB: per 32-deep block two
 // 16×32 tiles of pairs, 2048 bytes), k a positive multiple of 32. Four
 // accumulators tmm0–3, A in tmm4–5, B in tmm6–7.
-func gemm32(ctx *build.Context, e *x86enc.Emitter, cfg Mem) {
+func gemm32(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Function("gemm32x32AMX")
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.SignatureExpr("func(c *float32, a, b *uint16, k int)")
 	ctx.Pragma("noescape")
-	ctx.Doc("gemm32x32AMX computes C += A·B for a 32×32 C and a depth k, multiple of 32 (AMX-TILE, AMX-BF16).")
+	doc := "gemm32x32AMX computes C += A·B for a 32×32 C and a depth k, multiple of 32 (AMX-TILE, AMX-BF16)."
 	ctx.Load(ctx.Param("c"), RDI)
 	ctx.Load(ctx.Param("a"), RSI)
 	ctx.Load(ctx.Param("b"), R13)
@@ -249,6 +252,7 @@ func gemm32(ctx *build.Context, e *x86enc.Emitter, cfg Mem) {
 	e.Add(x86enc.TILESTORED(enc(x86enc.DI, x86enc.BX, 1, 16*128+64), x86enc.T(3)))
 	e.Add(x86enc.TILERELEASE(), nil)
 	ctx.RET()
+	return doc
 }
 
 // gemm4x32: C (4×32 float32, row stride 128 bytes) += A (4×k bf16, row
@@ -256,12 +260,12 @@ func gemm32(ctx *build.Context, e *x86enc.Emitter, cfg Mem) {
 // of 32, with VDPBF16PS: B pairs in zmm0/zmm1, each A pair broadcast from
 // memory ({1to16}, through SIB indexes and compressed disp8), eight
 // accumulators zmm16–23.
-func gemm4x32(ctx *build.Context, e *x86enc.Emitter) {
+func gemm4x32(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Function("gemm4x32AVX512BF16")
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.SignatureExpr("func(c *float32, a, b *uint16, k int)")
 	ctx.Pragma("noescape")
-	ctx.Doc("gemm4x32AVX512BF16 computes C += A·B for a 4×32 C and a depth k, multiple of 32 (AVX512-BF16).")
+	doc := "gemm4x32AVX512BF16 computes C += A·B for a 4×32 C and a depth k, multiple of 32 (AVX512-BF16)."
 	ctx.Load(ctx.Param("c"), RDI)
 	ctx.Load(ctx.Param("a"), RSI)
 	ctx.Load(ctx.Param("b"), R13)
@@ -306,4 +310,5 @@ func gemm4x32(ctx *build.Context, e *x86enc.Emitter) {
 	}
 	ctx.VZEROUPPER()
 	ctx.RET()
+	return doc
 }
