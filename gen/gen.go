@@ -30,6 +30,9 @@ const (
 	// Command is synthgen's import path, what the emitted go:generate
 	// lines run: it works in any module that requires synthgen.
 	Command = "github.com/synthgen/synthgen/cmd/synthgen"
+	// RepoCommand is the repository's own generator, what the go:generate
+	// line of the index package (WriteIndex) runs.
+	RepoCommand = "github.com/synthgen/synthgen/internal/cmd/repogen"
 )
 
 // asmLevels are the levels that get assembly, highest first.

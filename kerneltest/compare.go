@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/synthgen/synthgen/bench"
 	"github.com/synthgen/synthgen/gen/catalog"
+	"github.com/synthgen/synthgen/internal/kernelbench"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/specs"
 )
@@ -133,6 +133,17 @@ func findOp(spec specs.Spec, kernel string) (catalog.Op, error) {
 	return catalog.Op{}, fmt.Errorf("spec %s has no kernel %q (it has %s)", spec.Name, kernel, strings.Join(names, ", "))
 }
 
+// findOpOfKind returns spec's op of kind k (a forward kind, of which a
+// spec has one).
+func findOpOfKind(spec specs.Spec, k catalog.Kind) (catalog.Op, error) {
+	for _, op := range catalog.Ops(&spec) {
+		if op.Kind == k {
+			return op, nil
+		}
+	}
+	return catalog.Op{}, fmt.Errorf("spec %s has no %s kernel", spec.Name, k)
+}
+
 // Cases returns the cases Test runs for kernel (a kernels.Set field name,
 // e.g. "SoftmaxValue") of spec: every input set of the kernel's kind at
 // every size, except that sizes above 256 (the long sequences of a large
@@ -200,89 +211,14 @@ func Compare(spec specs.Spec, kernel string, c Case, ref, got kernels.Set) ([]st
 	return k.check(got)
 }
 
-// role is what a kernel may do to a slice argument.
-type role int
+// role is what a kernel may do to a slice argument (the catalog's).
+type role = catalog.Role
 
 const (
-	in  role = iota // read only
-	out             // overwritten
-	acc             // accumulated into, or updated in place
+	in  = catalog.In  // read only
+	out = catalog.Out // overwritten
+	acc = catalog.Acc // accumulated into, or updated in place
 )
-
-// roles gives the written arguments of each kind; the others are read-only.
-func roles(k catalog.Kind) map[string]role {
-	o, a := out, acc
-	switch k {
-	case catalog.SoftmaxValue:
-		return map[string]role{"a": o, "y": o}
-	case catalog.SoftmaxValueBack:
-		return map[string]role{"db": o, "dv": o}
-	case catalog.Product, catalog.Tile:
-		return map[string]role{"c": o}
-	case catalog.ProductBackX:
-		return map[string]role{"dx": o}
-	case catalog.ProductBackW:
-		return map[string]role{"dw": a, "dbias": a}
-	case catalog.TileBack:
-		return map[string]role{"dfa": o, "dfb": o}
-	case catalog.TriScale:
-		return map[string]role{"y": o}
-	case catalog.TriAxpy:
-		return map[string]role{"y": a}
-	case catalog.AFTFull, catalog.AFTLocal, catalog.AFTConv, catalog.AFTSimple:
-		return map[string]role{"z": o, "m": o, "rd": o}
-	case catalog.AFTFullBack, catalog.AFTLocalBack:
-		return map[string]role{"dk": o, "dv": o, "dw": a}
-	case catalog.AFTConvBack:
-		return map[string]role{"dk": o, "dv": o, "du": a}
-	case catalog.AFTSimpleBack:
-		return map[string]role{"dk": o, "dv": o}
-	case catalog.Linear:
-		return map[string]role{"y": o, "rd": o}
-	case catalog.LinearBack:
-		return map[string]role{"dfq": o, "dfk": o, "dv": o}
-	case catalog.LayerNorm:
-		return map[string]role{"y": o, "mu": o, "rs": o}
-	case catalog.LayerNormBack:
-		return map[string]role{"dx": a}
-	case catalog.LayerNormGrad:
-		return map[string]role{"dgamma": a, "dbeta": a}
-	case catalog.Gelu:
-		return map[string]role{"u": a, "g": o}
-	case catalog.GeluBack:
-		return map[string]role{"a": a}
-	case catalog.SoftmaxStats:
-		return map[string]role{"mx": o, "s": o}
-	case catalog.SoftmaxScale:
-		return map[string]role{"y": o}
-	case catalog.AdamW:
-		return map[string]role{"p": a, "m": a, "v": a}
-	case catalog.Exp:
-		return map[string]role{"x": a}
-	case catalog.Gate:
-		return map[string]role{"q": a, "y": o}
-	case catalog.GateBack:
-		return map[string]role{"dy": a, "dq": o}
-	case catalog.AFTFactors:
-		return map[string]role{"kv": o, "ek": o}
-	case catalog.AFTQuotBack:
-		return map[string]role{"dnum": o, "dden": o}
-	case catalog.AFTKVBack:
-		return map[string]role{"dk": o, "dv": o}
-	}
-	return nil
-}
-
-// forwardOf names the forward kernel whose outputs a backward kind reads.
-func forwardOf(op catalog.Op) string {
-	switch op.Kind {
-	case catalog.AFTFullBack, catalog.AFTLocalBack, catalog.AFTConvBack, catalog.AFTSimpleBack, catalog.LinearBack:
-		return strings.TrimSuffix(op.Field, "Back")
-	case catalog.LayerNormBack, catalog.LayerNormGrad:
-		return "LayerNorm"
-	}
-	return ""
-}
 
 // arg is one slice argument: a guarded buffer and where the kernel's
 // slice lies in it.
@@ -351,14 +287,14 @@ func activeMask(sh catalog.Shape, t, need int) []bool {
 
 // newCall lays out case c's arguments for op and runs ref on them.
 func newCall(spec specs.Spec, op catalog.Op, c Case, ref kernels.Set) (*call, error) {
-	fn := bench.KernelOf(ref, op.Field)
+	fn := kernelbench.KernelOf(ref, op.Field)
 	if fn == nil {
 		return nil, fmt.Errorf("the %s set of spec %s has no %s", ref.ISA, spec.Name, op.Field)
 	}
 	k := &call{spec: spec, op: op, c: c, refISA: ref.ISA, scalars: map[string]float32{}}
 	t := c.T
 	rng := rngFor(spec.Name, op.Field, c.T, c.Inputs)
-	rs := roles(op.Kind)
+	rs := op.Entry().Roles()
 	views := map[string][]float32{}
 	for _, p := range op.Slices {
 		a := &arg{name: p.Name, role: rs[p.Name], shape: p.Shape, need: p.Shape.Need(t)}
@@ -602,21 +538,19 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		scale("g", float32(gs))
 		scale("m", float32(gs))
 		each("v", func(_, _ int, x float32) float32 { return float32(gs * gs * math.Abs(float64(x))) })
-		for name, val := range bench.AdamWScalars {
-			k.scalars[name] = val
-		}
+		// The scalars: the catalog's defaults, as the benchmarks'.
 	}
-	fwd := forwardOf(op)
-	if fwd == "" {
+	fk := op.Entry().Forward
+	if fk == catalog.NoKind {
 		return nil
 	}
-	fop, err := findOp(k.spec, fwd)
+	fop, err := findOpOfKind(k.spec, fk)
 	if err != nil {
 		return err
 	}
-	fn := bench.KernelOf(ref, fwd)
+	fn := kernelbench.KernelOf(ref, fop.Field)
 	if fn == nil {
-		return fmt.Errorf("the %s set of spec %s has no %s, whose outputs %s reads", ref.ISA, k.spec.Name, fwd, op.Field)
+		return fmt.Errorf("the %s set of spec %s has no %s, whose outputs %s reads", ref.ISA, k.spec.Name, fop.Field, op.Field)
 	}
 	fv := map[string][]float32{}
 	for _, p := range fop.Slices {
@@ -632,7 +566,7 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		}
 		fv[p.Name] = s
 	}
-	bench.Bind(fop, fn, t, fv, nil)()
+	fop.Bind(fn, t, fv, nil)()
 	return nil
 }
 
@@ -646,7 +580,7 @@ func (k *call) run(fn any) (map[string][]float32, float32) {
 		bufs[a.name] = b
 		views[a.name] = b[lead : lead+a.need]
 	}
-	f := bench.Bind(k.op, fn, k.c.T, views, k.scalars)
+	f := k.op.Bind(fn, k.c.T, views, k.scalars)
 	if f == nil {
 		return bufs, 0
 	}
@@ -714,7 +648,7 @@ const maxReports = 3
 
 // check runs got's kernel on the case and returns the problems.
 func (k *call) check(got kernels.Set) ([]string, error) {
-	fn := bench.KernelOf(got, k.op.Field)
+	fn := kernelbench.KernelOf(got, k.op.Field)
 	if fn == nil {
 		return nil, fmt.Errorf("the %s set of spec %s has no %s", got.ISA, k.spec.Name, k.op.Field)
 	}
