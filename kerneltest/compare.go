@@ -205,7 +205,7 @@ func Compare(spec specs.Spec, kernel string, c Case, ref, got kernels.Set) ([]st
 		return nil, err
 	}
 	if op.Kind == catalog.GemmTile {
-		return compareGemm(spec, c, ref, got)
+		return compareGemm(spec, c, got)
 	}
 	k, err := newCall(spec, op, c, ref)
 	if err != nil {

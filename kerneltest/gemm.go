@@ -3,24 +3,34 @@ package kerneltest
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 
+	"github.com/synthgen/synthgen/kerneltest/harness"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/specs"
 )
 
-// The GEMM micro-kernel's tile shape MR×NR is the level's own, so the
-// reference level cannot be called on the same tile: it is called on each
-// of its own tiles within it (in padded copies of the operands, since it
-// reads whole tiles of its shape), which is how runtime/mat would cover
-// the same block with it.
+// The GEMM micro-kernel's tile shape MR×NR is the level's own, so its
+// levels cannot be compared call for call: each call is checked against a
+// float64 reference instead (CheckGemmTile), the one checker of the
+// micro-kernel, which tests/ runs over every corner of the tile too.
 
-// gemmGeom is a GemmTile case's geometry for a tile of mrMax×nrMax.
-type gemmGeom struct {
-	kc, mr, nr, ai, ap, bp, ldc int
-	at                          int // A's step from tile to tile (0: MR·ai)
-	bias, asum, overwrite       bool
-	packA, packB                bool // ask for copies of A's and B's blocks
+// GemmGeom is one call of the GEMM micro-kernel (kernels.GemmTileFunc):
+// kc, the rows mr and columns nr of c it computes, A's strides ai, ap and
+// its step at from tile to tile (0: MR·ai), B's row stride bp, c's ldc,
+// and whether it adds a bias row, accumulates A's row sums, overwrites c,
+// and copies A's and B's blocks into packed panels.
+type GemmGeom struct {
+	KC, MR, NR, AI, AP, AT, BP, LDC int
+	Bias, Asum, Overwrite           bool
+	PackA, PackB                    bool
+}
+
+// String describes the geometry for a report.
+func (g GemmGeom) String() string {
+	return fmt.Sprintf("kc %d, mr %d, nr %d, ai %d, ap %d, at %d, bp %d, ldc %d, bias %v, asum %v, overwrite %v, apack %v, bpack %v",
+		g.KC, g.MR, g.NR, g.AI, g.AP, g.AT, g.BP, g.LDC, g.Bias, g.Asum, g.Overwrite, g.PackA, g.PackB)
 }
 
 // gemmCases are GemmTile's cases: T is kc, Inputs the layout and corner.
@@ -58,266 +68,211 @@ func gemmCases(spec specs.Spec) []Case {
 //   - tiles-panels: two tiles and a part (mr 2·MR+2) reading A's packed
 //     panels (ai 1, ap MR), at MR·kc+3 (so a gap between panels), B rows
 //     NR+3 apart, the full width, with bias, accumulating, copying B's block.
-func gemmGeomOf(c Case, mrMax, nrMax int) (gemmGeom, error) {
+func gemmGeomOf(c Case, mrMax, nrMax int) (GemmGeom, error) {
 	kc := c.T
 	switch c.Inputs {
 	case "packed":
-		return gemmGeom{kc: kc, mr: mrMax, nr: nrMax, ai: 1, ap: mrMax, bp: nrMax, ldc: nrMax + 3, bias: true, asum: true, overwrite: true}, nil
+		return GemmGeom{KC: kc, MR: mrMax, NR: nrMax, AI: 1, AP: mrMax, BP: nrMax, LDC: nrMax + 3, Bias: true, Asum: true, Overwrite: true}, nil
 	case "rowmajor-edge":
-		return gemmGeom{kc: kc, mr: max(mrMax-1, 1), nr: max(nrMax-3, 1), ai: kc + 5, ap: 1, bp: nrMax + 7, ldc: nrMax + 1}, nil
+		return GemmGeom{KC: kc, MR: max(mrMax-1, 1), NR: max(nrMax-3, 1), AI: kc + 5, AP: 1, BP: nrMax + 7, LDC: nrMax + 1}, nil
 	case "colmajor-edge":
-		return gemmGeom{kc: kc, mr: 1, nr: min(nrMax/2+1, nrMax), ai: 1, ap: mrMax + 3, bp: 2*nrMax + 1, ldc: nrMax, bias: true, asum: true}, nil
+		return GemmGeom{KC: kc, MR: 1, NR: min(nrMax/2+1, nrMax), AI: 1, AP: mrMax + 3, BP: 2*nrMax + 1, LDC: nrMax, Bias: true, Asum: true}, nil
 	case "packed-corner":
-		return gemmGeom{kc: kc, mr: 1, nr: 1, ai: 1, ap: mrMax, bp: nrMax, ldc: 1, bias: true, overwrite: true}, nil
+		return GemmGeom{KC: kc, MR: 1, NR: 1, AI: 1, AP: mrMax, BP: nrMax, LDC: 1, Bias: true, Overwrite: true}, nil
 	case "colmajor-copies":
-		return gemmGeom{kc: kc, mr: mrMax, nr: nrMax, ai: 1, ap: mrMax + 5, bp: nrMax + 9, ldc: nrMax + 2, asum: true, packA: true, packB: true}, nil
+		return GemmGeom{KC: kc, MR: mrMax, NR: nrMax, AI: 1, AP: mrMax + 5, BP: nrMax + 9, LDC: nrMax + 2, Asum: true, PackA: true, PackB: true}, nil
 	case "rowmajor-copyb":
-		return gemmGeom{kc: kc, mr: max(mrMax-2, 1), nr: max(nrMax-1, 1), ai: kc + 2, ap: 1, bp: nrMax + 1, ldc: nrMax, overwrite: true, packB: true}, nil
+		return GemmGeom{KC: kc, MR: max(mrMax-2, 1), NR: max(nrMax-1, 1), AI: kc + 2, AP: 1, BP: nrMax + 1, LDC: nrMax, Overwrite: true, PackB: true}, nil
 	case "tiles-rowmajor-copyb":
-		return gemmGeom{kc: kc, mr: 3 * mrMax, nr: max(nrMax-1, 1), ai: kc + 3, ap: 1, bp: nrMax + 5, ldc: nrMax + 4, bias: true, overwrite: true, packB: true}, nil
+		return GemmGeom{KC: kc, MR: 3 * mrMax, NR: max(nrMax-1, 1), AI: kc + 3, AP: 1, BP: nrMax + 5, LDC: nrMax + 4, Bias: true, Overwrite: true, PackB: true}, nil
 	case "tiles-colmajor-copies":
-		return gemmGeom{kc: kc, mr: 2*mrMax + 1, nr: nrMax, ai: 1, ap: 3*mrMax + 5, bp: nrMax + 9, ldc: nrMax + 2, asum: true, packA: true, packB: true}, nil
+		return GemmGeom{KC: kc, MR: 2*mrMax + 1, NR: nrMax, AI: 1, AP: 3*mrMax + 5, BP: nrMax + 9, LDC: nrMax + 2, Asum: true, PackA: true, PackB: true}, nil
 	case "tiles-panels":
-		return gemmGeom{kc: kc, mr: 2*mrMax + 2, nr: nrMax, ai: 1, ap: mrMax, at: mrMax*kc + 3, bp: nrMax + 3, ldc: nrMax + 1, bias: true, packB: true}, nil
+		return GemmGeom{KC: kc, MR: 2*mrMax + 2, NR: nrMax, AI: 1, AP: mrMax, AT: mrMax*kc + 3, BP: nrMax + 3, LDC: nrMax + 1, Bias: true, PackB: true}, nil
 	}
-	return gemmGeom{}, fmt.Errorf("GemmTile has no case with inputs %q", c.Inputs)
+	return GemmGeom{}, fmt.Errorf("GemmTile has no case with inputs %q", c.Inputs)
 }
 
-// gemmBuf is one operand: a guarded buffer, its active entries and its
-// role.
-type gemmBuf struct {
-	name   string
-	role   role
-	need   int
-	buf    []float32
-	active []bool
-}
-
-func (b *gemmBuf) view() []float32 { return b.buf[lead : lead+b.need] }
-
-// newGemmBuf allocates an operand of need floats whose active entries,
-// visited by each, start as normal values (or unwritten markers for an
-// overwritten output).
-func newGemmBuf(name string, r role, need int, each func(visit func(i int)), next func() float32) *gemmBuf {
-	b := &gemmBuf{name: name, role: r, need: need, buf: make([]float32, lead+need+tail), active: make([]bool, lead+need+tail)}
-	for i := range b.buf {
-		b.buf[i] = canary
-	}
-	each(func(i int) {
-		b.active[lead+i] = true
-		if r == out {
-			b.buf[lead+i] = unwritten
-		} else {
-			b.buf[lead+i] = next()
-		}
-	})
-	return b
-}
-
-// compareGemm is Compare for GemmTile: got's tile at got's shape against
-// ref's tiles covering it.
-func compareGemm(spec specs.Spec, c Case, ref, got kernels.Set) ([]string, error) {
-	for _, s := range []kernels.Set{ref, got} {
-		if s.GemmTile == nil || s.GemmShape == nil {
-			return nil, fmt.Errorf("the %s set of spec %s has no GemmTile and GemmShape", s.ISA, spec.Name)
-		}
+// compareGemm is Compare for GemmTile: got's micro-kernel on case c's
+// geometry for its tile shape, against the float64 reference
+// (CheckGemmTile); ref has nothing to add.
+func compareGemm(spec specs.Spec, c Case, got kernels.Set) ([]string, error) {
+	if got.GemmTile == nil || got.GemmShape == nil {
+		return nil, fmt.Errorf("the %s set of spec %s has no GemmTile and GemmShape", got.ISA, spec.Name)
 	}
 	mrMax, nrMax := got.GemmShape()
 	g, err := gemmGeomOf(c, mrMax, nrMax)
 	if err != nil {
 		return nil, err
 	}
-	if g.at == 0 {
-		g.at = mrMax * g.ai
+	return CheckGemmTile(got.GemmTile, mrMax, nrMax, g, rngFor(spec.Name, "GemmTile", c.T, c.Inputs, mrMax, nrMax)), nil
+}
+
+// CheckGemmTile calls tile, a GEMM micro-kernel of tile shape
+// mrMax×nrMax, once on geometry g with operands of normal values drawn
+// from rng in guarded buffers (harness.Exercise: NaN canaries in every
+// float of A and B it does not address, in the gaps between the rows of
+// c and around every slice) and returns every problem: a float written
+// outside its outputs' entries or an input changed; an entry of c off the
+// float64 reference (c₀ or 0, plus the bias, plus Σ_p A[i,p]·B[p,j]) by
+// more than 10⁻⁶·(kc+2)·(the sum of the magnitudes of its terms); an
+// entry of asum that is not, bit for bit, asum₀ plus one float32
+// accumulator of A's row over p in order (the contract's order); a copy
+// of A's or B's block that is not the block, bit for bit. Each problem
+// begins with the operand's name ("c: ", "asum: ", "apack: ", "bpack: ").
+func CheckGemmTile(tile kernels.GemmTileFunc, mrMax, nrMax int, g GemmGeom, rng *rand.Rand) []string {
+	if g.AT == 0 {
+		g.AT = mrMax * g.AI
 	}
-	rng := rngFor(spec.Name, "GemmTile", c.T, c.Inputs, mrMax, nrMax)
-	next := func() float32 { return float32(rng.NormFloat64()) }
-	kc, mr, nr := g.kc, g.mr, g.nr
-	// The kernel reads MR whole rows of A for each of its tiles, tile r's
-	// from a[r·at:]; aAt is A's row i, column p.
+	kc, mr, nr := g.KC, g.MR, g.NR
+	// The kernel reads MR whole rows of A for each of its tiles (at least
+	// one), tile r's from a[r·at:]; aAt is A's row i, column p.
 	tiles := max(1, (mr+mrMax-1)/mrMax)
 	rowsA := tiles * mrMax
-	aAt := func(i, p int) int { return i/mrMax*g.at + i%mrMax*g.ai + p*g.ap }
+	aAt := func(i, p int) int { return i/mrMax*g.AT + i%mrMax*g.AI + p*g.AP }
+	next := func() float32 { return float32(rng.NormFloat64()) }
+	operand := func(name string, r role, n int, active []int, on bool) *harness.Operand {
+		op := &harness.Operand{Name: name, Role: r, Len: n, Span: n, Active: active, Empty: !on}
+		if !on {
+			op.Len, op.Span, op.Active = 0, 0, nil
+		}
+		if r != out {
+			op.Vals = make([]float32, len(op.Active))
+			for i := range op.Vals {
+				op.Vals[i] = next()
+			}
+		}
+		return op
+	}
+	var aIdx, bIdx, cIdx, biasIdx, asumIdx, apackIdx, bpackIdx []int
 	aNeed, bNeed := 0, 0
 	if kc > 0 {
-		aNeed, bNeed = aAt(rowsA-1, kc-1)+1, (kc-1)*g.bp+nrMax
+		aNeed, bNeed = aAt(rowsA-1, kc-1)+1, (kc-1)*g.BP+nrMax
+	}
+	for p := 0; p < kc; p++ {
+		for i := 0; i < rowsA; i++ {
+			aIdx = append(aIdx, aAt(i, p))
+		}
+		for j := 0; j < nrMax; j++ {
+			bIdx = append(bIdx, p*g.BP+j)
+		}
+	}
+	cNeed := 0
+	if mr > 0 {
+		cNeed = (mr-1)*g.LDC + nr
+	}
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nr; j++ {
+			cIdx = append(cIdx, i*g.LDC+j)
+		}
+	}
+	for j := 0; j < nr; j++ {
+		biasIdx = append(biasIdx, j)
+	}
+	for i := 0; i < mr; i++ {
+		asumIdx = append(asumIdx, i)
+	}
+	for i := 0; i < kc*rowsA; i++ {
+		apackIdx = append(apackIdx, i)
+	}
+	for i := 0; i < kc*nrMax; i++ {
+		bpackIdx = append(bpackIdx, i)
 	}
 	cRole := acc
-	if g.overwrite {
+	if g.Overwrite {
 		cRole = out
 	}
-	a := newGemmBuf("a", in, aNeed, func(v func(int)) {
-		for p := 0; p < kc; p++ {
-			for i := 0; i < rowsA; i++ {
-				v(aAt(i, p))
-			}
-		}
-	}, next)
-	b := newGemmBuf("b", in, bNeed, func(v func(int)) {
-		for p := 0; p < kc; p++ {
-			for j := 0; j < nrMax; j++ {
-				v(p*g.bp + j)
-			}
-		}
-	}, next)
-	bias := newGemmBuf("bias", in, 0, func(func(int)) {}, next)
-	if g.bias {
-		bias = newGemmBuf("bias", in, nr, func(v func(int)) {
-			for j := 0; j < nr; j++ {
-				v(j)
-			}
-		}, next)
-	}
-	asum := newGemmBuf("asum", acc, 0, func(func(int)) {}, next)
-	if g.asum {
-		asum = newGemmBuf("asum", acc, mr, func(v func(int)) {
-			for i := 0; i < mr; i++ {
-				v(i)
-			}
-		}, next)
-	}
-	cb := newGemmBuf("c", cRole, (mr-1)*g.ldc+nr, func(v func(int)) {
-		for i := 0; i < mr; i++ {
-			for j := 0; j < nr; j++ {
-				v(i*g.ldc + j)
-			}
-		}
-	}, next)
-	bufs := []*gemmBuf{a, b, bias, asum, cb}
-	// The copies are exact: their wanted values are A's and B's floats.
-	want := map[string][]float32{}
-	apack := newGemmBuf("apack", out, 0, func(func(int)) {}, next)
-	if g.packA {
-		apack = newGemmBuf("apack", out, kc*rowsA, func(v func(int)) {
-			for i := 0; i < kc*rowsA; i++ {
-				v(i)
-			}
-		}, next)
-		// Tile r's panel at r·MR·kc.
-		w := make([]float32, kc*rowsA)
-		for r := 0; r < rowsA; r += mrMax {
-			for p := 0; p < kc; p++ {
-				for i := 0; i < mrMax; i++ {
-					w[r*kc+p*mrMax+i] = a.view()[aAt(r+i, p)]
-				}
-			}
-		}
-		want["apack"] = w
-	}
-	bpack := newGemmBuf("bpack", out, 0, func(func(int)) {}, next)
-	if g.packB {
-		bpack = newGemmBuf("bpack", out, kc*nrMax, func(v func(int)) {
-			for i := 0; i < kc*nrMax; i++ {
-				v(i)
-			}
-		}, next)
-		w := make([]float32, kc*nrMax)
-		for p := 0; p < kc; p++ {
-			for j := 0; j < nrMax; j++ {
-				w[p*nrMax+j] = b.view()[p*g.bp+j]
-			}
-		}
-		want["bpack"] = w
-	}
-	bufs = append(bufs, apack, bpack)
+	a := operand("a", in, aNeed, aIdx, true)
+	b := operand("b", in, bNeed, bIdx, true)
+	c := operand("c", cRole, cNeed, cIdx, true)
+	c.Stride = g.LDC
+	bias := operand("bias", in, nr, biasIdx, g.Bias)
+	asum := operand("asum", acc, mr, asumIdx, g.Asum)
+	apack := operand("apack", out, kc*rowsA, apackIdx, g.PackA)
+	bpack := operand("bpack", out, kc*nrMax, bpackIdx, g.PackB)
+	res := harness.Exercise([]*harness.Operand{a, b, c, bias, asum, apack, bpack}, func(s map[string][]float32) float32 {
+		tile(kc, s["a"], g.AI, g.AP, g.AT, s["b"], g.BP, s["c"], g.LDC, mr, nr, s["bias"], s["asum"], s["apack"], s["bpack"], g.Overwrite)
+		return 0
+	})
 
-	// Reference: ref's tiles over the mr×nr corner, on padded copies.
-	rmr, rnr := ref.GemmShape()
-	rows, cols := (mr+rmr-1)/rmr*rmr, (nr+rnr-1)/rnr*rnr
-	pad := func(src []float32, n int) []float32 {
-		d := make([]float32, max(n, len(src)))
-		for i, x := range src {
-			if !isMarker(x) {
-				d[i] = x
+	// The operands' values by index into their slices.
+	full := func(op *harness.Operand) []float32 {
+		v := make([]float32, op.Len)
+		for k, j := range op.Active {
+			if op.Vals != nil {
+				v[j] = op.Vals[k]
 			}
 		}
-		return d
+		return v
 	}
-	// A for the reference: column-major, lda rows apart (ai 1, which row
-	// sums need; the tiles' layout is got's), rows past rowsA zero.
-	lda := max(rows, rowsA)
-	ra, rb := []float32(nil), b.view()
-	if kc > 0 {
-		ra = make([]float32, lda*kc)
-		for i := 0; i < rowsA; i++ {
-			for p := 0; p < kc; p++ {
-				ra[p*lda+i] = a.view()[aAt(i, p)]
-			}
-		}
-		rb = pad(rb, (kc-1)*g.bp+cols+rnr)
-	}
-	rbias := pad(bias.view(), 0)
-	if g.bias {
-		rbias = pad(bias.view(), cols+rnr)
-	}
-	rasum := append([]float32(nil), asum.view()...)
-	rc := append([]float32(nil), cb.view()...)
-	for i0 := 0; i0 < mr; i0 += rmr {
-		for j0 := 0; j0 < nr; j0 += rnr {
-			var bi, as []float32
-			if g.bias {
-				bi = rbias[j0:]
-			}
-			if g.asum && j0 == 0 {
-				as = rasum[i0:]
-			}
-			var av, bv []float32
-			if kc > 0 {
-				av, bv = ra[i0:], rb[j0:]
-			}
-			ref.GemmTile(kc, av, 1, lda, rmr, bv, g.bp, rc[i0*g.ldc+j0:], g.ldc, min(rmr, mr-i0), min(rnr, nr-j0), bi, as, nil, nil, g.overwrite)
+	av, bv := full(a), full(b)
+	A := func(i, p int) float32 { return av[aAt(i, p)] }
+	B := func(p, j int) float32 { return bv[p*g.BP+j] }
+	problems := append([]string(nil), res.Problems...)
+	report := func(name string, n int, list []string) {
+		if n > 0 {
+			problems = append(problems, fmt.Sprintf("%s: %d floats wrong (%s; tile %d×%d): %s", name, n, g, mrMax, nrMax, strings.Join(list, "; ")))
 		}
 	}
-	want["c"], want["asum"] = rc, rasum
-
-	// got, on copies of the guarded buffers.
-	gotBufs := map[string][]float32{}
-	for _, x := range bufs {
-		gotBufs[x.name] = append([]float32(nil), x.buf...)
-	}
-	v := func(name string, n int) []float32 { return gotBufs[name][lead : lead+n] }
-	got.GemmTile(kc, v("a", a.need), g.ai, g.ap, g.at, v("b", b.need), g.bp, v("c", cb.need), g.ldc, mr, nr,
-		v("bias", bias.need), v("asum", asum.need), v("apack", apack.need), v("bpack", bpack.need), g.overwrite)
-
-	var problems []string
-	for _, x := range bufs {
-		gb := gotBufs[x.name]
-		w := want[x.name]
-		scale := 0.0
-		for _, y := range w {
-			if !isMarker(y) && !math.IsNaN(float64(y)) && !math.IsInf(float64(y), 0) {
-				scale = math.Max(scale, math.Abs(float64(y)))
-			}
-		}
+	check := func(op *harness.Operand, wrong func(k, j int, got float32) string) {
 		var list []string
 		n := 0
-		for i, y := range gb {
-			var msg string
-			switch {
-			case !x.active[i] || x.role == in:
-				if math.Float32bits(y) != math.Float32bits(x.buf[i]) {
-					msg = fmt.Sprintf("[%d] %s → %s (may not write there)", i-lead, fmtVal(x.buf[i]), fmtVal(y))
-				}
-			case math.Float32bits(y) == unwrittenBits:
-				msg = fmt.Sprintf("[%d] left unwritten", i-lead)
-			case x.name == "apack" || x.name == "bpack":
-				if math.Float32bits(y) != math.Float32bits(w[i-lead]) {
-					msg = fmt.Sprintf("[%d] got %s, want a copy of %s", i-lead, fmtVal(y), fmtVal(w[i-lead]))
-				}
-			case !closeTo(y, w[i-lead], scale):
-				msg = fmt.Sprintf("[%d] got %s, want %s ± %.3g", i-lead, fmtVal(y), fmtVal(w[i-lead]), RelTol*(math.Abs(float64(w[i-lead]))+scale))
-			}
-			if msg != "" {
+		for k, x := range res.Out[op.Name] {
+			if msg := wrong(k, op.Active[k], x); msg != "" {
 				if n < maxReports {
 					list = append(list, msg)
 				}
 				n++
 			}
 		}
-		if n > 0 {
-			problems = append(problems, fmt.Sprintf("%s: %d floats wrong (kc %d, tile %d×%d of %d×%d, ai %d, ap %d, at %d, bp %d, ldc %d, bias %v, asum %v, overwrite %v, apack %v, bpack %v; reference: %s tiles of %d×%d): %s",
-				x.name, n, kc, mr, nr, mrMax, nrMax, g.ai, g.ap, g.at, g.bp, g.ldc, g.bias, g.asum, g.overwrite, g.packA, g.packB, ref.ISA, rmr, rnr, strings.Join(list, "; ")))
-		}
+		report(op.Name, n, list)
 	}
-	return problems, nil
+	c0, bi := full(c), full(bias)
+	check(c, func(k, j int, got float32) string {
+		r, q := j/g.LDC, j%g.LDC
+		want, mag := float64(c0[j]), math.Abs(float64(c0[j]))
+		if g.Overwrite {
+			want, mag = 0, 0
+		}
+		if g.Bias {
+			want += float64(bi[q])
+			mag += math.Abs(float64(bi[q]))
+		}
+		for p := 0; p < kc; p++ {
+			x := float64(A(r, p)) * float64(B(p, q))
+			want += x
+			mag += math.Abs(x)
+		}
+		if d := math.Abs(float64(got) - want); !(d <= 1e-6*float64(kc+2)*mag+1e-30) {
+			return fmt.Sprintf("c[%d][%d] = %s, want %.9g", r, q, fmtVal(got), want)
+		}
+		return ""
+	})
+	s0 := full(asum)
+	check(asum, func(_, i int, got float32) string {
+		var s32 float32
+		for p := 0; p < kc; p++ {
+			s32 += A(i, p)
+		}
+		if w := s0[i] + s32; math.Float32bits(got) != math.Float32bits(w) {
+			return fmt.Sprintf("asum[%d] = %s, want %s bit for bit (one accumulator over p in order)", i, fmtVal(got), fmtVal(w))
+		}
+		return ""
+	})
+	// Tile r's panel of A at r·MR·kc.
+	check(apack, func(_, j int, got float32) string {
+		tileRow, rest := j/(mrMax*max(kc, 1))*mrMax, j%(mrMax*max(kc, 1))
+		want := A(tileRow+rest%mrMax, rest/mrMax)
+		if math.Float32bits(got) != math.Float32bits(want) {
+			return fmt.Sprintf("apack[%d] = %s, want a copy of %s", j, fmtVal(got), fmtVal(want))
+		}
+		return ""
+	})
+	check(bpack, func(_, j int, got float32) string {
+		if want := B(j/nrMax, j%nrMax); math.Float32bits(got) != math.Float32bits(want) {
+			return fmt.Sprintf("bpack[%d] = %s, want a copy of %s", j, fmtVal(got), fmtVal(want))
+		}
+		return ""
+	})
+	return problems
 }

@@ -14,19 +14,11 @@ import (
 	"github.com/synthgen/synthgen/kerneltest/harness"
 )
 
-// This file is the harness: guarded buffers, the kernel call and the
-// comparisons. The references are in reference_test.go, the scenarios in
-// kernels_test.go.
-
-// The guarded buffers, their markers and the checks of what a call wrote
-// are kerneltest/harness's, shared with kerneltest.
-const (
-	lead       = harness.Lead
-	tail       = harness.Tail
-	canaryBits = harness.CanaryBits
-)
-
-var canary = harness.Canary
+// This file is the comparison with the float64 references: the layouts
+// of the arguments, the call (through kerneltest/harness, which lays them
+// out in guarded, misaligned buffers and checks what the kernel wrote,
+// shared with kerneltest) and the comparisons. The references are in
+// reference_test.go, the scenarios in kernels_test.go.
 
 // layout is the shape of one slice argument: rows rows, stride floats
 // apart, each width floats wide (width −1: the causal triangle, row r has
