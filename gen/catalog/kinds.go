@@ -3,6 +3,7 @@ package catalog
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"github.com/synthgen/synthgen/runtime/kernels"
@@ -156,6 +157,24 @@ func Kinds() []Kind {
 	}
 	return out
 }
+
+// KindOf returns the kind of kernel fn, a function of one of the
+// kernels.*Func types (the kind's name followed by Func).
+func KindOf(fn any) (Kind, bool) {
+	t := reflect.TypeOf(fn)
+	if t == nil || t.PkgPath() != kernelsPath {
+		return 0, false
+	}
+	for k := range numKinds {
+		if table[k].Name+"Func" == t.Name() {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// kernelsPath is the import path of the kernel contract.
+var kernelsPath = reflect.TypeOf(kernels.Set{}).PkgPath()
 
 // String names the kind.
 func (k Kind) String() string {

@@ -1,6 +1,10 @@
 package catalog
 
 import (
+	"fmt"
+	"reflect"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
 	"path/filepath"
 
 	"github.com/synthgen/synthgen/specs"
@@ -98,4 +102,21 @@ func testSpecs() []*specs.Spec {
 		out = append(out, s)
 	}
 	return out
+}
+
+// TestKindOf checks that each kind's binder accepts the kernels.*Func type
+// KindOf names it by, and that KindOf tells the AFT variants apart.
+func TestKindOf(t *testing.T) {
+	for _, fn := range []any{kernels.SoftmaxValueFunc(nil), kernels.AFTLocalFunc(nil), kernels.AFTConvBackFunc(nil), kernels.GemmTileFunc(nil), kernels.AdamWFunc(nil)} {
+		k, ok := KindOf(fn)
+		if !ok || fmt.Sprintf("%sFunc", k) != reflect.TypeOf(fn).Name() {
+			t.Errorf("KindOf(%T) = %s, %v", fn, k, ok)
+		}
+		if k != GemmTile && (Op{Kind: k}).Bind(fn, 0, nil, nil) == nil {
+			t.Errorf("%s: the binder refuses %T", k, fn)
+		}
+	}
+	if _, ok := KindOf(func() {}); ok {
+		t.Error("KindOf accepted a func()")
+	}
 }
