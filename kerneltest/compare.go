@@ -195,7 +195,9 @@ const bigT = 256
 // triangle of a logit matrix). The inputs are a function of (spec,
 // kernel, c) only. For a backward kernel the statistics its forward
 // writes come from ref's forward. Compare(…, goSet, goSet) checks the Go
-// level itself: deterministic, and within its bounds.
+// level itself: deterministic, and within its bounds. GemmTile, whose tile
+// shape differs from level to level, is checked at got's shape against a
+// float64 reference instead (CheckGemmTile), whatever ref.
 //
 // The error reports a case that cannot run: an unknown kernel, or one
 // that ref or got does not provide.

@@ -13,7 +13,9 @@
 // inputs where kernels go wrong (awkward lengths, extreme logits, fully
 // masked rows, empty optional arguments, odd tile corners), in guarded,
 // misaligned buffers, and compares each result with the package's Go
-// level (Compare). A level that cannot run is skipped with the reason.
+// level (Compare; the GEMM micro-kernel with a float64 reference,
+// CheckGemmTile). A level that cannot run is skipped with the reason. The
+// calls go through package kerneltest/harness, which tests/ uses too.
 //
 // Benchmark measures one kernel at the spec's full size on each level,
 // with sub-benchmarks named isa=go, isa=avx2, isa=avx512 so that
