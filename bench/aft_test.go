@@ -75,12 +75,9 @@ func BenchmarkAFT(b *testing.B) {
 	}
 }
 
-// aftKind reports whether k is an attention-free or linear-attention kernel.
+// aftKind reports whether k is an attention-free or linear-attention
+// kernel: a sequence kernel (not row-wise) outside the Synthesizer's causal
+// attention, other than the GEMM micro-kernel.
 func aftKind(k catalog.Kind) bool {
-	switch k {
-	case catalog.AFTFull, catalog.AFTFullBack, catalog.AFTLocal, catalog.AFTLocalBack, catalog.AFTConv,
-		catalog.AFTConvBack, catalog.AFTSimple, catalog.AFTSimpleBack, catalog.Linear, catalog.LinearBack:
-		return true
-	}
-	return false
+	return !k.RowWise() && !catalog.Of(k).Causal && k != catalog.GemmTile
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/gen/asmgen"
 	_ "github.com/synthgen/synthgen/generated/all"
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
@@ -122,24 +121,5 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.ReportMetric(float64(b.N*tokens)/b.Elapsed().Seconds(), "tokens/s")
 			})
 		}
-	}
-}
-
-// BenchmarkFMAPeak reports this core's measured FMA peak, the 100% of %peak.
-func BenchmarkFMAPeak(b *testing.B) {
-	lanes, run := peakKernel()
-	if run == nil {
-		b.Skip("no AVX2 or AVX-512 on this CPU (or purego build)")
-	}
-	const iters = 1 << 16
-	for b.Loop() {
-		run(iters)
-	}
-	b.ReportMetric(float64(b.N)*iters*peakChains*float64(lanes)*2/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-}
-
-func TestPeakChains(t *testing.T) {
-	if peakChains != asmgen.PeakChains {
-		t.Fatalf("bench.peakChains = %d, the generated kernels run %d chains", peakChains, asmgen.PeakChains)
 	}
 }

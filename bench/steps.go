@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synthgen/synthgen/kerneltest/trainstep"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/specs"
 )
@@ -24,14 +25,10 @@ import (
 // PyTorch by running bench/pytorch/bench.py --one.
 
 // StepBatch is the batch the training-step measurements use at sequence
-// length n: 16 sequences up to n 256, then 4096 tokens per step (n 512: 8,
-// 1024: 4, 2048: 2), so that the long-context steps stay within a few GB.
-func StepBatch(n int) int {
-	if n <= 256 {
-		return 16
-	}
-	return max(1, 4096/n)
-}
+// length n (trainstep.Batch): 16 sequences up to n 256, then 4096 tokens
+// per step (n 512: 8, 1024: 4, 2048: 2), so that the long-context steps
+// stay within a few GB.
+func StepBatch(n int) int { return trainstep.Batch(n) }
 
 // TableSpecs are the specs of the training-step table: the n 128 family
 // (TrainSpecs), mid, big and the long-context specs, those linked.

@@ -9,10 +9,7 @@ package gen
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
 	"path/filepath"
 	"strings"
 
@@ -33,6 +30,9 @@ const (
 	// Command is synthgen's import path, what the emitted go:generate
 	// lines run: it works in any module that requires synthgen.
 	Command = "github.com/synthgen/synthgen/cmd/synthgen"
+	// RepoCommand is the repository's own generator, what the go:generate
+	// line of the index package (WriteIndex) runs.
+	RepoCommand = "github.com/synthgen/synthgen/internal/cmd/repogen"
 )
 
 // asmLevels are the levels that get assembly, highest first.
@@ -99,11 +99,7 @@ func Render(s *specs.Spec, o Options) (*Package, error) {
 	emitted := map[kernels.ISA][]catalog.Op{}
 	for _, isa := range asmLevels {
 		for _, op := range ops {
-			err := asmgen.Emit(af, op, isa)
-			if err != nil {
-				if errors.Is(err, asmgen.ErrNotImplemented) {
-					continue
-				}
+			if err := asmgen.Emit(af, op, isa); err != nil {
 				return nil, fmt.Errorf("spec %s: %w", s.Name, err)
 			}
 			emitted[isa] = append(emitted[isa], op)
@@ -164,35 +160,7 @@ func render(f *jen.File, name string, files map[string][]byte) error {
 	return nil
 }
 
-// sigParams parses a kind's signature into jennifer parameter lists.
-type sigParam struct{ name, typ string }
-
-func parseSig(sig string) (params []sigParam, result string) {
-	expr, err := parser.ParseExpr(sig)
-	if err != nil {
-		panic(fmt.Sprintf("catalog signature %q: %v", sig, err)) // the catalog is code, not input
-	}
-	ft := expr.(*ast.FuncType)
-	typeString := func(e ast.Expr) string {
-		switch t := e.(type) {
-		case *ast.Ident:
-			return t.Name
-		case *ast.ArrayType:
-			return "[]" + t.Elt.(*ast.Ident).Name
-		}
-		panic(fmt.Sprintf("catalog signature %q: unsupported type", sig))
-	}
-	for _, f := range ft.Params.List {
-		for _, n := range f.Names {
-			params = append(params, sigParam{n.Name, typeString(f.Type)})
-		}
-	}
-	if ft.Results != nil && len(ft.Results.List) > 0 {
-		result = typeString(ft.Results.List[0].Type)
-	}
-	return params, result
-}
-
+// jenType is the jennifer type of a catalog parameter type.
 func jenType(typ string) jen.Code {
 	if strings.HasPrefix(typ, "[]") {
 		return jen.Index().Id(typ[2:])
@@ -215,14 +183,14 @@ func renderChecks(p *Package, header string, ops []catalog.Op) error {
 			gemmCheck(f, s.Name, op)
 			continue
 		}
-		params, _ := parseSig(op.Sig())
+		params := op.Entry().Params
 		shape := map[string]catalog.Shape{}
 		for _, sp := range op.Slices {
 			shape[sp.Name] = sp.Shape
 		}
 		var args []jen.Code
 		for _, pr := range params {
-			args = append(args, jen.Id(pr.name).Add(jenType(pr.typ)))
+			args = append(args, jen.Id(pr.Name).Add(jenType(pr.Type)))
 		}
 		body := []jen.Code{
 			jen.If(jen.Id("t").Op("<").Lit(0).Op("||").Id("t").Op(">").Id("N")).Block(
@@ -237,12 +205,12 @@ func renderChecks(p *Package, header string, ops []catalog.Op) error {
 			}
 		}
 		for _, pr := range params {
-			if pr.typ != "[]float32" {
+			if pr.Type != catalog.Slice {
 				continue
 			}
-			sh, ok := shape[pr.name]
+			sh, ok := shape[pr.Name]
 			if !ok {
-				return fmt.Errorf("catalog: %s has no shape for %s", op.Field, pr.name)
+				return fmt.Errorf("catalog: %s has no shape for %s", op.Field, pr.Name)
 			}
 			rows := jen.Lit(sh.Rows)
 			if sh.Rows < 0 {
@@ -253,14 +221,14 @@ func renderChecks(p *Package, header string, ops []catalog.Op) error {
 				width = jen.Id("t")
 			}
 			need := jen.Id("need").Call(jen.Id("t"), rows, jen.Lit(sh.Stride), width)
-			cond := jen.Len(jen.Id(pr.name)).Op("<").Add(need)
+			cond := jen.Len(jen.Id(pr.Name)).Op("<").Add(need)
 			if sh.Optional {
-				cond = jen.Len(jen.Id(pr.name)).Op("!=").Lit(0).Op("&&").Add(cond)
+				cond = jen.Len(jen.Id(pr.Name)).Op("!=").Lit(0).Op("&&").Add(cond)
 			}
 			body = append(body, jen.If(cond).Block(
 				jen.Panic(jen.Qual("fmt", "Sprintf").Call(
-					jen.Lit(s.Name+"."+op.Field+": len("+pr.name+") = %d, need %d at t = %d"),
-					jen.Len(jen.Id(pr.name)), jen.Id("need").Call(jen.Id("t"), rows.Clone(), jen.Lit(sh.Stride), width.Clone()), jen.Id("t"))),
+					jen.Lit(s.Name+"."+op.Field+": len("+pr.Name+") = %d, need %d at t = %d"),
+					jen.Len(jen.Id(pr.Name)), jen.Id("need").Call(jen.Id("t"), rows.Clone(), jen.Lit(sh.Stride), width.Clone()), jen.Id("t"))),
 			))
 		}
 		f.Commentf("%s panics unless t and the slices fit %s's sizes.", checkName(op), op.Field)
@@ -286,11 +254,12 @@ func wrapper(f *jen.File, op catalog.Op, isa kernels.ISA, impl string) {
 		gemmWrapper(f, op, isa, impl)
 		return
 	}
-	params, result := parseSig(op.Sig())
+	e := op.Entry()
+	params, result := e.Params, e.Result
 	var args, call []jen.Code
 	for _, pr := range params {
-		args = append(args, jen.Id(pr.name).Add(jenType(pr.typ)))
-		call = append(call, jen.Id(pr.name))
+		args = append(args, jen.Id(pr.Name).Add(jenType(pr.Type)))
+		call = append(call, jen.Id(pr.Name))
 	}
 	fn := f.Func().Id(wrapperName(op, isa)).Params(args...)
 	zero := jen.Return()

@@ -8,7 +8,7 @@ import (
 
 // WritePeak writes the FMA-throughput kernels (asmgen.PeakFile) into dir:
 // fma_amd64.s and its stubs fma_amd64.go. pkg is their package name; ""
-// means the package of dir's other Go files, or bench if there are none.
+// means the package of dir's other Go files, or kernelbench if there are none.
 // It writes by the rules of writeFiles, so dir's other files stay as they
 // are.
 func WritePeak(dir, pkg string) error {
@@ -16,10 +16,10 @@ func WritePeak(dir, pkg string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	if pkg, err = resolvePkg(info, pkg, "bench"); err != nil {
+	if pkg, err = resolvePkg(info, pkg, "kernelbench"); err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	asm, stubs, err := compileAsm(asmgen.PeakFile(), pkg, []string{"synthgen", "-peak", "bench"})
+	asm, stubs, err := compileAsm(asmgen.PeakFile(), pkg, []string{"synthgen", "-peak", pkg})
 	if err != nil {
 		return fmt.Errorf("peak kernels: %w", err)
 	}

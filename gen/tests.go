@@ -8,12 +8,16 @@ import (
 	"github.com/synthgen/synthgen/gen/catalog"
 )
 
-const kerneltestPkg = "github.com/synthgen/synthgen/bench/kerneltest"
+const (
+	kerneltestPkg = "github.com/synthgen/synthgen/kerneltest"
+	trainstepPkg  = "github.com/synthgen/synthgen/kerneltest/trainstep"
+)
 
 // renderTests writes kernels_test.go: the package's own tests and
 // benchmarks, an internal test file (package p.Pkg, since the generator
 // does not know the import path a user's module gives the package) whose
-// functions call bench/kerneltest with the package's Spec. TestKernels
+// functions call kerneltest (and kerneltest/trainstep) with the package's
+// Spec. TestKernels
 // checks every kernel on every instruction set the run allows against the
 // package's Go level; one Benchmark<Kernel> per kernel, so that
 // `go test -bench SoftmaxValue` selects one, and BenchmarkTrainStep
@@ -23,6 +27,7 @@ func renderTests(p *Package, header string, ops []catalog.Op) error {
 	f := jen.NewFile(p.Pkg)
 	f.HeaderComment(header)
 	f.ImportName(kerneltestPkg, "kerneltest")
+	f.ImportName(trainstepPkg, "trainstep")
 	f.ImportName("testing", "testing")
 	kt := func(name string) *jen.Statement { return jen.Qual(kerneltestPkg, name) }
 
@@ -43,9 +48,9 @@ func renderTests(p *Package, header string, ops []catalog.Op) error {
 	}
 	f.Line()
 	f.Comment("BenchmarkTrainStep measures whole training steps of this spec at batch 16 on each")
-	f.Comment("instruction set, in tokens/s (see kerneltest.BenchmarkTrainStep).")
+	f.Comment("instruction set, in tokens/s (see trainstep.Benchmark).")
 	f.Func().Id("BenchmarkTrainStep").Params(jen.Id("b").Op("*").Qual("testing", "B")).Block(
-		kt("BenchmarkTrainStep").Call(jen.Id("b"), jen.Id("Spec")),
+		jen.Qual(trainstepPkg, "Benchmark").Call(jen.Id("b"), jen.Id("Spec")),
 	)
 	return render(f, "kernels_test.go", p.Files)
 }

@@ -17,7 +17,7 @@ import (
 // TestRenderedTests renders shipped specs of each family under a package
 // name that differs from the spec's and checks kernels_test.go: it parses,
 // begins with the generated-code line, is an internal test file of the
-// package Pkg, imports bench/kerneltest, and declares TestKernels, one
+// package Pkg, imports kerneltest and kerneltest/trainstep, and declares TestKernels, one
 // Benchmark<Kernel> per kernel of the catalog and BenchmarkTrainStep, each
 // passing the package's Spec.
 func TestRenderedTests(t *testing.T) {
@@ -53,8 +53,8 @@ func TestRenderedTests(t *testing.T) {
 			path, _ := strconv.Unquote(im.Path.Value)
 			imports = append(imports, path)
 		}
-		if !hasString(imports, kerneltestPkg) || !hasString(imports, "testing") {
-			t.Errorf("%s: kernels_test.go imports %v, want testing and %s", l.Spec.Name, imports, kerneltestPkg)
+		if !hasString(imports, kerneltestPkg) || !hasString(imports, trainstepPkg) || !hasString(imports, "testing") {
+			t.Errorf("%s: kernels_test.go imports %v, want testing, %s and %s", l.Spec.Name, imports, kerneltestPkg, trainstepPkg)
 		}
 		funcs := map[string]string{} // name → the kerneltest call's arguments
 		for _, d := range f.Decls {
@@ -69,7 +69,7 @@ func TestRenderedTests(t *testing.T) {
 		}
 		want := map[string]string{
 			"TestKernels":        "kerneltest.Test(t, Spec)",
-			"BenchmarkTrainStep": "kerneltest.BenchmarkTrainStep(b, Spec)",
+			"BenchmarkTrainStep": "trainstep.Benchmark(b, Spec)",
 		}
 		for _, op := range catalog.Ops(l.Spec) {
 			want["Benchmark"+op.Field] = "kerneltest.Benchmark(b, Spec, " + strconv.Quote(op.Field) + ")"

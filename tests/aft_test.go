@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -315,50 +314,7 @@ func aftForwardTest() kernelTest {
 				&operand{name: "rd", lay: lh, role: out})
 			return scenario{ops: ops, want: map[string]*expect{"z": z, "m": m, "rd": rd}}
 		},
-		bind: bindAFT,
 	}
-}
-
-// bindAFT calls any AFT forward kernel with the harness's slices.
-func bindAFT(fn reflect.Value) invoker {
-	switch f := fn.Interface().(type) {
-	case kernels.AFTFullFunc:
-		return func(a args) float32 { f(a.t, a.s["k"], a.s["v"], a.s["w"], a.s["z"], a.s["m"], a.s["rd"]); return 0 }
-	case kernels.AFTLocalFunc:
-		return func(a args) float32 { f(a.t, a.s["k"], a.s["v"], a.s["w"], a.s["z"], a.s["m"], a.s["rd"]); return 0 }
-	case kernels.AFTConvFunc:
-		return func(a args) float32 { f(a.t, a.s["k"], a.s["v"], a.s["u"], a.s["z"], a.s["m"], a.s["rd"]); return 0 }
-	case kernels.AFTSimpleFunc:
-		return func(a args) float32 { f(a.t, a.s["k"], a.s["v"], a.s["z"], a.s["m"], a.s["rd"]); return 0 }
-	}
-	panic(fmt.Sprintf("bindAFT: %s", fn.Type()))
-}
-
-// bindAFTBack calls any AFT backward kernel with the harness's slices.
-func bindAFTBack(fn reflect.Value) invoker {
-	switch f := fn.Interface().(type) {
-	case kernels.AFTFullBackFunc:
-		return func(a args) float32 {
-			f(a.t, a.s["k"], a.s["v"], a.s["w"], a.s["z"], a.s["m"], a.s["rd"], a.s["dz"], a.s["dk"], a.s["dv"], a.s["dw"])
-			return 0
-		}
-	case kernels.AFTLocalBackFunc:
-		return func(a args) float32 {
-			f(a.t, a.s["k"], a.s["v"], a.s["w"], a.s["z"], a.s["m"], a.s["rd"], a.s["dz"], a.s["dk"], a.s["dv"], a.s["dw"])
-			return 0
-		}
-	case kernels.AFTConvBackFunc:
-		return func(a args) float32 {
-			f(a.t, a.s["k"], a.s["v"], a.s["u"], a.s["z"], a.s["m"], a.s["rd"], a.s["dz"], a.s["dk"], a.s["dv"], a.s["du"])
-			return 0
-		}
-	case kernels.AFTSimpleBackFunc:
-		return func(a args) float32 {
-			f(a.t, a.s["k"], a.s["v"], a.s["z"], a.s["m"], a.s["rd"], a.s["dz"], a.s["dk"], a.s["dv"])
-			return 0
-		}
-	}
-	panic(fmt.Sprintf("bindAFTBack: %s", fn.Type()))
 }
 
 // aftStats rounds the float64 forward's z, m and 1/den to float32 mats: the
@@ -480,7 +436,6 @@ func aftBackTest() kernelTest {
 			}
 			return scenario{ops: ops, want: want}
 		},
-		bind: bindAFTBack,
 	}
 }
 
@@ -615,10 +570,6 @@ func linearTest() kernelTest {
 				want: map[string]*expect{"y": ye, "rd": rde},
 			}
 		},
-		bind: func(fn reflect.Value) invoker {
-			f := fn.Interface().(kernels.LinearFunc)
-			return func(a args) float32 { f(a.t, a.s["fq"], a.s["fk"], a.s["v"], a.s["y"], a.s["rd"]); return 0 }
-		},
 	}
 }
 
@@ -658,13 +609,6 @@ func linearBackTest() kernelTest {
 					{name: "dfq", lay: lh, role: out}, {name: "dfk", lay: lh, role: out}, {name: "dv", lay: lh, role: out},
 				},
 				want: map[string]*expect{"dfq": eq, "dfk": ek, "dv": ev},
-			}
-		},
-		bind: func(fn reflect.Value) invoker {
-			f := fn.Interface().(kernels.LinearBackFunc)
-			return func(a args) float32 {
-				f(a.t, a.s["fq"], a.s["fk"], a.s["v"], a.s["y"], a.s["rd"], a.s["dy"], a.s["dfq"], a.s["dfk"], a.s["dv"])
-				return 0
 			}
 		},
 	}
@@ -1184,7 +1128,7 @@ func TestAFTCatchesPublicBugs(t *testing.T) {
 				t.Fatal(err)
 			}
 			kt, _ := kernelTestFor(b.field)
-			good := kt.bind(field(goK.Set, b.field))
+			good := bind(field(goK.Set, b.field))
 			g := aftGeomOf(e, b.field)
 			bad := func(a args) float32 { b.fn(e, g, a); return 0 }
 			const tl = 15

@@ -3,7 +3,6 @@ package tests
 import (
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"runtime/debug"
 	"testing"
 
@@ -95,13 +94,6 @@ var aftFactorsTest = kernelTest{
 			want: map[string]*expect{"kv": wkv, "ek": wek},
 		}
 	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.AFTFactorsFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["k"], a.s["kappa"], a.s["v"], a.s["kv"], a.s["ek"])
-			return 0
-		}
-	},
 }
 
 // quotBackInputs returns dz, z and den for t elements: den positive over
@@ -131,13 +123,6 @@ var aftQuotBackTest = kernelTest{
 		return scenario{
 			ops:  flatOps(l, map[string][]float32{"dz": dz, "z": z, "den": den}, []string{"dz", "z", "den"}, "dnum", "dden"),
 			want: map[string]*expect{"dnum": wn, "dden": wd},
-		}
-	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.AFTQuotBackFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["dz"], a.s["z"], a.s["den"], a.s["dnum"], a.s["dden"])
-			return 0
 		}
 	},
 }
@@ -171,13 +156,6 @@ var aftKVBackTest = kernelTest{
 		return scenario{
 			ops:  flatOps(l, map[string][]float32{"ek": ek, "v": v, "g1": g1, "g2": g2}, []string{"ek", "v", "g1", "g2"}, "dk", "dv"),
 			want: map[string]*expect{"dk": wk, "dv": wv},
-		}
-	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.AFTKVBackFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["ek"], a.s["v"], a.s["g1"], a.s["g2"], a.s["dk"], a.s["dv"])
-			return 0
 		}
 	},
 }

@@ -3,7 +3,6 @@ package tests
 import (
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -70,13 +69,6 @@ var gateTest = kernelTest{
 			want: map[string]*expect{"q": wq, "y": wy},
 		}
 	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.GateFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["q"], a.s["z"], a.s["y"])
-			return 0
-		}
-	},
 }
 
 // gateBackInputs returns dy, σ and z for t elements: σ over (0, 1) with
@@ -116,13 +108,6 @@ var gateBackTest = kernelTest{
 				{name: "dq", lay: l, role: out},
 			},
 			want: map[string]*expect{"dy": wdy, "dq": wdq},
-		}
-	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.GateBackFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["dy"], a.s["q"], a.s["z"], a.s["dq"])
-			return 0
 		}
 	},
 }

@@ -2,18 +2,20 @@ package tests
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/synthgen/synthgen/kerneltest"
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
 // TestGemmTile checks the GEMM micro-kernel of every linked spec at every
-// level this run allows against a float64 reference, for awkward kc and
-// every edge shape mr×nr, with A and B packed, row-major and transposed
-// (NaN canaries in every float they do not address), canaries in the gaps
-// between the rows of c (ldc > nr) and after it, and misaligned slices.
+// level this run allows against a float64 reference (kerneltest's
+// CheckGemmTile), for awkward kc and every edge shape mr×nr, with A and B
+// packed, row-major and transposed (NaN canaries in every float they do
+// not address), canaries in the gaps between the rows of c (ldc > nr) and
+// after it, and misaligned slices. TestKernels leaves GemmTile and
+// GemmShape to it.
 func TestGemmTile(t *testing.T) {
 	limit, err := kernels.Level()
 	if err != nil {
@@ -54,8 +56,10 @@ var gemmLayouts = []struct {
 	{"colmajor", func(mrMax, nrMax, kc int) (int, int, int) { return 1, mrMax + 3, 2*nrMax + 1 }},
 }
 
-// checkGemmTile runs the micro-kernel over the shapes and layouts and
-// returns the problems found.
+// checkGemmTile runs the micro-kernel over the shapes and layouts, each
+// call checked by kerneltest.CheckGemmTile (the one checker of the
+// micro-kernel: a float64 reference, guards around and between every
+// region), and returns the problems found.
 func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed string) []string {
 	mrMax, nrMax := shape()
 	var probs []string
@@ -71,172 +75,23 @@ func checkGemmTile(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc, seed 
 					if kc > 33 && nr%5 != 0 && nr != nrMax {
 						continue // the long kc at fewer widths
 					}
-					alen, blen := 0, 0
-					if kc > 0 {
-						alen = (mrMax-1)*ai + (kc-1)*ap + 1
-						blen = (kc-1)*bp + nrMax
-					}
-					a := make([]float32, lead+alen+tail)[lead:]
-					b := make([]float32, lead+blen+tail)[lead:]
-					for i := range a {
-						a[i] = canary
-					}
-					for i := range b {
-						b[i] = canary
-					}
-					for p := 0; p < kc; p++ {
-						for i := 0; i < mrMax; i++ {
-							a[i*ai+p*ap] = float32(rng.NormFloat64())
-						}
-						for j := 0; j < nrMax; j++ {
-							b[p*bp+j] = float32(rng.NormFloat64())
-						}
-					}
-					ldc := nr + 3
-					clen := 0
-					if mr > 0 {
-						clen = (mr-1)*ldc + nr
-					}
-					cbuf := make([]float32, lead+clen+tail)
-					for i := range cbuf {
-						cbuf[i] = canary
-					}
-					c := cbuf[lead:]
-					c0 := make([]float32, clen)
-					for i := 0; i < mr; i++ {
-						for j := 0; j < nr; j++ {
-							v := float32(rng.NormFloat64())
-							c[i*ldc+j], c0[i*ldc+j] = v, v
-						}
-					}
 					// The epilogue's four modes, in turn over the shapes: with
-					// or without a bias row, adding to c or overwriting it.
+					// or without a bias row, adding to c or overwriting it;
+					// A's row sums when its columns are contiguous; copies of
+					// A's block (ai = 1) and B's.
 					mode := (kc + mr + nr) % 8
-					var bias []float32
-					if mode&1 != 0 {
-						bias = make([]float32, lead+nr+tail)[lead:]
-						for j := range bias {
-							bias[j] = canary
-						}
-						for j := 0; j < nr; j++ {
-							bias[j] = float32(rng.NormFloat64())
-						}
-						bias = bias[:nr]
-					}
-					overwrite := mode&2 != 0
-					// A's row sums, when its columns are contiguous: asum
-					// starts nonzero, with canaries after its mr floats.
-					var asum, asum0, asumBuf []float32
-					if mode&4 != 0 && ai == 1 {
-						asumBuf = make([]float32, lead+mr+tail)
-						for i := range asumBuf {
-							asumBuf[i] = canary
-						}
-						asum = asumBuf[lead : lead+mr]
-						for i := range asum {
-							asum[i] = float32(rng.NormFloat64())
-						}
-						asum0 = append([]float32(nil), asum...)
-					}
-					// Copies of A's block (ai = 1) and B's, in turn over the
-					// shapes, into buffers of canaries.
-					var apack, bpack, apackBuf, bpackBuf []float32
 					copies := (kc + mr + 2*nr) % 3
-					if copies == 2 && ai == 1 {
-						apackBuf = make([]float32, lead+kc*mrMax+tail)
-						for i := range apackBuf {
-							apackBuf[i] = canary
-						}
-						apack = apackBuf[lead : lead+kc*mrMax]
-					}
-					if copies > 0 {
-						bpackBuf = make([]float32, lead+kc*nrMax+tail)
-						for i := range bpackBuf {
-							bpackBuf[i] = canary
-						}
-						bpack = bpackBuf[lead : lead+kc*nrMax]
-					}
-					tile(kc, a[:alen], ai, ap, mrMax*ai, b[:blen], bp, c[:clen], ldc, mr, nr, bias, asum, apack, bpack, overwrite)
-					label := fmt.Sprintf("%s kc=%d mr=%d nr=%d bias=%v overwrite=%v asum=%v apack=%v bpack=%v", lay.name, kc, mr, nr, bias != nil, overwrite, asum != nil, apack != nil, bpack != nil)
-					probs = append(probs, checkCopy(label+": apack", apackBuf, kc, mrMax, func(p, i int) float32 { return a[i*ai+p*ap] })...)
-					probs = append(probs, checkCopy(label+": bpack", bpackBuf, kc, nrMax, func(p, j int) float32 { return b[p*bp+j] })...)
-					for idx, v := range asumBuf {
-						r := idx - lead
-						if r < 0 || r >= mr {
-							if math.Float32bits(v) != canaryBits {
-								probs = append(probs, fmt.Sprintf("%s: wrote asum outside its %d floats at buffer index %d", label, mr, idx))
-							}
-							continue
-						}
-						want, mag := float64(asum0[r]), math.Abs(float64(asum0[r]))
-						for p := 0; p < kc; p++ {
-							want += float64(a[r+p*ap])
-							mag += math.Abs(float64(a[r+p*ap]))
-						}
-						if d := math.Abs(float64(v) - want); !(d <= 1e-6*float64(kc+2)*mag+1e-30) {
-							probs = append(probs, fmt.Sprintf("%s: asum[%d] = %g, want %g", label, r, v, want))
-						}
-						// The contract's order, bit for bit: one float32
-						// accumulator from 0 over p, then added to asum.
-						var s32 float32
-						for p := 0; p < kc; p++ {
-							s32 += a[r+p*ap]
-						}
-						if w32 := asum0[r] + s32; math.Float32bits(v) != math.Float32bits(w32) {
-							probs = append(probs, fmt.Sprintf("%s: asum[%d] = %g, want %g bit for bit (one accumulator over p in order)", label, r, v, w32))
-						}
-					}
-					for idx, v := range cbuf {
-						r, q := (idx-lead)/max(ldc, 1), (idx-lead)%max(ldc, 1)
-						inside := idx >= lead && idx < lead+clen && q < nr && r < mr
-						if !inside {
-							if math.Float32bits(v) != canaryBits {
-								probs = append(probs, fmt.Sprintf("%s: wrote outside the tile at buffer index %d", label, idx))
-							}
-							continue
-						}
-						want, mag := float64(c0[r*ldc+q]), math.Abs(float64(c0[r*ldc+q]))
-						if overwrite {
-							want, mag = 0, 0
-						}
-						if bias != nil {
-							want += float64(bias[q])
-							mag += math.Abs(float64(bias[q]))
-						}
-						for p := 0; p < kc; p++ {
-							x := float64(a[r*ai+p*ap]) * float64(b[p*bp+q])
-							want += x
-							mag += math.Abs(x)
-						}
-						if d := math.Abs(float64(v) - want); !(d <= 1e-6*float64(kc+2)*mag+1e-30) {
-							probs = append(probs, fmt.Sprintf("%s: c[%d][%d] = %g, want %g", label, r, q, v, want))
-						}
+					g := kerneltest.GemmGeom{KC: kc, MR: mr, NR: nr, AI: ai, AP: ap, BP: bp, LDC: nr + 3,
+						Bias: mode&1 != 0, Overwrite: mode&2 != 0, Asum: mode&4 != 0 && ai == 1,
+						PackA: copies == 2 && ai == 1, PackB: copies > 0}
+					for _, p := range kerneltest.CheckGemmTile(tile, mrMax, nrMax, g, rng) {
+						probs = append(probs, lay.name+": "+p)
 					}
 					if len(probs) > 10 {
 						return probs
 					}
 				}
 			}
-		}
-	}
-	return probs
-}
-
-// checkCopy returns the problems of buf, a guarded copy of an operand's
-// block as a packed panel of w floats per p (nil: none asked for): each
-// float of the panel must be at's, bit for bit, and the guards canaries.
-func checkCopy(label string, buf []float32, kc, w int, at func(p, i int) float32) []string {
-	var probs []string
-	for idx, v := range buf {
-		r := idx - lead
-		if r < 0 || r >= kc*w {
-			if math.Float32bits(v) != canaryBits {
-				probs = append(probs, fmt.Sprintf("%s: wrote outside its %d floats at buffer index %d", label, kc*w, idx))
-			}
-			continue
-		}
-		if want := at(r/w, r%w); math.Float32bits(v) != math.Float32bits(want) {
-			probs = append(probs, fmt.Sprintf("%s[%d] = %g, want %g", label, r, v, want))
 		}
 	}
 	return probs

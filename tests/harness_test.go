@@ -9,30 +9,16 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/synthgen/synthgen/gen/catalog"
+	"github.com/synthgen/synthgen/kerneltest/harness"
 )
 
-// This file is the harness: guarded buffers, the kernel call and the
-// comparisons. The references are in reference_test.go, the scenarios in
-// kernels_test.go.
-
-const (
-	// lead misaligns every slice: its first element sits lead floats (plus
-	// its column offset) past the start of its allocation.
-	lead = 1
-	// tail is the number of guard floats after every region.
-	tail = 19
-	// canaryBits fills every float a kernel must not write. It is a NaN, so
-	// a kernel that reads one into its arithmetic poisons its output.
-	canaryBits = 0x7fa5a5a5
-	// unwrittenBits fills overwrite outputs before the call: a NaN that
-	// fails every comparison if the kernel leaves the entry unwritten.
-	unwrittenBits = 0x7fb0b0b0
-)
-
-var (
-	canary    = math.Float32frombits(canaryBits)
-	unwritten = math.Float32frombits(unwrittenBits)
-)
+// This file is the comparison with the float64 references: the layouts
+// of the arguments, the call (through kerneltest/harness, which lays them
+// out in guarded, misaligned buffers and checks what the kernel wrote,
+// shared with kerneltest) and the comparisons. The references are in
+// reference_test.go, the scenarios in kernels_test.go.
 
 // layout is the shape of one slice argument: rows rows, stride floats
 // apart, each width floats wide (width −1: the causal triangle, row r has
@@ -92,19 +78,13 @@ func (l layout) need() int {
 	return (l.rows-1)*l.stride + l.rowLen(l.rows-1)
 }
 
-// size is the allocation: the lead, every row whole, and the tail guard.
-func (l layout) size() int { return lead + max(l.rows*l.stride, l.col+l.need()) + tail }
-
-// index is the buffer index of active entry (r, p).
-func (l layout) index(r, p int) int { return lead + l.col + r*l.stride + p }
-
-// role is what a kernel may do to an argument.
-type role int
+// role is what a kernel may do to an argument (the catalog's).
+type role = catalog.Role
 
 const (
-	in  role = iota // read only: must come back bit for bit unchanged
-	out             // overwritten: starts as unwritten markers
-	acc             // accumulated into: starts from the given values
+	in  = catalog.In  // read only: must come back bit for bit unchanged
+	out = catalog.Out // overwritten: starts as unwritten markers
+	acc = catalog.Acc // accumulated into: starts from the given values
 )
 
 // operand is one slice argument of a call.
@@ -176,147 +156,30 @@ type scenario struct {
 // and "return".
 type outputs map[string][]float32
 
-// buffer is one allocation and the regions of it a kernel may write.
-type buffer struct {
-	data     []float32
-	before   []uint32
-	writable []bool
-	owners   []string
-}
-
-// exercise lays the operands out in guarded, misaligned buffers, calls the
-// kernel, and returns its outputs and every guard or input that changed.
+// exercise lays the operands out in guarded, misaligned buffers
+// (harness.Exercise), calls the kernel, and returns its outputs and every
+// guard or input that changed.
 func exercise(sc scenario, call invoker) (outputs, []string) {
-	ops := sc.ops
-	bufs := map[string]*buffer{}
-	slices := map[string][]float32{}
-	for _, op := range ops {
-		if op.alias != "" {
-			b, ok := bufs[op.alias]
-			if !ok {
-				panic("alias of unknown operand " + op.alias)
-			}
-			bufs[op.name] = b
-			continue
-		}
-		b := &buffer{data: make([]float32, op.lay.size())}
-		for i := range b.data {
-			b.data[i] = canary
-		}
-		if !op.empty {
-			l := op.lay
-			for r := 0; r < l.rows; r++ {
-				for p := 0; p < l.rowLen(r); p++ {
-					v := unwritten
-					if op.role != out {
-						v = op.vals[l.pos(r, p)]
-					}
-					b.data[l.index(r, p)] = v
-				}
-			}
-		}
-		bufs[op.name] = b
-	}
-	for _, b := range bufs {
-		if b.before != nil {
-			continue
-		}
-		b.before = make([]uint32, len(b.data))
-		for i, v := range b.data {
-			b.before[i] = math.Float32bits(v)
-		}
-		b.writable = make([]bool, len(b.data))
-		b.owners = make([]string, len(b.data))
-	}
-	for _, op := range ops {
-		b := bufs[op.name]
-		if op.empty {
-			slices[op.name] = b.data[lead:lead:lead]
-			continue
-		}
-		start := lead + op.lay.col
-		slices[op.name] = b.data[start : start+op.lay.need()]
+	var hops []*harness.Operand
+	for _, op := range sc.ops {
 		l := op.lay
+		ho := &harness.Operand{Name: op.name, Role: op.role, Len: l.need(), Offset: l.col, Span: l.rows * l.stride,
+			Stride: l.stride, Vals: op.vals, Alias: op.alias, Empty: op.empty}
 		for r := 0; r < l.rows; r++ {
 			for p := 0; p < l.rowLen(r); p++ {
-				i := l.index(r, p)
-				if b.owners[i] == "" {
-					b.owners[i] = op.name
-				}
-				if op.role != in {
-					b.writable[i] = true
-				}
+				ho.Active = append(ho.Active, r*l.stride+p)
 			}
 		}
+		hops = append(hops, ho)
 	}
-	ret := call(args{t: sc.t, s: slices, scalar: sc.scalars})
-
-	var problems []string
-	seen := map[*buffer]bool{}
-	for _, op := range ops {
-		b := bufs[op.name]
-		if seen[b] {
-			continue
-		}
-		seen[b] = true
-		bad, first := 0, ""
-		for i, v := range b.data {
-			if b.writable[i] || math.Float32bits(v) == b.before[i] {
-				continue
-			}
-			if bad == 0 {
-				first = describe(op, b, i, v)
-			}
-			bad++
-		}
-		if bad > 0 {
-			problems = append(problems, fmt.Sprintf("%s: %d floats changed that the kernel must not write; first %s", op.name, bad, first))
-		}
+	res := harness.Exercise(hops, func(s map[string][]float32) float32 {
+		return call(args{t: sc.t, s: s, scalar: sc.scalars})
+	})
+	got := outputs{"return": {res.Ret}}
+	for name, v := range res.Out {
+		got[name] = v
 	}
-	res := outputs{"return": {ret}}
-	for _, op := range ops {
-		if op.role == in || op.empty {
-			continue
-		}
-		b, l := bufs[op.name], op.lay
-		v := make([]float32, l.count())
-		for r := 0; r < l.rows; r++ {
-			for p := 0; p < l.rowLen(r); p++ {
-				v[l.pos(r, p)] = b.data[l.index(r, p)]
-			}
-		}
-		res[op.name] = v
-	}
-	return res, problems
-}
-
-// describe locates buffer index i of op's allocation for a report.
-func describe(op *operand, b *buffer, i int, v float32) string {
-	was := math.Float32frombits(b.before[i])
-	l := op.lay
-	var where string
-	switch {
-	case i < lead:
-		where = "before the buffer"
-	case b.owners[i] != "":
-		where = "inside read-only " + b.owners[i]
-	case l.stride > 0 && i-lead < l.rows*l.stride:
-		r, c := (i-lead)/l.stride, (i-lead)%l.stride
-		where = fmt.Sprintf("row %d, buffer column %d (active columns %d..%d)", r, c, l.col, l.col+l.rowLen(r)-1)
-	default:
-		where = fmt.Sprintf("%d floats past the region", i-lead-max(l.rows*l.stride, l.col+l.need())+1)
-	}
-	return fmt.Sprintf("[%d] %s: %s → %g", i, where, fmtGuard(was), v)
-}
-
-func fmtGuard(v float32) string {
-	switch math.Float32bits(v) {
-	case canaryBits:
-		return "guard"
-	case unwrittenBits:
-		return "unwritten"
-	}
-	return fmt.Sprint(v)
+	return got, res.Problems
 }
 
 // compare checks got against the reference: |got − want| ≤ tol·factor
@@ -338,7 +201,7 @@ func compare(what string, got []float32, want *expect, factor float64) []string 
 		bad++
 		if len(misses) < 4 {
 			r, p := want.lay.coord(k)
-			misses = append(misses, fmt.Sprintf("(%d,%d): got %s, want %.9g ± %.3g", r, p, fmtGuard(g), want.v[k], want.tol[k]*factor))
+			misses = append(misses, fmt.Sprintf("(%d,%d): got %s, want %.9g ± %.3g", r, p, harness.Fmt(g), want.v[k], want.tol[k]*factor))
 		}
 	}
 	if bad == 0 {

@@ -145,7 +145,7 @@ func TestMutantsAreCaught(t *testing.T) {
 					t.Fatalf("neither %s nor %s has %s", name, other, m.field)
 				}
 			}
-			good := kt.bind(fn)
+			good := bind(fn)
 			sc := kt.scenario(e, m.field, m.t, m.mode, rngFor("mutant", m.name))
 			sc.t, sc.label = m.t, m.mode
 			problems := runScenario(sc, []level{{"go", good}, {"mutant", m.wrap(e, good)}})

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -180,13 +179,6 @@ var layerNormTest = kernelTest{
 			want: map[string]*expect{"y": y, "mu": mu, "rs": rs},
 		}
 	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.LayerNormFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["x"], a.s["gamma"], a.s["beta"], a.s["y"], a.s["mu"], a.s["rs"])
-			return 0
-		}
-	},
 }
 
 // refLayerNormBack: per row, with x̂ = (x − mu)·rs and g = dy·γ,
@@ -238,13 +230,6 @@ var layerNormBackTest = kernelTest{
 			want: map[string]*expect{"dx": refLayerNormBack(t, e.d, dy, x, mu, rs, gamma, dx0)},
 		}
 	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.LayerNormBackFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["dy"], a.s["x"], a.s["mu"], a.s["rs"], a.s["gamma"], a.s["dx"])
-			return 0
-		}
-	},
 }
 
 // refLayerNormGrad: dgamma = dg0 + Σ_r dy·(x − mu)·rs, dbeta = db0 + Σ_r dy.
@@ -292,13 +277,6 @@ var layerNormGradTest = kernelTest{
 				{name: "dgamma", lay: lp, role: acc, vals: dg0.v}, {name: "dbeta", lay: lp, role: acc, vals: db0.v},
 			},
 			want: map[string]*expect{"dgamma": dg, "dbeta": db},
-		}
-	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.LayerNormGradFunc)
-		return func(a args) float32 {
-			f(a.t, a.s["dy"], a.s["x"], a.s["mu"], a.s["rs"], a.s["dgamma"], a.s["dbeta"])
-			return 0
 		}
 	},
 }
@@ -359,10 +337,6 @@ var geluTest = kernelTest{
 			want: map[string]*expect{"g": g, "u": gd},
 		}
 	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.GeluFunc)
-		return func(a args) float32 { f(a.t, a.s["u"], a.s["g"]); return 0 }
-	},
 }
 
 var geluBackTest = kernelTest{
@@ -385,10 +359,6 @@ var geluBackTest = kernelTest{
 			ops:  []*operand{{name: "a", lay: l, role: acc, vals: a.v}, {name: "b", lay: l, vals: b.v}},
 			want: map[string]*expect{"a": want},
 		}
-	},
-	bind: func(fn reflect.Value) invoker {
-		f := fn.Interface().(kernels.GeluBackFunc)
-		return func(a args) float32 { f(a.t, a.s["a"], a.s["b"]); return 0 }
 	},
 }
 

@@ -14,8 +14,6 @@ import (
 // multiply-adds: m ← b1·m + c1·g', v ← b2·v + c2·g'², p ← p·decay −
 // step·m / (√v·rbc2 + eps), g' = g·gscale.
 
-func init() { implemented[catalog.AdamW] = true }
-
 func emitAdamW(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).adamW() }
 
 func (r *rowKit) adamW() {

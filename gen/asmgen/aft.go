@@ -13,16 +13,6 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-func init() {
-	for _, k := range []catalog.Kind{
-		catalog.AFTFull, catalog.AFTFullBack, catalog.AFTLocal, catalog.AFTLocalBack,
-		catalog.AFTConv, catalog.AFTConvBack, catalog.AFTSimple, catalog.AFTSimpleBack,
-		catalog.Linear, catalog.LinearBack,
-	} {
-		implemented[k] = true
-	}
-}
-
 // The attention-free kernels (kernels.AFT*Func) at the AVX-512 and AVX2
 // levels; causal linear attention (linear.go) shares their toolbox, aftKit,
 // and their channel blocking and register fitting. Formulas are on
@@ -52,23 +42,14 @@ func init() {
 type aftMode int
 
 const (
-	aftModeFull   aftMode = iota // b_ij = w[i·N+j] for every j ≤ i
-	aftModeLocal                 // b_ij = w[i·N+j] inside the window, 0 outside
-	aftModeConv                  // b_ij = u[i−j] inside the window, 0 outside
-	aftModeSimple                // b_ij = 0
+	aftModeFull   = aftMode(catalog.BiasFull)   // b_ij = w[i·N+j] for every j ≤ i
+	aftModeLocal  = aftMode(catalog.BiasLocal)  // b_ij = w[i·N+j] inside the window, 0 outside
+	aftModeConv   = aftMode(catalog.BiasConv)   // b_ij = u[i−j] inside the window, 0 outside
+	aftModeSimple = aftMode(catalog.BiasSimple) // b_ij = 0
 )
 
-func aftModeOf(k catalog.Kind) aftMode {
-	switch k {
-	case catalog.AFTLocal, catalog.AFTLocalBack:
-		return aftModeLocal
-	case catalog.AFTConv, catalog.AFTConvBack:
-		return aftModeConv
-	case catalog.AFTSimple, catalog.AFTSimpleBack:
-		return aftModeSimple
-	}
-	return aftModeFull
-}
+// aftModeOf is kind k's bias structure, from its catalog entry.
+func aftModeOf(k catalog.Kind) aftMode { return aftMode(catalog.Of(k).Bias) }
 
 // scan reports whether some keys have bias 0 (kept as a running scan).
 func (m aftMode) scan() bool { return m != aftModeFull }

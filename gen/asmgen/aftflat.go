@@ -17,12 +17,6 @@ import (
 // repeat the Go version's float32 operations one for one, without FMA, so
 // every level gives the same bits.
 
-func init() {
-	for _, k := range []catalog.Kind{catalog.AFTFactors, catalog.AFTQuotBack, catalog.AFTKVBack} {
-		implemented[k] = true
-	}
-}
-
 func emitAFTFactors(f *File, op catalog.Op, isa kernels.ISA)  { newRowKit(f, op, isa).aftFactors() }
 func emitAFTQuotBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).aftQuotBack() }
 func emitAFTKVBack(f *File, op catalog.Op, isa kernels.ISA)   { newRowKit(f, op, isa).aftKVBack() }

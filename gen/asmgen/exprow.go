@@ -15,8 +15,6 @@ import (
 // x ≤ 0 there, holds up to the clamp: round(88·log2e) + 127 = 254 still
 // fits the exponent field its shift builds.
 
-func init() { implemented[catalog.Exp] = true }
-
 // expClampHi is the largest argument ExpFunc takes as is (e^88 ≈ 1.65e38).
 const expClampHi = 88
 

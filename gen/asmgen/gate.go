@@ -18,11 +18,6 @@ import (
 // VDIVPS, then y = σ·z. GateBack repeats the Go version's four float32
 // products in its order, without FMA, so every level gives the same bits.
 
-func init() {
-	implemented[catalog.Gate] = true
-	implemented[catalog.GateBack] = true
-}
-
 // gateUnroll is the number of vectors an iteration of the gate loops
 // handles: four on AVX-512's 32 registers, two on AVX2's 16, which the
 // exponential's temporaries fill.

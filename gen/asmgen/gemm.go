@@ -50,8 +50,6 @@ import (
 // AVX2:    6×16, 12 YMM accumulators + 2 B + 1 A (+ the copy's sum) = 16:
 // never Y16+, which Compile (internal/regalloc) enforces.
 
-func init() { implemented[catalog.GemmTile] = true }
-
 // gemmPackAhead is how many p ahead of the one it multiplies a copying
 // loop asks for the lines of B's row (and A's, when copying A): the first
 // tile to read an operand in place reads it from memory, one line per p,

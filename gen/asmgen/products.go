@@ -29,16 +29,6 @@ import (
 // diagonal. Columns p ≥ W of x, w, dx and dw (other heads' columns) are
 // never read or written: the last vector of a row is masked.
 
-func init() {
-	for _, kind := range []catalog.Kind{
-		catalog.Product, catalog.ProductBackX, catalog.ProductBackW,
-		catalog.Tile, catalog.TileBack,
-		catalog.TriScale, catalog.TriAxpy, catalog.TriDot,
-	} {
-		implemented[kind] = true
-	}
-}
-
 // productRows returns the rows per block of Product: r1 for the diagonal
 // rows of a panel pair (one vector of c per row), r2 for the rows below
 // them (two vectors per row). r2·2 accumulators, two panel vectors, a

@@ -32,14 +32,6 @@ import (
 // FMA), so it gives the Go level's bits (where the Go compiler does not
 // fuse multiply-adds itself, as it does not at GOAMD64 v1 and v2).
 
-func init() {
-	for _, k := range []catalog.Kind{
-		catalog.LayerNorm, catalog.LayerNormBack, catalog.LayerNormGrad, catalog.Gelu, catalog.GeluBack,
-	} {
-		implemented[k] = true
-	}
-}
-
 // rowAccs is the number of vector accumulators of each LayerNorm row sum.
 const rowAccs = 4
 

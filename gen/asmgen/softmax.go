@@ -10,11 +10,6 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-func init() {
-	implemented[catalog.SoftmaxValue] = true
-	implemented[catalog.SoftmaxValueBack] = true
-}
-
 // The softmax-value kernels (kernels.SoftmaxValueFunc and
 // kernels.SoftmaxValueBackFunc) at the AVX-512 and AVX2 levels.
 //

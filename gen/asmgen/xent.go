@@ -23,11 +23,6 @@ import (
 // reduced as the LayerNorm sums are. SoftmaxScale clamps x − lse at 0 (so
 // a lse rounded below the row max cannot overflow) and scales.
 
-func init() {
-	implemented[catalog.SoftmaxStats] = true
-	implemented[catalog.SoftmaxScale] = true
-}
-
 func emitSoftmaxStats(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).softmaxStats() }
 func emitSoftmaxScale(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).softmaxScale() }
 

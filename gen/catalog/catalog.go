@@ -1,129 +1,25 @@
-// Package catalog is the generator's list of kernels: for a spec, which
-// kernels its generated package holds, their Go signatures, the sizes baked
-// into each, and the shapes of their slice arguments. The emitters
-// (gen/asmgen for AVX-512 and AVX2, gen/gogen for unrolled Go) and the
-// package writer (gen) all read it, so a kernel is described in one place.
+// Package catalog is the generator's list of kernels. Its table of kinds
+// (kinds.go) has one entry per kind of kernel: the name, the parameters in
+// signature order (name, Go type, and for slices what the kernel does to
+// them), whether t counts rows, the forward kind a backward reads the
+// statistics of, the FLOP convention of the benchmarks, and how to call a
+// kernel of the kind. Ops lists, for a spec, which kernels its generated
+// package holds, the sizes baked into each, and the shapes of their slice
+// arguments. The emitters (gen/asmgen for AVX-512 and AVX2, gen/gogen for
+// unrolled Go, each with a table of emitters by kind that its tests check
+// covers every kind here), the package writer (gen), the benchmarks
+// (bench) and the kernel tests (kerneltest) all read it, so a kind is
+// described in one place; docs/new-kernel-kind.md lists the four edits a
+// new kind takes.
 //
 // The semantics of each kind are documented on the matching function types
 // of runtime/kernels.
 package catalog
 
 import (
-	"fmt"
-
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/specs"
 )
-
-// Kind is what a kernel computes; see the function types of runtime/kernels.
-type Kind int
-
-// The kinds of kernel.
-const (
-	SoftmaxValue     Kind = iota // kernels.SoftmaxValueFunc
-	SoftmaxValueBack             // kernels.SoftmaxValueBackFunc
-	Product                      // kernels.ProductFunc
-	ProductBackX                 // kernels.ProductBackXFunc
-	ProductBackW                 // kernels.ProductBackWFunc
-	Tile                         // kernels.TileFunc
-	TileBack                     // kernels.TileBackFunc
-	TriScale                     // kernels.TriScaleFunc
-	TriAxpy                      // kernels.TriAxpyFunc
-	TriDot                       // kernels.TriDotFunc
-
-	AFTFull       // kernels.AFTFullFunc
-	AFTFullBack   // kernels.AFTFullBackFunc
-	AFTLocal      // kernels.AFTLocalFunc
-	AFTLocalBack  // kernels.AFTLocalBackFunc
-	AFTConv       // kernels.AFTConvFunc
-	AFTConvBack   // kernels.AFTConvBackFunc
-	AFTSimple     // kernels.AFTSimpleFunc
-	AFTSimpleBack // kernels.AFTSimpleBackFunc
-	Linear        // kernels.LinearFunc
-	LinearBack    // kernels.LinearBackFunc
-
-	GemmTile // kernels.GemmTileFunc (with kernels.GemmShapeFunc beside it)
-
-	LayerNorm     // kernels.LayerNormFunc
-	LayerNormBack // kernels.LayerNormBackFunc
-	LayerNormGrad // kernels.LayerNormGradFunc
-	Gelu          // kernels.GeluFunc
-	GeluBack      // kernels.GeluBackFunc
-	SoftmaxStats  // kernels.SoftmaxStatsFunc
-	SoftmaxScale  // kernels.SoftmaxScaleFunc
-	AdamW         // kernels.AdamWFunc
-	Exp           // kernels.ExpFunc
-	Gate          // kernels.GateFunc
-	GateBack      // kernels.GateBackFunc
-	AFTFactors    // kernels.AFTFactorsFunc
-	AFTQuotBack   // kernels.AFTQuotBackFunc
-	AFTKVBack     // kernels.AFTKVBackFunc
-)
-
-// Signatures are the Go signatures of each kind, as the stubs declare them.
-var Signatures = map[Kind]string{
-	SoftmaxValue:     "func(t int, b, a, v, y []float32)",
-	SoftmaxValueBack: "func(t int, a, v, dy, db, dv []float32)",
-	Product:          "func(t int, x, w, bias, c []float32, scale float32)",
-	ProductBackX:     "func(t int, dc, w, dx []float32, scale float32)",
-	ProductBackW:     "func(t int, dc, x, dw, dbias []float32, scale float32)",
-	Tile:             "func(t int, fa, fb, c []float32)",
-	TileBack:         "func(t int, dc, fa, fb, dfa, dfb []float32)",
-	TriScale:         "func(t int, alpha float32, x, y []float32)",
-	TriAxpy:          "func(t int, alpha float32, x, y []float32)",
-	TriDot:           "func(t int, x, y []float32) float32",
-
-	AFTFull:       "func(t int, k, v, w, z, m, rd []float32)",
-	AFTFullBack:   "func(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32)",
-	AFTLocal:      "func(t int, k, v, w, z, m, rd []float32)",
-	AFTLocalBack:  "func(t int, k, v, w, z, m, rd, dz, dk, dv, dw []float32)",
-	AFTConv:       "func(t int, k, v, u, z, m, rd []float32)",
-	AFTConvBack:   "func(t int, k, v, u, z, m, rd, dz, dk, dv, du []float32)",
-	AFTSimple:     "func(t int, k, v, z, m, rd []float32)",
-	AFTSimpleBack: "func(t int, k, v, z, m, rd, dz, dk, dv []float32)",
-	Linear:        "func(t int, fq, fk, v, y, rd []float32)",
-	LinearBack:    "func(t int, fq, fk, v, y, rd, dy, dfq, dfk, dv []float32)",
-
-	GemmTile: "func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool)",
-
-	LayerNorm:     "func(t int, x, gamma, beta, y, mu, rs []float32)",
-	LayerNormBack: "func(t int, dy, x, mu, rs, gamma, dx []float32)",
-	LayerNormGrad: "func(t int, dy, x, mu, rs, dgamma, dbeta []float32)",
-	Gelu:          "func(t int, u, g []float32)",
-	GeluBack:      "func(t int, a, b []float32)",
-	SoftmaxStats:  "func(t int, x, mx, s []float32)",
-	SoftmaxScale:  "func(t int, x, lse, y []float32, scale float32)",
-	AdamW:         "func(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, step, rbc2 float32)",
-	Exp:           "func(t int, x []float32)",
-	Gate:          "func(t int, q, z, y []float32)",
-	GateBack:      "func(t int, dy, q, z, dq []float32)",
-	AFTFactors:    "func(t int, k, kappa, v, kv, ek []float32)",
-	AFTQuotBack:   "func(t int, dz, z, den, dnum, dden []float32)",
-	AFTKVBack:     "func(t int, ek, v, g1, g2, dk, dv []float32)",
-}
-
-// RowWise reports whether kind k is one of the row-wise kernels (LayerNorm,
-// GELU, the cross-entropy's softmax and the Flat ones): their t counts rows
-// of a row-major matrix, which may hold several sequences, so it is any
-// t ≥ 0 rather than a length ≤ N.
-func (k Kind) RowWise() bool {
-	switch k {
-	case LayerNorm, LayerNormBack, LayerNormGrad, Gelu, GeluBack, SoftmaxStats, SoftmaxScale:
-		return true
-	}
-	return k.Flat()
-}
-
-// Flat reports whether kind k is an element-wise kernel over t consecutive
-// floats (AdamW, Exp, the gate, the factorised aft_full's element-wise
-// passes): row-wise, with rows of one float.
-func (k Kind) Flat() bool {
-	switch k {
-	case AdamW, Exp, Gate, GateBack, AFTFactors, AFTQuotBack, AFTKVBack:
-		return true
-	}
-	return false
-}
 
 // Shape is the extent of a slice argument as a function of t: Rows rows of
 // Width floats, Stride apart, so it needs (Rows−1)·Stride + Width elements.
@@ -170,9 +66,6 @@ type Op struct {
 	// Slices lists the slice arguments in signature order with their shapes.
 	Slices []Param
 }
-
-// Sig is the op's Go signature.
-func (o Op) Sig() string { return Signatures[o.Kind] }
 
 // Config is what the emitters need of a spec: the sizes baked in as constants.
 type Config struct {
@@ -363,18 +256,4 @@ func attentionFreeOps(s *specs.Spec, c Config) []Op {
 		}
 	}
 	return nil
-}
-
-// String names the kind.
-func (k Kind) String() string {
-	names := []string{"SoftmaxValue", "SoftmaxValueBack", "Product", "ProductBackX", "ProductBackW",
-		"Tile", "TileBack", "TriScale", "TriAxpy", "TriDot",
-		"AFTFull", "AFTFullBack", "AFTLocal", "AFTLocalBack", "AFTConv", "AFTConvBack",
-		"AFTSimple", "AFTSimpleBack", "Linear", "LinearBack", "GemmTile",
-		"LayerNorm", "LayerNormBack", "LayerNormGrad", "Gelu", "GeluBack", "SoftmaxStats", "SoftmaxScale", "AdamW", "Exp",
-		"Gate", "GateBack", "AFTFactors", "AFTQuotBack", "AFTKVBack"}
-	if int(k) < len(names) {
-		return names[k]
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
 }

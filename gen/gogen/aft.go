@@ -32,42 +32,14 @@ import (
 	"github.com/synthgen/synthgen/gen/catalog"
 )
 
-// aftMode is the bias structure of an AFT kernel.
-type aftMode int
-
-const (
-	aftModeFull   aftMode = iota // b_ij = w[i·N+j] for every j ≤ i
-	aftModeLocal                 // b_ij = w[i·N+j] inside the window, 0 outside
-	aftModeConv                  // b_ij = u[i−j] inside the window, 0 outside
-	aftModeSimple                // b_ij = 0
-)
-
-func aftModeOf(k catalog.Kind) aftMode {
-	switch k {
-	case catalog.AFTLocal, catalog.AFTLocalBack:
-		return aftModeLocal
-	case catalog.AFTConv, catalog.AFTConvBack:
-		return aftModeConv
-	case catalog.AFTSimple, catalog.AFTSimpleBack:
-		return aftModeSimple
-	}
-	return aftModeFull
-}
-
-// scan reports whether the mode has keys outside the window (bias 0).
-func (m aftMode) scan() bool { return m != aftModeFull }
-
-// window reports whether the mode has keys with a learned bias.
-func (m aftMode) window() bool { return m != aftModeSimple }
-
 // aftBiasDoc describes b_ij for the doc comments.
-func aftBiasDoc(m aftMode) string {
+func aftBiasDoc(m catalog.AFTBias) string {
 	switch m {
-	case aftModeFull:
+	case catalog.BiasFull:
 		return "b_ij = w[i·N+j]"
-	case aftModeLocal:
+	case catalog.BiasLocal:
 		return "b_ij = w[i·N+j] for i − j < S, 0 for i − j ≥ S"
-	case aftModeConv:
+	case catalog.BiasConv:
 		return "b_ij = u[i−j] for i − j < S, 0 for i − j ≥ S"
 	}
 	return "b_ij = 0"
@@ -106,24 +78,24 @@ func aftInf(sign int) *jen.Statement {
 }
 
 // aftSizes declares the constants of an AFT kernel.
-func aftSizes(op catalog.Op, cfg catalog.Config, m aftMode) jen.Code {
+func aftSizes(op catalog.Op, cfg catalog.Config, m catalog.AFTBias) jen.Code {
 	sz := []size{}
-	if m == aftModeFull || m == aftModeLocal {
+	if m == catalog.BiasFull || m == catalog.BiasLocal {
 		sz = append(sz, size{"N", cfg.N, "row stride of w"})
 	}
 	sz = append(sz,
 		size{"D", cfg.D, "row stride of the head slices"},
 		size{"DH", cfg.DH, "head width"},
 	)
-	if m == aftModeLocal || m == aftModeConv {
+	if m == catalog.BiasLocal || m == catalog.BiasConv {
 		sz = append(sz, size{"S", op.Window, "window"})
 	}
 	return constBlock(sz...)
 }
 
 // aftBias declares b, the bias of key j in row i (inside the window).
-func aftBias(m aftMode) jen.Code {
-	if m == aftModeConv {
+func aftBias(m catalog.AFTBias) jen.Code {
+	if m == catalog.BiasConv {
 		return jen.Id("b").Op(":=").Id("uw").Index(jen.Id("i").Op("-").Id("j"))
 	}
 	return jen.Id("b").Op(":=").Id("w").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("j"))
@@ -131,7 +103,7 @@ func aftBias(m aftMode) jen.Code {
 
 // emitAFT emits the forward of an AFT kernel.
 func emitAFT(f *jen.File, op catalog.Op, cfg catalog.Config) {
-	m := aftModeOf(op.Kind)
+	m := catalog.Of(op.Kind).Bias
 	doc := fmt.Sprintf(`%s is the %s forward (kernels.%sFunc) for N = %d, D = %d, DH = %d%s:
 for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 
@@ -142,10 +114,10 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 (overwrite).%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, aftWindowDoc(op, m), aftBiasDoc(m), aftFwdAlgoDoc(m))
 
 	body := []jen.Code{aftSizes(op, cfg, m)}
-	if m == aftModeConv {
+	if m == catalog.BiasConv {
 		body = append(body, jen.Id("uw").Op(":=").Id("u").Index(jen.Empty(), jen.Id("S"), jen.Id("S")))
 	}
-	if m.scan() {
+	if m.Scan() {
 		body = append(body,
 			jen.Comment("Scan over the keys without bias: their running maximum r and the sums"),
 			jen.Comment("sa = Σ exp(k_j − r)·v_j and sb = Σ exp(k_j − r)."),
@@ -153,15 +125,15 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 			jen.For(jen.Id("c").Op(":=").Range().Id("r")).Block(aftAtC("r").Op("=").Add(aftInf(-1))),
 		)
 	}
-	if m.window() {
+	if m.Window() {
 		body = append(body, jen.Var().List(aftID("mx"), aftID("num"), aftID("den")).Index(aftID("DH")).Float32())
 	}
 
 	var row []jen.Code
-	if m.scan() {
+	if m.Scan() {
 		lag := jen.Id("i").Op("-").Id("S")
 		what := "Add key i − S, which leaves the window at row i"
-		if m == aftModeSimple {
+		if m == catalog.BiasSimple {
 			lag = jen.Id("i")
 			what = "Add key i"
 		}
@@ -173,7 +145,7 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 			))
 	}
 	row = append(row, aftHeadRow("zr", "z", "i"), aftHeadRow("mr", "m", "i"), aftHeadRow("rdr", "rd", "i"))
-	if !m.window() {
+	if !m.Window() {
 		row = append(row, aftForC(
 			jen.Id("inv").Op(":=").Lit(1).Op("/").Add(aftAtC("sb")),
 			aftAtC("zr").Op("=").Add(aftAtC("sa")).Op("*").Id("inv"),
@@ -181,13 +153,13 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 			aftAtC("rdr").Op("=").Id("inv"),
 		))
 	} else {
-		if m == aftModeFull {
+		if m == catalog.BiasFull {
 			row = append(row, jen.Id("j0").Op(":=").Lit(0))
 		} else {
 			row = append(row, jen.Id("j0").Op(":=").Max(jen.Id("i").Op("-").Id("S").Op("+").Lit(1), jen.Lit(0)))
 		}
 		row = append(row, jen.Comment("The row maximum: of the scan and of the keys in the window."))
-		if m.scan() {
+		if m.Scan() {
 			row = append(row, jen.Id("mx").Op("=").Id("r"))
 		} else {
 			row = append(row, aftForC(aftAtC("mx").Op("=").Add(aftInf(-1))))
@@ -198,7 +170,7 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 				aftHeadRow("kr", "k", "j"),
 				aftForC(aftAtC("mx").Op("=").Max(aftAtC("mx"), aftAtC("kr").Op("+").Id("b"))),
 			))
-		if m.scan() {
+		if m.Scan() {
 			row = append(row, aftForC(
 				jen.Id("e").Op(":=").Add(aftExp(aftAtC("r").Op("-").Add(aftAtC("mx")))),
 				aftAtC("num").Op("=").Add(aftAtC("sa")).Op("*").Id("e"),
@@ -233,18 +205,18 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 	funcDecl(f, op, doc, body...)
 }
 
-func aftWindowDoc(op catalog.Op, m aftMode) string {
-	if m == aftModeLocal || m == aftModeConv {
+func aftWindowDoc(op catalog.Op, m catalog.AFTBias) string {
+	if m == catalog.BiasLocal || m == catalog.BiasConv {
 		return fmt.Sprintf(", window S = %d", op.Window)
 	}
 	return ""
 }
 
-func aftFwdAlgoDoc(m aftMode) string {
+func aftFwdAlgoDoc(m catalog.AFTBias) string {
 	switch m {
-	case aftModeFull:
+	case catalog.BiasFull:
 		return " Per row, a first pass over the keys finds m, a second sums the\nexponentials."
-	case aftModeSimple:
+	case catalog.BiasSimple:
 		return " One causal scan keeps the running maximum and the sums shifted by it."
 	}
 	return ` The keys j ≤ i − S (bias 0) are kept as a causal scan (running
@@ -272,14 +244,14 @@ func aftScanAdd() []jen.Code {
 
 // emitAFTBack emits the backward of an AFT kernel.
 func emitAFTBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
-	m := aftModeOf(op.Kind)
+	m := catalog.Of(op.Kind).Bias
 	grad := ""
 	switch m {
-	case aftModeFull:
+	case catalog.BiasFull:
 		grad = "\n\tdw[i·N+j] += Σ_{c<DH} g_ij[c],  j ≤ i < t                (accumulate)"
-	case aftModeLocal:
+	case catalog.BiasLocal:
 		grad = "\n\tdw[i·N+j] += Σ_{c<DH} g_ij[c],  i − S < j ≤ i < t        (accumulate)"
-	case aftModeConv:
+	case catalog.BiasConv:
 		grad = "\n\tdu[l]     += Σ_{i−j=l} Σ_{c<DH} g_ij[c],  l < S         (accumulate)"
 	}
 	doc := fmt.Sprintf(`%s is the %s backward (kernels.%sFunc) for N = %d, D = %d, DH = %d%s.
@@ -292,13 +264,13 @@ g_ij[c] = p_ij[c] · dz[i·D+c] · (v[j·D+c] − z[i·D+c]):
 m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cfg.D, cfg.DH, aftWindowDoc(op, m), aftBiasDoc(m), grad, aftBackAlgoDoc(m))
 
 	body := []jen.Code{aftSizes(op, cfg, m)}
-	if m == aftModeConv {
+	if m == catalog.BiasConv {
 		body = append(body,
 			jen.Id("uw").Op(":=").Id("u").Index(jen.Empty(), jen.Id("S"), jen.Id("S")),
 			jen.Id("duw").Op(":=").Id("du").Index(jen.Empty(), jen.Id("S"), jen.Id("S")),
 		)
 	}
-	if m.scan() {
+	if m.Scan() {
 		body = append(body,
 			jen.Comment("Suffix state over the rows that see key j without bias: mu = min m_i,"),
 			jen.Comment("r1 = Σ exp(mu − m_i)·rd_i·dz_i and r2 = Σ exp(mu − m_i)·rd_i·dz_i·z_i."),
@@ -309,10 +281,10 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 	body = append(body, jen.Var().List(aftID("gk"), aftID("gv")).Index(aftID("DH")).Float32())
 
 	var row []jen.Code
-	if m.scan() {
+	if m.Scan() {
 		lead := jen.Id("j").Op("+").Id("S")
 		what := "Row j + S is the first to see key j without bias; add it."
-		if m == aftModeSimple {
+		if m == catalog.BiasSimple {
 			lead = jen.Id("j")
 			what = "Add row j."
 		}
@@ -338,7 +310,7 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 			))
 	}
 	row = append(row, aftHeadRow("kr", "k", "j"), aftHeadRow("vr", "v", "j"))
-	if m.scan() {
+	if m.Scan() {
 		row = append(row,
 			jen.Comment("Rows without bias: exp(k_j − mu) ≤ 1 times the suffix sums."),
 			aftForC(
@@ -352,13 +324,13 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 			jen.Id("gv").Op("=").Index(aftID("DH")).Float32().Values(),
 		)
 	}
-	if m.window() {
+	if m.Window() {
 		end := jen.Id("t")
-		if m != aftModeFull {
+		if m != catalog.BiasFull {
 			end = jen.Min(jen.Id("j").Op("+").Id("S"), jen.Id("t"))
 		}
 		dst := jen.Id("dw").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("j"))
-		if m == aftModeConv {
+		if m == catalog.BiasConv {
 			dst = jen.Id("duw").Index(jen.Id("i").Op("-").Id("j"))
 		}
 		row = append(row,
@@ -388,11 +360,11 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 	funcDecl(f, op, doc, body...)
 }
 
-func aftBackAlgoDoc(m aftMode) string {
+func aftBackAlgoDoc(m catalog.AFTBias) string {
 	switch m {
-	case aftModeFull:
+	case catalog.BiasFull:
 		return " Keys j in reverse order, each summing over its rows i ≥ j."
-	case aftModeSimple:
+	case catalog.BiasSimple:
 		return ` A reverse sweep over the keys j keeps suffix sums over the rows
 i ≥ j shifted by their smallest statistic mu = min m_i (≥ k_j), so every
 exponential has a non-positive argument.`

@@ -19,73 +19,49 @@ func Name(op catalog.Op) string { return op.Func + "Go" }
 
 type emitter func(f *jen.File, op catalog.Op, cfg catalog.Config)
 
-func emitterFor(k catalog.Kind) emitter {
-	switch k {
-	case catalog.SoftmaxValue:
-		return emitSoftmaxValue
-	case catalog.SoftmaxValueBack:
-		return emitSoftmaxValueBack
-	case catalog.Product:
-		return emitProduct
-	case catalog.ProductBackX:
-		return emitProductBackX
-	case catalog.ProductBackW:
-		return emitProductBackW
-	case catalog.Tile:
-		return emitTile
-	case catalog.TileBack:
-		return emitTileBack
-	case catalog.TriScale:
-		return emitTriScale
-	case catalog.TriAxpy:
-		return emitTriAxpy
-	case catalog.TriDot:
-		return emitTriDot
-	case catalog.AFTFull, catalog.AFTLocal, catalog.AFTConv, catalog.AFTSimple:
-		return emitAFT
-	case catalog.AFTFullBack, catalog.AFTLocalBack, catalog.AFTConvBack, catalog.AFTSimpleBack:
-		return emitAFTBack
-	case catalog.Linear:
-		return emitLinear
-	case catalog.LinearBack:
-		return emitLinearBack
-	case catalog.GemmTile:
-		return emitGemmTile
-	case catalog.LayerNorm:
-		return emitLayerNorm
-	case catalog.LayerNormBack:
-		return emitLayerNormBack
-	case catalog.LayerNormGrad:
-		return emitLayerNormGrad
-	case catalog.Gelu:
-		return emitGelu
-	case catalog.GeluBack:
-		return emitGeluBack
-	case catalog.SoftmaxStats:
-		return emitSoftmaxStats
-	case catalog.SoftmaxScale:
-		return emitSoftmaxScale
-	case catalog.AdamW:
-		return emitAdamW
-	case catalog.Exp:
-		return emitExp
-	case catalog.Gate:
-		return emitGate
-	case catalog.GateBack:
-		return emitGateBack
-	case catalog.AFTFactors:
-		return emitAFTFactors
-	case catalog.AFTQuotBack:
-		return emitAFTQuotBack
-	case catalog.AFTKVBack:
-		return emitAFTKVBack
-	}
-	return nil
+// emitters is the emitter of each kind of the catalog; TestEveryKind
+// checks that it covers them all.
+var emitters = map[catalog.Kind]emitter{
+	catalog.SoftmaxValue:     emitSoftmaxValue,
+	catalog.SoftmaxValueBack: emitSoftmaxValueBack,
+	catalog.Product:          emitProduct,
+	catalog.ProductBackX:     emitProductBackX,
+	catalog.ProductBackW:     emitProductBackW,
+	catalog.Tile:             emitTile,
+	catalog.TileBack:         emitTileBack,
+	catalog.TriScale:         emitTriScale,
+	catalog.TriAxpy:          emitTriAxpy,
+	catalog.TriDot:           emitTriDot,
+	catalog.AFTFull:          emitAFT,
+	catalog.AFTLocal:         emitAFT,
+	catalog.AFTConv:          emitAFT,
+	catalog.AFTSimple:        emitAFT,
+	catalog.AFTFullBack:      emitAFTBack,
+	catalog.AFTLocalBack:     emitAFTBack,
+	catalog.AFTConvBack:      emitAFTBack,
+	catalog.AFTSimpleBack:    emitAFTBack,
+	catalog.Linear:           emitLinear,
+	catalog.LinearBack:       emitLinearBack,
+	catalog.GemmTile:         emitGemmTile,
+	catalog.LayerNorm:        emitLayerNorm,
+	catalog.LayerNormBack:    emitLayerNormBack,
+	catalog.LayerNormGrad:    emitLayerNormGrad,
+	catalog.Gelu:             emitGelu,
+	catalog.GeluBack:         emitGeluBack,
+	catalog.SoftmaxStats:     emitSoftmaxStats,
+	catalog.SoftmaxScale:     emitSoftmaxScale,
+	catalog.AdamW:            emitAdamW,
+	catalog.Exp:              emitExp,
+	catalog.Gate:             emitGate,
+	catalog.GateBack:         emitGateBack,
+	catalog.AFTFactors:       emitAFTFactors,
+	catalog.AFTQuotBack:      emitAFTQuotBack,
+	catalog.AFTKVBack:        emitAFTKVBack,
 }
 
 // Emit adds op's Go function, named Name(op), to f.
 func Emit(f *jen.File, op catalog.Op, cfg catalog.Config) error {
-	e := emitterFor(op.Kind)
+	e := emitters[op.Kind]
 	if e == nil {
 		return fmt.Errorf("gogen: no emitter for %s", op.Kind)
 	}

@@ -74,7 +74,7 @@ func TestSignatures(t *testing.T) {
 			seen[op.Kind] = true
 		}
 	}
-	for k := range catalog.Signatures {
+	for _, k := range catalog.Kinds() {
 		if k <= catalog.TriDot && !seen[k] {
 			t.Errorf("kind %s not emitted by the test configurations", k)
 		}
@@ -106,6 +106,15 @@ func TestSignatures(t *testing.T) {
 		}
 		if fd.Doc == nil || !strings.HasPrefix(fd.Doc.Text(), Name(op)+" ") {
 			t.Errorf("%s: no doc comment starting with its name", Name(op))
+		}
+	}
+}
+
+// TestEveryKind checks that every kind of the catalog has a Go emitter.
+func TestEveryKind(t *testing.T) {
+	for _, k := range catalog.Kinds() {
+		if emitters[k] == nil {
+			t.Errorf("kind %s has no Go emitter", k)
 		}
 	}
 }

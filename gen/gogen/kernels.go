@@ -7,8 +7,6 @@ package gogen
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -318,7 +316,7 @@ func triRow(name string, n jen.Code) *jen.Statement { return win(name, rowOff("i
 // the signature being the catalog's for op's kind, parameter names and
 // grouping included.
 func funcDecl(f *jen.File, op catalog.Op, doc string, body ...jen.Code) {
-	params, result := signature(op.Sig())
+	params, result := signature(op.Entry())
 	for _, line := range strings.Split(doc, "\n") {
 		f.Comment(line)
 	}
@@ -329,38 +327,29 @@ func funcDecl(f *jen.File, op catalog.Op, doc string, body ...jen.Code) {
 	fn.Block(body...)
 }
 
-// signature parses a catalog signature into jennifer parameter groups and
-// the result type (nil when there is none).
-func signature(sig string) (params []jen.Code, result jen.Code) {
-	e, err := parser.ParseExpr(sig)
-	if err != nil {
-		panic(fmt.Sprintf("gogen: catalog signature %q: %v", sig, err)) // the catalog is code, not input
-	}
-	ft, ok := e.(*ast.FuncType)
-	if !ok {
-		panic(fmt.Sprintf("gogen: catalog signature %q is not a function type", sig))
-	}
-	for _, fl := range ft.Params.List {
-		names := make([]jen.Code, len(fl.Names))
-		for i, n := range fl.Names {
-			names[i] = jen.Id(n.Name)
+// signature is the catalog entry's signature as jennifer parameter groups
+// (parameters of one type in a row share it) and the result type (nil when
+// there is none).
+func signature(e *catalog.Entry) (params []jen.Code, result jen.Code) {
+	var names []jen.Code
+	for i, p := range e.Params {
+		names = append(names, jen.Id(p.Name))
+		if i+1 < len(e.Params) && e.Params[i+1].Type == p.Type {
+			continue
 		}
-		params = append(params, jen.List(names...).Add(typeOf(sig, fl.Type)))
+		params = append(params, jen.List(names...).Add(typeOf(p.Type)))
+		names = nil
 	}
-	if ft.Results != nil && len(ft.Results.List) == 1 {
-		result = typeOf(sig, ft.Results.List[0].Type)
+	if e.Result != "" {
+		result = typeOf(e.Result)
 	}
 	return params, result
 }
 
-func typeOf(sig string, e ast.Expr) jen.Code {
-	switch t := e.(type) {
-	case *ast.Ident:
-		return jen.Id(t.Name)
-	case *ast.ArrayType:
-		if el, ok := t.Elt.(*ast.Ident); ok && t.Len == nil {
-			return jen.Index().Id(el.Name)
-		}
+// typeOf is the jennifer type of a catalog parameter type.
+func typeOf(typ string) jen.Code {
+	if el, ok := strings.CutPrefix(typ, "[]"); ok {
+		return jen.Index().Id(el)
 	}
-	panic(fmt.Sprintf("gogen: catalog signature %q: unsupported parameter type", sig))
+	return jen.Id(typ)
 }

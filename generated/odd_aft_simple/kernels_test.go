@@ -3,7 +3,8 @@
 package odd_aft_simple
 
 import (
-	"github.com/synthgen/synthgen/bench/kerneltest"
+	"github.com/synthgen/synthgen/kerneltest"
+	"github.com/synthgen/synthgen/kerneltest/trainstep"
 	"testing"
 )
 
@@ -106,7 +107,7 @@ func BenchmarkAdamW(b *testing.B) {
 }
 
 // BenchmarkTrainStep measures whole training steps of this spec at batch 16 on each
-// instruction set, in tokens/s (see kerneltest.BenchmarkTrainStep).
+// instruction set, in tokens/s (see trainstep.Benchmark).
 func BenchmarkTrainStep(b *testing.B) {
-	kerneltest.BenchmarkTrainStep(b, Spec)
+	trainstep.Benchmark(b, Spec)
 }

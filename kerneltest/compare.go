@@ -7,8 +7,9 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/synthgen/synthgen/bench"
 	"github.com/synthgen/synthgen/gen/catalog"
+	"github.com/synthgen/synthgen/internal/kernelbench"
+	"github.com/synthgen/synthgen/kerneltest/harness"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/specs"
 )
@@ -36,19 +37,21 @@ import (
 // of L ≤ 1024 changes an entry by about 1/L of its size.
 const RelTol = 1e-4
 
-// Bit patterns of the markers: canary fills every float a kernel must not
-// touch (NaN, so a kernel that reads one into its arithmetic poisons its
-// output); unwritten fills the entries a kernel must overwrite.
+// The guarded buffers and their markers are package harness's: canary
+// fills every float a kernel must not touch (NaN, so a kernel that reads
+// one into its arithmetic poisons its output); unwritten fills the entries
+// a kernel must overwrite.
 const (
-	canaryBits    = 0x7fa5a5a5
-	unwrittenBits = 0x7fb0b0b0
-	lead          = 1  // guard floats before every slice (it also misaligns it)
-	tail          = 19 // guard floats after every slice
+	unwrittenBits = harness.UnwrittenBits
+	lead          = harness.Lead
+	tail          = harness.Tail
 )
 
 var (
-	canary    = math.Float32frombits(canaryBits)
-	unwritten = math.Float32frombits(unwrittenBits)
+	canary    = harness.Canary
+	unwritten = harness.Unwritten
+	isMarker  = harness.IsMarker
+	fmtVal    = harness.Fmt
 )
 
 // Case is one call Test makes of a kernel on every instruction set.
@@ -133,6 +136,17 @@ func findOp(spec specs.Spec, kernel string) (catalog.Op, error) {
 	return catalog.Op{}, fmt.Errorf("spec %s has no kernel %q (it has %s)", spec.Name, kernel, strings.Join(names, ", "))
 }
 
+// findOpOfKind returns spec's op of kind k (a forward kind, of which a
+// spec has one).
+func findOpOfKind(spec specs.Spec, k catalog.Kind) (catalog.Op, error) {
+	for _, op := range catalog.Ops(&spec) {
+		if op.Kind == k {
+			return op, nil
+		}
+	}
+	return catalog.Op{}, fmt.Errorf("spec %s has no %s kernel", spec.Name, k)
+}
+
 // Cases returns the cases Test runs for kernel (a kernels.Set field name,
 // e.g. "SoftmaxValue") of spec: every input set of the kernel's kind at
 // every size, except that sizes above 256 (the long sequences of a large
@@ -181,7 +195,9 @@ const bigT = 256
 // triangle of a logit matrix). The inputs are a function of (spec,
 // kernel, c) only. For a backward kernel the statistics its forward
 // writes come from ref's forward. Compare(…, goSet, goSet) checks the Go
-// level itself: deterministic, and within its bounds.
+// level itself: deterministic, and within its bounds. GemmTile, whose tile
+// shape differs from level to level, is checked at got's shape against a
+// float64 reference instead (CheckGemmTile), whatever ref.
 //
 // The error reports a case that cannot run: an unknown kernel, or one
 // that ref or got does not provide.
@@ -191,7 +207,7 @@ func Compare(spec specs.Spec, kernel string, c Case, ref, got kernels.Set) ([]st
 		return nil, err
 	}
 	if op.Kind == catalog.GemmTile {
-		return compareGemm(spec, c, ref, got)
+		return compareGemm(spec, c, got)
 	}
 	k, err := newCall(spec, op, c, ref)
 	if err != nil {
@@ -200,100 +216,25 @@ func Compare(spec specs.Spec, kernel string, c Case, ref, got kernels.Set) ([]st
 	return k.check(got)
 }
 
-// role is what a kernel may do to a slice argument.
-type role int
+// role is what a kernel may do to a slice argument (the catalog's).
+type role = catalog.Role
 
 const (
-	in  role = iota // read only
-	out             // overwritten
-	acc             // accumulated into, or updated in place
+	in  = catalog.In  // read only
+	out = catalog.Out // overwritten
+	acc = catalog.Acc // accumulated into, or updated in place
 )
 
-// roles gives the written arguments of each kind; the others are read-only.
-func roles(k catalog.Kind) map[string]role {
-	o, a := out, acc
-	switch k {
-	case catalog.SoftmaxValue:
-		return map[string]role{"a": o, "y": o}
-	case catalog.SoftmaxValueBack:
-		return map[string]role{"db": o, "dv": o}
-	case catalog.Product, catalog.Tile:
-		return map[string]role{"c": o}
-	case catalog.ProductBackX:
-		return map[string]role{"dx": o}
-	case catalog.ProductBackW:
-		return map[string]role{"dw": a, "dbias": a}
-	case catalog.TileBack:
-		return map[string]role{"dfa": o, "dfb": o}
-	case catalog.TriScale:
-		return map[string]role{"y": o}
-	case catalog.TriAxpy:
-		return map[string]role{"y": a}
-	case catalog.AFTFull, catalog.AFTLocal, catalog.AFTConv, catalog.AFTSimple:
-		return map[string]role{"z": o, "m": o, "rd": o}
-	case catalog.AFTFullBack, catalog.AFTLocalBack:
-		return map[string]role{"dk": o, "dv": o, "dw": a}
-	case catalog.AFTConvBack:
-		return map[string]role{"dk": o, "dv": o, "du": a}
-	case catalog.AFTSimpleBack:
-		return map[string]role{"dk": o, "dv": o}
-	case catalog.Linear:
-		return map[string]role{"y": o, "rd": o}
-	case catalog.LinearBack:
-		return map[string]role{"dfq": o, "dfk": o, "dv": o}
-	case catalog.LayerNorm:
-		return map[string]role{"y": o, "mu": o, "rs": o}
-	case catalog.LayerNormBack:
-		return map[string]role{"dx": a}
-	case catalog.LayerNormGrad:
-		return map[string]role{"dgamma": a, "dbeta": a}
-	case catalog.Gelu:
-		return map[string]role{"u": a, "g": o}
-	case catalog.GeluBack:
-		return map[string]role{"a": a}
-	case catalog.SoftmaxStats:
-		return map[string]role{"mx": o, "s": o}
-	case catalog.SoftmaxScale:
-		return map[string]role{"y": o}
-	case catalog.AdamW:
-		return map[string]role{"p": a, "m": a, "v": a}
-	case catalog.Exp:
-		return map[string]role{"x": a}
-	case catalog.Gate:
-		return map[string]role{"q": a, "y": o}
-	case catalog.GateBack:
-		return map[string]role{"dy": a, "dq": o}
-	case catalog.AFTFactors:
-		return map[string]role{"kv": o, "ek": o}
-	case catalog.AFTQuotBack:
-		return map[string]role{"dnum": o, "dden": o}
-	case catalog.AFTKVBack:
-		return map[string]role{"dk": o, "dv": o}
-	}
-	return nil
-}
-
-// forwardOf names the forward kernel whose outputs a backward kind reads.
-func forwardOf(op catalog.Op) string {
-	switch op.Kind {
-	case catalog.AFTFullBack, catalog.AFTLocalBack, catalog.AFTConvBack, catalog.AFTSimpleBack, catalog.LinearBack:
-		return strings.TrimSuffix(op.Field, "Back")
-	case catalog.LayerNormBack, catalog.LayerNormGrad:
-		return "LayerNorm"
-	}
-	return ""
-}
-
-// arg is one slice argument: a guarded buffer and where the kernel's
-// slice lies in it.
+// arg is one slice argument: its placement in a guarded buffer
+// (harness.Operand) and its contents before the call.
 type arg struct {
-	name   string
-	role   role
-	shape  catalog.Shape
-	need   int    // the slice's length
-	empty  bool   // passed empty: an optional argument turned off
-	active []bool // by buffer index: an entry the kernel reads or writes
-	init   []float32
+	name  string
+	role  role
+	shape catalog.Shape
+	op    *harness.Operand
+	// init is the slice's contents before the call (length op.Len): the
+	// active entries' values, canaries elsewhere.
+	init []float32
 }
 
 // call is one prepared case: the arguments before the call and ref's
@@ -305,8 +246,7 @@ type call struct {
 	refISA  kernels.ISA
 	args    []*arg
 	scalars map[string]float32
-	want    map[string][]float32 // ref's buffers after the call
-	wantRet float32
+	want    harness.Result // ref's call
 	// related raises an output's scale to 1/100 of another output's
 	// (see RelTol); retScale is the result's scale.
 	related  map[string]string
@@ -322,75 +262,42 @@ func rngFor(parts ...any) *rand.Rand {
 	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
 }
 
-// activeMask marks the entries of a slice of shape sh at length t: rows
-// of width floats, stride apart; a shape of −1 rows and −1 width is the
-// causal triangle (row r has r + 1 entries).
-func activeMask(sh catalog.Shape, t, need int) []bool {
-	m := make([]bool, need)
-	if need == 0 {
-		return m
-	}
-	rows := sh.Rows
-	if rows < 0 {
-		rows = t
-	}
-	for r := 0; r < rows; r++ {
-		w := sh.Width
-		switch {
-		case sh.Rows < 0 && sh.Width < 0:
-			w = r + 1
-		case w < 0:
-			w = t
-		}
-		for p := 0; p < w; p++ {
-			m[r*sh.Stride+p] = true
-		}
-	}
-	return m
-}
-
 // newCall lays out case c's arguments for op and runs ref on them.
 func newCall(spec specs.Spec, op catalog.Op, c Case, ref kernels.Set) (*call, error) {
-	fn := bench.KernelOf(ref, op.Field)
+	fn := kernelbench.KernelOf(ref, op.Field)
 	if fn == nil {
 		return nil, fmt.Errorf("the %s set of spec %s has no %s", ref.ISA, spec.Name, op.Field)
 	}
 	k := &call{spec: spec, op: op, c: c, refISA: ref.ISA, scalars: map[string]float32{}}
 	t := c.T
 	rng := rngFor(spec.Name, op.Field, c.T, c.Inputs)
-	rs := roles(op.Kind)
+	rs := op.Entry().Roles()
 	views := map[string][]float32{}
 	for _, p := range op.Slices {
-		a := &arg{name: p.Name, role: rs[p.Name], shape: p.Shape, need: p.Shape.Need(t)}
-		a.empty = c.Inputs == "nobias" && p.Shape.Optional
-		if a.empty {
-			a.need = 0
+		n, active := harness.Shape(p.Shape, t)
+		empty := c.Inputs == "nobias" && p.Shape.Optional
+		if empty {
+			n, active = 0, nil
 		}
-		a.init = make([]float32, lead+a.need+tail)
+		a := &arg{name: p.Name, role: rs[p.Name], shape: p.Shape, init: make([]float32, n),
+			op: &harness.Operand{Name: p.Name, Role: rs[p.Name], Len: n, Span: n, Active: active, Stride: p.Shape.Stride, Empty: empty}}
 		for i := range a.init {
 			a.init[i] = canary
 		}
-		mask := activeMask(p.Shape, t, a.need)
-		a.active = make([]bool, len(a.init))
-		copy(a.active[lead:], mask)
-		for i, on := range a.active {
-			if !on {
-				continue
-			}
+		for _, j := range active {
 			if a.role == out {
-				a.init[i] = unwritten
+				a.init[j] = unwritten
 			} else {
-				a.init[i] = float32(rng.NormFloat64())
+				a.init[j] = float32(rng.NormFloat64())
 			}
 		}
 		k.args = append(k.args, a)
-		views[p.Name] = a.init[lead : lead+a.need]
+		views[p.Name] = a.init
 	}
 	if err := k.prepare(views, rng, ref); err != nil {
 		return nil, err
 	}
-	got, ret := k.run(fn)
-	k.want, k.wantRet = got, ret
+	k.want = k.run(fn)
 	return k, nil
 }
 
@@ -602,21 +509,19 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		scale("g", float32(gs))
 		scale("m", float32(gs))
 		each("v", func(_, _ int, x float32) float32 { return float32(gs * gs * math.Abs(float64(x))) })
-		for name, val := range bench.AdamWScalars {
-			k.scalars[name] = val
-		}
+		// The scalars: the catalog's defaults, as the benchmarks'.
 	}
-	fwd := forwardOf(op)
-	if fwd == "" {
+	fk := op.Entry().Forward
+	if fk == catalog.NoKind {
 		return nil
 	}
-	fop, err := findOp(k.spec, fwd)
+	fop, err := findOpOfKind(k.spec, fk)
 	if err != nil {
 		return err
 	}
-	fn := bench.KernelOf(ref, fwd)
+	fn := kernelbench.KernelOf(ref, fop.Field)
 	if fn == nil {
-		return fmt.Errorf("the %s set of spec %s has no %s, whose outputs %s reads", ref.ISA, k.spec.Name, fwd, op.Field)
+		return fmt.Errorf("the %s set of spec %s has no %s, whose outputs %s reads", ref.ISA, k.spec.Name, fop.Field, op.Field)
 	}
 	fv := map[string][]float32{}
 	for _, p := range fop.Slices {
@@ -632,39 +537,26 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		}
 		fv[p.Name] = s
 	}
-	bench.Bind(fop, fn, t, fv, nil)()
+	fop.Bind(fn, t, fv, nil)()
 	return nil
 }
 
-// run calls fn on fresh copies of the arguments and returns the buffers
-// after the call and its result.
-func (k *call) run(fn any) (map[string][]float32, float32) {
-	bufs := map[string][]float32{}
-	views := map[string][]float32{}
-	for _, a := range k.args {
-		b := append([]float32(nil), a.init...)
-		bufs[a.name] = b
-		views[a.name] = b[lead : lead+a.need]
+// run calls fn in fresh guarded buffers holding the arguments.
+func (k *call) run(fn any) harness.Result {
+	ops := make([]*harness.Operand, len(k.args))
+	for i, a := range k.args {
+		a.op.Vals = make([]float32, len(a.op.Active))
+		for n, j := range a.op.Active {
+			a.op.Vals[n] = a.init[j]
+		}
+		ops[i] = a.op
 	}
-	f := bench.Bind(k.op, fn, k.c.T, views, k.scalars)
-	if f == nil {
-		return bufs, 0
-	}
-	return bufs, f()
-}
-
-// where locates buffer index i of argument a for a report.
-func (a *arg) where(i int) string {
-	j := i - lead
-	switch {
-	case j < 0:
-		return fmt.Sprintf("%d before the slice", -j)
-	case j >= a.need:
-		return fmt.Sprintf("%d past the slice's end", j-a.need+1)
-	case a.shape.Stride > 0:
-		return fmt.Sprintf("[%d] (row %d, column %d)", j, j/a.shape.Stride, j%a.shape.Stride)
-	}
-	return fmt.Sprintf("[%d]", j)
+	return harness.Exercise(ops, func(s map[string][]float32) float32 {
+		if f := k.op.Bind(fn, k.c.T, s, k.scalars); f != nil {
+			return f()
+		}
+		return 0
+	})
 }
 
 // close reports whether got is within the tolerance of want, an entry of
@@ -683,26 +575,11 @@ func closeTo(got, want float32, scale float64) bool {
 	return math.Abs(g-w) <= RelTol*(math.Abs(w)+scale)
 }
 
-func isMarker(x float32) bool {
-	b := math.Float32bits(x)
-	return b == canaryBits || b == unwrittenBits
-}
-
-func fmtVal(x float32) string {
-	switch math.Float32bits(x) {
-	case canaryBits:
-		return "guard"
-	case unwrittenBits:
-		return "unwritten"
-	}
-	return fmt.Sprintf("%.9g", x)
-}
-
-// maxFinite is the largest magnitude among the active finite entries.
-func maxFinite(b []float32, active []bool) float64 {
+// maxFinite is the largest magnitude among the finite values of v.
+func maxFinite(v []float32) float64 {
 	m := 0.0
-	for i, x := range b {
-		if active[i] && !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) {
+	for _, x := range v {
+		if !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) {
 			m = math.Max(m, math.Abs(float64(x)))
 		}
 	}
@@ -714,86 +591,67 @@ const maxReports = 3
 
 // check runs got's kernel on the case and returns the problems.
 func (k *call) check(got kernels.Set) ([]string, error) {
-	fn := bench.KernelOf(got, k.op.Field)
+	fn := kernelbench.KernelOf(got, k.op.Field)
 	if fn == nil {
 		return nil, fmt.Errorf("the %s set of spec %s has no %s", got.ISA, k.spec.Name, k.op.Field)
 	}
-	bufs, ret := k.run(fn)
-	var problems []string
+	res := k.run(fn)
+	problems := res.Problems
 	for _, a := range k.args {
-		b, want := bufs[a.name], k.want[a.name]
+		g, want := res.Out[a.name], k.want.Out[a.name]
+		if g == nil {
+			continue // read-only, or empty
+		}
 		scale := k.scale(a)
-		var guard, input, unw, off []string
-		nGuard, nInput, nUnw, nOff := 0, 0, 0, 0
-		add := func(list *[]string, n *int, s string) {
-			if *n < maxReports {
-				*list = append(*list, s)
-			}
-			*n++
-		}
-		for i, x := range b {
+		var unw, off []string
+		nUnw, nOff := 0, 0
+		for n, x := range g {
+			j := a.op.Active[n]
 			switch {
-			case !a.active[i]:
-				if math.Float32bits(x) != math.Float32bits(a.init[i]) {
-					add(&guard, &nGuard, fmt.Sprintf("%s = %s", a.where(i), fmtVal(x)))
-				}
-			case a.role == in:
-				if math.Float32bits(x) != math.Float32bits(a.init[i]) {
-					add(&input, &nInput, fmt.Sprintf("%s: %s → %s", a.where(i), fmtVal(a.init[i]), fmtVal(x)))
-				}
 			case math.Float32bits(x) == unwrittenBits:
-				add(&unw, &nUnw, a.where(i))
-			case !closeTo(x, want[i], scale):
-				add(&off, &nOff, fmt.Sprintf("%s: got %s, want %s ± %.3g", a.where(i), fmtVal(x), fmtVal(want[i]),
-					RelTol*(math.Abs(float64(want[i]))+scale)))
+				if nUnw < maxReports {
+					unw = append(unw, a.op.Where(j))
+				}
+				nUnw++
+			case !closeTo(x, want[n], scale):
+				if nOff < maxReports {
+					off = append(off, fmt.Sprintf("%s: got %s, want %s ± %.3g", a.op.Where(j), fmtVal(x), fmtVal(want[n]),
+						RelTol*(math.Abs(float64(want[n]))+scale)))
+				}
+				nOff++
 			}
-		}
-		if nGuard > 0 {
-			problems = append(problems, fmt.Sprintf("%s: wrote %d floats outside the entries it may write: %s", a.name, nGuard, strings.Join(guard, "; ")))
-		}
-		if nInput > 0 {
-			problems = append(problems, fmt.Sprintf("%s: changed %d floats of this read-only input: %s", a.name, nInput, strings.Join(input, "; ")))
 		}
 		if nUnw > 0 {
 			problems = append(problems, fmt.Sprintf("%s: left %d entries of this output unwritten: %s", a.name, nUnw, strings.Join(unw, ", ")))
 		}
 		if nOff > 0 {
-			problems = append(problems, fmt.Sprintf("%s: %d of %d entries differ from the %s level's: %s", a.name, nOff, countActive(a.active), k.refISA, strings.Join(off, "; ")))
+			problems = append(problems, fmt.Sprintf("%s: %d of %d entries differ from the %s level's: %s", a.name, nOff, len(g), k.refISA, strings.Join(off, "; ")))
 		}
 	}
-	if !closeTo(ret, k.wantRet, k.retScale) {
-		problems = append(problems, fmt.Sprintf("returned %s, the %s level %s", fmtVal(ret), k.refISA, fmtVal(k.wantRet)))
+	if !closeTo(res.Ret, k.want.Ret, k.retScale) {
+		problems = append(problems, fmt.Sprintf("returned %s, the %s level %s", fmtVal(res.Ret), k.refISA, fmtVal(k.want.Ret)))
 	}
 	return problems, nil
 }
 
 // checkSelf returns the problems of the reference call itself: floats
-// written outside its regions, read-only inputs changed, outputs left
-// unwritten.
+// written outside its outputs' entries, read-only inputs changed, outputs
+// left unwritten.
 func (k *call) checkSelf() []string {
-	var problems []string
+	problems := append([]string(nil), k.want.Problems...)
 	for _, a := range k.args {
 		var list []string
 		n := 0
-		for i, x := range k.want[a.name] {
-			var msg string
-			switch {
-			case !a.active[i] || a.role == in:
-				if math.Float32bits(x) != math.Float32bits(a.init[i]) {
-					msg = fmt.Sprintf("%s: %s → %s (may not write there)", a.where(i), fmtVal(a.init[i]), fmtVal(x))
-				}
-			case math.Float32bits(x) == unwrittenBits:
-				msg = a.where(i) + " left unwritten"
-			}
-			if msg != "" {
+		for i, x := range k.want.Out[a.name] {
+			if math.Float32bits(x) == unwrittenBits {
 				if n < maxReports {
-					list = append(list, msg)
+					list = append(list, a.op.Where(a.op.Active[i]))
 				}
 				n++
 			}
 		}
 		if n > 0 {
-			problems = append(problems, fmt.Sprintf("%s: %d floats wrong: %s", a.name, n, strings.Join(list, "; ")))
+			problems = append(problems, fmt.Sprintf("%s: left %d entries of this output unwritten: %s", a.name, n, strings.Join(list, ", ")))
 		}
 	}
 	return problems
@@ -801,23 +659,9 @@ func (k *call) checkSelf() []string {
 
 // scale is the absolute part of output a's tolerance (see RelTol).
 func (k *call) scale(a *arg) float64 {
-	s := maxFinite(k.want[a.name], a.active)
+	s := maxFinite(k.want.Out[a.name])
 	if other, ok := k.related[a.name]; ok {
-		for _, b := range k.args {
-			if b.name == other {
-				s = math.Max(s, maxFinite(k.want[b.name], b.active)/100)
-			}
-		}
+		s = math.Max(s, maxFinite(k.want.Out[other])/100)
 	}
 	return s
-}
-
-func countActive(m []bool) int {
-	n := 0
-	for _, on := range m {
-		if on {
-			n++
-		}
-	}
-	return n
 }

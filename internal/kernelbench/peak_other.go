@@ -1,5 +1,5 @@
 //go:build !amd64 || purego
 
-package bench
+package kernelbench
 
 func peakKernel() (lanes int, run func(int)) { return 0, nil }

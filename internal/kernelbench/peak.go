@@ -1,6 +1,6 @@
-package bench
+package kernelbench
 
-//go:generate go run ../cmd/synthgen -peak .
+//go:generate go run ../cmd/repogen -peak .
 
 import (
 	"sync"

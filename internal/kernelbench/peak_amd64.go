@@ -1,6 +1,6 @@
 //go:build !purego
 
-package bench
+package kernelbench
 
 import "github.com/synthgen/synthgen/runtime/kernels"
 
