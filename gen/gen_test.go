@@ -130,7 +130,7 @@ func TestAssemblyFeatures(t *testing.T) {
 				continue
 			}
 			allowed := map[string]bool{}
-			for _, f := range kernels.Features[level] {
+			for _, f := range level.Features() {
 				allowed[f] = true
 			}
 			pre := data[start:b[0]]

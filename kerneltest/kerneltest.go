@@ -110,7 +110,7 @@ type Level struct {
 	Skip string      // why this run cannot execute the level; "" when it can
 }
 
-// Levels returns every level of kernels.ISAs for spec, a linked generated
+// Levels returns every level of kernels.Levels() for spec, a linked generated
 // package's Spec, with its set or the reason this run cannot execute it:
 // not compiled into this build (the purego tag, or not amd64), not
 // supported by this CPU, above SYNTHGEN_ISA's cap, or not generated. It
@@ -120,7 +120,7 @@ func Levels(tb testing.TB, spec specs.Spec) []Level {
 	sets := registered(tb, spec)
 	ceiling := limit(tb)
 	var out []Level
-	for _, isa := range kernels.ISAs {
+	for _, isa := range kernels.Levels() {
 		s, why := levelOf(spec, sets, isa, ceiling)
 		out = append(out, Level{ISA: isa, Set: s, Skip: why})
 	}
@@ -181,7 +181,7 @@ func Test(t *testing.T, spec specs.Spec) {
 				t.Fatal(err)
 			}
 			prepared := make([]*call, len(cases)) // Go's results, shared by the levels
-			for _, isa := range kernels.ISAs {
+			for _, isa := range kernels.Levels() {
 				t.Run("isa="+isa.String(), func(t *testing.T) {
 					set, why := levelOf(spec, sets, isa, ceiling)
 					if why != "" {
@@ -242,7 +242,7 @@ func Benchmark(b *testing.B, spec specs.Spec, kernel string) {
 		b.Fatalf("kerneltest: %v", err)
 	}
 	cfg := catalog.ConfigOf(&spec)
-	for _, isa := range kernels.ISAs {
+	for _, isa := range kernels.Levels() {
 		set, why := levelOf(spec, sets, isa, ceiling)
 		if why == "" && kernelbench.KernelOf(set, kernel) == nil {
 			why = fmt.Sprintf("isa=%s does not provide %s", isa, kernel)

@@ -80,16 +80,14 @@ var synthesizerFamily = map[string]bool{
 // family or vanilla, the variants that may be mixed with "+".
 func IsSynthesizerFamily(variant string) bool { return synthesizerFamily[variant] }
 
-// AttentionFree lists the attention-free and linear variants, which stand alone.
-//
-// Deprecated: use IsAttentionFree; the map will be unexported.
-var AttentionFree = map[string]bool{
+// attentionFree lists the attention-free and linear variants, which stand alone.
+var attentionFree = map[string]bool{
 	"aft_full": true, "aft_local": true, "aft_simple": true, "aft_conv": true, "linear": true,
 }
 
 // IsAttentionFree reports whether variant is one of the attention-free and
 // linear variants, which stand alone.
-func IsAttentionFree(variant string) bool { return AttentionFree[variant] }
+func IsAttentionFree(variant string) bool { return attentionFree[variant] }
 
 // MaxN is the largest context length a spec may ask for.
 const MaxN = 8192
@@ -316,7 +314,7 @@ func (s *Spec) validate(file string, present map[string]bool) error {
 	for _, c := range comps {
 		switch {
 		case synthesizerFamily[c]:
-		case AttentionFree[c]:
+		case attentionFree[c]:
 			if len(comps) > 1 {
 				return fail("variant", q(s.Variant), c+" cannot be mixed: only the synthesizer family and vanilla join with +")
 			}
@@ -369,7 +367,7 @@ func variantList() string {
 	for k := range synthesizerFamily {
 		names = append(names, k)
 	}
-	for k := range AttentionFree {
+	for k := range attentionFree {
 		names = append(names, k)
 	}
 	sort.Strings(names)

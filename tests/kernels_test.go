@@ -500,7 +500,7 @@ func levelsOf(t testing.TB, name string) []kernels.Set {
 			out = append(out, s)
 		}
 	}
-	for _, isa := range kernels.ISAs {
+	for _, isa := range kernels.Levels() {
 		switch {
 		case !kernels.Supported(isa):
 			t.Logf("level %s skipped: this CPU lacks its features", isa)

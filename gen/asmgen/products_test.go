@@ -108,7 +108,7 @@ var (
 // TestSynAsmShape checks the emitted assembly without running it: AVX2
 // functions use only X/Y0–15 and no ZMM or K registers, every RET follows
 // a VZEROUPPER, and the features in a function's "Requires:" line are all
-// in kernels.Features for its level (no CMOV or legacy SSE either: the
+// in its level's Features() (no CMOV or legacy SSE either: the
 // dispatch does not check for them).
 func TestSynAsmShape(t *testing.T) {
 	for _, cf := range synTestConfigs {
@@ -128,7 +128,7 @@ func TestSynAsmShape(t *testing.T) {
 					isa = kernels.AVX2
 				}
 				have := map[string]bool{}
-				for _, f := range kernels.Features[isa] {
+				for _, f := range isa.Features() {
 					have[f] = true
 				}
 				for _, f := range strings.Split(req, ", ") {

@@ -245,7 +245,7 @@ var baseline = map[string]bool{"CMOV": true, "SSE": true, "SSE2": true, "MMX+": 
 
 // checkAsmText checks avo output: AVX2 functions use only X/Y0–15 and no
 // Z or K registers, and (with features) every function's "Requires:"
-// features are baseline amd64 or in kernels.Features of its level (by the
+// features are baseline amd64 or in its level's Features() (by the
 // name's suffix).
 func checkAsmText(asm string, features bool) []string {
 	var problems []string
@@ -267,7 +267,7 @@ func checkAsmText(asm string, features bool) []string {
 				level = kernels.AVX2
 			}
 			have := map[string]bool{}
-			for _, f := range kernels.Features[level] {
+			for _, f := range level.Features() {
 				have[f] = true
 			}
 			for _, r := range req {

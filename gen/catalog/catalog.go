@@ -82,7 +82,7 @@ func ConfigOf(s *specs.Spec) Config {
 // Ops lists the kernels spec s needs, in a fixed order.
 func Ops(s *specs.Spec) []Op {
 	c := ConfigOf(s)
-	if specs.AttentionFree[s.Variant] {
+	if specs.IsAttentionFree(s.Variant) {
 		return append(append(attentionFreeOps(s, c), gemmOp), rowOps(c)...)
 	}
 	if !s.IsSynthesizer() {

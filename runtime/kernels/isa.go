@@ -18,11 +18,6 @@ const (
 	AVX512            // AVX-512 F/BW/DQ/VL on ZMM registers with K-mask tails
 )
 
-// ISAs lists every level, lowest first.
-//
-// Deprecated: use Levels; the variable will be unexported.
-var ISAs = []ISA{Go, AVX2, AVX512}
-
 // Levels lists every level, lowest first.
 func Levels() []ISA { return []ISA{Go, AVX2, AVX512} }
 
@@ -52,10 +47,8 @@ func ParseISA(s string) (ISA, error) {
 	return 0, fmt.Errorf("unknown instruction set %q (want go, avx2 or avx512; generic and purego mean go)", s)
 }
 
-// Features lists the CPU features each level's generated assembly uses.
-//
-// Deprecated: use ISA.Features; the map will be unexported.
-var Features = map[ISA][]string{
+// features lists the CPU features each level's generated assembly uses.
+var features = map[ISA][]string{
 	Go:     nil,
 	AVX2:   {"CMOV", "SSE", "SSE2", "MMX+", "AVX", "AVX2", "FMA3"},
 	AVX512: {"CMOV", "SSE", "SSE2", "MMX+", "AVX", "AVX2", "FMA3", "AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL", "BMI2"},
@@ -64,7 +57,7 @@ var Features = map[ISA][]string{
 // Features lists the CPU features the level's generated assembly uses (a
 // new slice; none for Go). The generator's tests check that every
 // "Requires:" line of the emitted assembly is covered by this list.
-func (i ISA) Features() []string { return append([]string(nil), Features[i]...) }
+func (i ISA) Features() []string { return append([]string(nil), features[i]...) }
 
 // missing returns the features of level l that this CPU lacks.
 func missing(l ISA) []string {
@@ -83,7 +76,7 @@ func missing(l ISA) []string {
 		"AVX512VL": cpu.X86.HasAVX512VL,
 	}
 	var out []string
-	for _, f := range Features[l] {
+	for _, f := range features[l] {
 		if !have[f] {
 			out = append(out, f)
 		}
