@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -543,6 +544,27 @@ func field(s kernels.Set, name string) reflect.Value {
 	return reflect.ValueOf(s).FieldByName(name)
 }
 
+// longN is the longest context whose kernels TestKernels checks against the
+// float64 references in every run; longer specs (n 1024, 2048) take about
+// two thirds of the package's CPU time, so they run when longEnv is set
+// (.ci/run sets it).
+const (
+	longN   = 512
+	longEnv = "SYNTHGEN_LONG_TESTS"
+)
+
+// testedN is the longest context this run checks: every spec with longEnv
+// set to 1, n ≤ 128 with -short, n ≤ longN otherwise.
+func testedN() int {
+	switch {
+	case os.Getenv(longEnv) == "1":
+		return specs.MaxN
+	case testing.Short():
+		return 128
+	}
+	return longN
+}
+
 // TestKernels checks every kernel of every linked spec, at every level
 // this run can execute, against the float64 reference and the Go level,
 // at several lengths and input modes, with guards around every region.
@@ -557,6 +579,10 @@ func TestKernels(t *testing.T) {
 			spec, err := kernels.Spec(name)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if limit := testedN(); spec.N > limit {
+				t.Skipf("n %d > %d: the float64 references at this length take minutes of CPU; "+
+					"%s=1 runs them (CI does), and the generated package's own tests (go test ./generated/%s) check its kernels against the Go level at n", spec.N, limit, longEnv, name)
 			}
 			e := envOf(spec)
 			sets := levelsOf(t, name)
