@@ -1,0 +1,619 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
+	"github.com/synthgen/synthgen/runtime/mat"
+)
+
+// Incremental decoding.
+//
+// A Decoder holds, per layer, what the attention of the next position needs
+// from the positions before it, so that the logits at position i cost one
+// position's linear layers plus the attention over the cached positions,
+// instead of a Forward over all i+1 of them. Every row of the network but
+// the attention's depends on its own position alone (the embedding with
+// pos_emb[i], the LayerNorms, the projections, the feed-forward, lnf and
+// the output), and the causal attention's row i reads the rows j ≤ i only,
+// so row i of the decoder equals row i of Forward on the same tokens: the
+// formulas are the card's, computed in a different order, to float32
+// rounding (decode_test.go checks every variant and mixture at every
+// position). What each variant caches, and why its row i is the card's:
+//
+//   - vanilla: K and V of every position. B_ij = Q_i·K_j/√dh needs Q_i
+//     (the new row's) and the cached K_j; the softmax over j ≤ i weights
+//     the cached V_j.
+//   - dense: V only. Its logits B_i = w2(relu(w1(h_i))_h)[:i+1] are a
+//     function of x_i alone (one [Heads, DH]×[DH, i+1] product against w2).
+//   - random, fixed_random: V only. Row i of B is R[h, i, :i+1], fixed once
+//     trained: no input enters it.
+//   - factorized_random: V only. B_ij = R1[h, i]·R2[h, j], parameters alone.
+//   - factorized_dense: V only. B_ij = FA_i[j div b]·FB_i[j mod b] with FA_i
+//     and FB_i from G_i = relu(w1(h_i)): x_i alone.
+//   - mixtures: what their components cache (V, and K with vanilla); row i
+//     is Σ_m w_m·B_i^(m), w = softmax(mix) taken once per Decoder.
+//   - aft_full: K and V of every position; row i weights them with
+//     exp(K_j + w[i, j]), stabilised by the row's maximum per channel.
+//   - aft_local, aft_conv: K and V of every position, of which only the last
+//     window are read: the keys j ≤ i − window have bias 0 (not −∞), so
+//     they enter every later row with the same weights exp(K_j) and are
+//     kept as running sums per channel, Σ exp(K_j − M)·V_j and
+//     Σ exp(K_j − M), with M their running maximum (a key above M rescales
+//     both sums by exp(M − K_j), as the kernels' online softmax does). Row
+//     i joins those sums, rescaled to the row's maximum, with the window's
+//     keys under their biases w[i, j] (aft_local) or u[h, i − j] (aft_conv).
+//   - aft_simple: only those running sums (every key has bias 0), d floats
+//     thrice per layer, whatever the length.
+//   - linear: per head the running S = Σ φ(K_j)V_jᵀ (DH×DH) and
+//     z = Σ φ(K_j); row i is φ(Q_i)ᵀS_i / (φ(Q_i)·z_i + 1e-6), exactly the
+//     kernel's recurrence ("Transformers are RNNs").
+//
+// Prefill: Prefill runs the tokens as one batched Forward (the spec's
+// kernels, on the model's workers) and copies K, V of every layer out of
+// the forward's workspace (for linear attention the workspace holds φ(K)
+// in place of K), from which the running sums above are formed in
+// position order, as the steps would have formed them.
+//
+// Beyond n tokens: positions are absolute (pos_emb has n rows), so the
+// window cannot slide. When the window is full (n tokens) and another
+// token comes, Next re-encodes the last max(1, n/2) tokens, the new one
+// included, with one Prefill and continues incrementally from there: the
+// token at position p of a long text is then predicted from the last c
+// tokens, where c cycles through n/2 … n (never fewer than n/2, or the
+// whole text when it is shorter), and the logits are exactly those of
+// Forward on those c tokens. The cost of a re-encode, one Forward at n/2,
+// is spread over the n/2 tokens that follow it. Forward on the last n
+// tokens for every token (the old sampler, kept in runtime/synth as an
+// option and as the tests' oracle) sees c = n always, at n/2 times the cost.
+
+// Decoder is the incremental state of one sequence on a Model (see the
+// comment above for what it caches). Make one with NewDecoder; it is not
+// safe for concurrent use, but any number of Decoders of one Model may
+// step concurrently: a step reads the parameters and runs on its own
+// goroutine (one core), without the model's workers. Prefill runs a
+// Forward on the model's workers under a lock the model's Decoders share;
+// it must not run while the caller runs Forward or Backward on the same
+// Model. A Decoder reads the parameters as they are when it is made (the
+// linear layers' weights are packed for the one-row products): after
+// changing them, make a new Decoder.
+type Decoder struct {
+	m    *Model
+	eng  *mat.Engine
+	lay  []decLayer
+	out  mat.Panels // tok_emb, the tied output projection
+	toks []int32    // the window's tokens, positions 0 … pos−1
+	pos  int
+
+	// One row's activations and scratch.
+	x, h, q, k, v, g, y, z, xm, u, gl, xf, logits []float32
+	mu, rs                                        []float32 // [1]: LayerNorm statistics
+	fa, fb                                        []float32 // [Heads·a], [Heads·b]
+	dl                                            []float32 // dense's logits [Heads, i+1]
+	bl, acc                                       []float32 // one head's component logits, their sum [N]
+	mx, den, num                                  []float32 // aft per channel [D]
+}
+
+// decLin is a linear layer packed for the decoder's one-row products.
+type decLin struct {
+	pn      mat.Panels
+	b       []float32
+	in, out int
+}
+
+type decLayer struct {
+	q, k, v, o, w1, fa, fb, fc1, fc2 *decLin
+	w2                               mat.Panels // dense's w2 [N, DH]
+	mix                              []float32  // softmax(mix)
+	kc, vc                           []float32  // cached K, V [N, D] (K: vanilla, aft_full/local/conv)
+	// aft_local, aft_conv, aft_simple: running sums over the keys out of
+	// the window, per channel: maximum, Σ exp(K−M), Σ exp(K−M)·V; n0 the
+	// keys they hold (positions 0 … n0−1).
+	am, aden, anum []float32
+	n0             int
+	// linear: S [Heads][DH·DH] and z [Heads][DH].
+	ls, lz []float32
+}
+
+// prefillShared is the workspace the Decoders of a Model prefill on, one
+// at a time.
+type prefillShared struct {
+	mu sync.Mutex
+	ws *Workspace
+}
+
+// NewDecoder returns an empty Decoder (no tokens yet) on m, with its own
+// matrix engine on the calling goroutine.
+func (m *Model) NewDecoder() *Decoder {
+	d, n := m.d, m.n
+	dc := &Decoder{m: m, eng: mat.NewEngine(nil)}
+	if m.Kernels.Chosen["GemmTile"] > kernels.Go {
+		dc.eng.SetGemm(m.Kernels.GemmTile, m.Kernels.GemmShape)
+	}
+	pack := func(l linear) *decLin {
+		if l.w == nil {
+			return nil
+		}
+		p := &decLin{b: l.b.Data, in: l.in, out: l.out}
+		dc.eng.PackB(&p.pn, l.w.Data, l.out, l.in, true)
+		return p
+	}
+	dc.eng.PackB(&dc.out, m.tokEmb.Data, m.vocab, d, true)
+	dc.lay = make([]decLayer, len(m.layers))
+	for l := range m.layers {
+		ly, dl := &m.layers[l], &dc.lay[l]
+		dl.q, dl.k, dl.v, dl.o = pack(ly.q), pack(ly.k), pack(ly.v), pack(ly.o)
+		dl.w1, dl.fa, dl.fb = pack(ly.w1), pack(ly.fa), pack(ly.fb)
+		dl.fc1, dl.fc2 = pack(ly.fc1), pack(ly.fc2)
+		if ly.w2.w != nil {
+			dc.eng.PackB(&dl.w2, ly.w2.w.Data, n, m.dh, true)
+		}
+		dl.mix = make([]float32, len(m.comps))
+		if ly.mix != nil {
+			mixWeights(ly.mix.Data, dl.mix)
+		}
+		if m.Spec.Has("vanilla") || m.kind == kindAFTFull || m.kind == kindAFTLocal || m.kind == kindAFTConv {
+			dl.kc = mat.Alloc(n * d)
+		}
+		if m.kind != kindAFTSimple && m.kind != kindLinear {
+			dl.vc = mat.Alloc(n * d)
+		}
+		switch m.kind {
+		case kindAFTLocal, kindAFTConv, kindAFTSimple:
+			dl.am, dl.aden, dl.anum = mat.Alloc(d), mat.Alloc(d), mat.Alloc(d)
+		case kindLinear:
+			dl.ls, dl.lz = mat.Alloc(d*m.dh), mat.Alloc(d)
+		}
+	}
+	row := func() []float32 { return mat.Alloc(d) }
+	dc.x, dc.h, dc.q, dc.k, dc.v, dc.g, dc.y, dc.z, dc.xm, dc.xf = row(), row(), row(), row(), row(), row(), row(), row(), row(), row()
+	dc.mx, dc.den, dc.num = row(), row(), row()
+	dc.u, dc.gl = mat.Alloc(m.ffn), mat.Alloc(m.ffn)
+	dc.logits = mat.Alloc(m.vocab)
+	dc.mu, dc.rs = make([]float32, 1), make([]float32, 1)
+	dc.fa, dc.fb = mat.Alloc(m.heads*max(m.fa, 1)), mat.Alloc(m.heads*max(m.fb, 1))
+	dc.dl = mat.Alloc(m.heads * n)
+	dc.bl, dc.acc = mat.Alloc(n), mat.Alloc(n)
+	dc.toks = make([]int32, n)
+	dc.Reset()
+	return dc
+}
+
+// Model is the model the decoder runs.
+func (dc *Decoder) Model() *Model { return dc.m }
+
+// Len is the number of tokens in the decoder's window (the position the
+// next token takes, before a re-encode).
+func (dc *Decoder) Len() int { return dc.pos }
+
+// Reset empties the decoder (no tokens).
+func (dc *Decoder) Reset() {
+	dc.pos = 0
+	for l := range dc.lay {
+		dl := &dc.lay[l]
+		dl.n0 = 0
+		if dl.am != nil {
+			for c := range dl.am {
+				dl.am[c] = float32(math.Inf(-1))
+			}
+			clear(dl.aden)
+			clear(dl.anum)
+		}
+		clear(dl.ls)
+		clear(dl.lz)
+	}
+}
+
+// Prefill empties the decoder, then encodes the last min(len(tokens), N)
+// tokens at positions 0, 1, … with one batched Forward, and returns the
+// logits at the last of them (vocab floats, valid until the decoder's
+// next call). Misuse (no tokens, a token outside the vocabulary) panics.
+func (dc *Decoder) Prefill(tokens []int32) []float32 {
+	m := dc.m
+	if len(tokens) == 0 {
+		panic("model: Decoder.Prefill: no tokens")
+	}
+	tokens = tokens[max(0, len(tokens)-m.n):]
+	for i, v := range tokens {
+		if v < 0 || int(v) >= m.vocab {
+			panic(fmt.Sprintf("model: Decoder.Prefill: tokens[%d] = %d is out of the vocabulary [0, %d)", i, v, m.vocab))
+		}
+	}
+	copy(dc.toks, tokens) // tokens may alias dc.toks (Next's re-encode): copy handles overlap
+	t := len(tokens)
+	dc.Reset()
+	dc.pos = t
+	sh := &m.prefill
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.ws == nil {
+		sh.ws = m.NewWorkspace(1)
+	}
+	ws := sh.ws
+	m.Forward(ws, dc.toks[:t], nil, 1)
+	d := m.d
+	for l := range dc.lay {
+		dl, lw := &dc.lay[l], &ws.lay[l]
+		if dl.kc != nil {
+			copy(dl.kc[:t*d], lw.k[:t*d])
+		}
+		if dl.vc != nil {
+			copy(dl.vc[:t*d], lw.v[:t*d])
+		}
+		switch m.kind {
+		case kindAFTSimple, kindAFTLocal, kindAFTConv:
+			for j := 0; j < t-dc.win(); j++ {
+				dc.aftAdd(dl, lw.k[j*d:j*d+d], lw.v[j*d:j*d+d])
+			}
+		case kindLinear: // lw.k holds φ(K)
+			for j := 0; j < t; j++ {
+				dc.linAdd(dl, lw.k[j*d:j*d+d], lw.v[j*d:j*d+d])
+			}
+		}
+	}
+	copy(dc.logits, ws.Logits(0, t-1))
+	runtime.KeepAlive(m)
+	return dc.logits
+}
+
+// Next appends tok to the window and returns the logits at its position
+// (vocab floats, valid until the decoder's next call), which predict the
+// token after it. On a full window (N tokens) it first re-encodes the last
+// max(1, N/2) − 1 tokens and tok with Prefill (the policy in the comment
+// above). A token outside the vocabulary panics.
+func (dc *Decoder) Next(tok int32) []float32 {
+	m := dc.m
+	if tok < 0 || int(tok) >= m.vocab {
+		panic(fmt.Sprintf("model: Decoder.Next: token %d is out of the vocabulary [0, %d)", tok, m.vocab))
+	}
+	if dc.pos == m.n {
+		keep := max(1, m.n/2)
+		copy(dc.toks, dc.toks[m.n-keep+1:m.n])
+		dc.toks[keep-1] = tok
+		return dc.Prefill(dc.toks[:keep])
+	}
+	return dc.step(tok)
+}
+
+// win is the number of the last keys aft_local and aft_conv read under a
+// bias (the others are in the running sums); 0 for aft_simple.
+func (dc *Decoder) win() int {
+	if dc.m.kind == kindAFTSimple {
+		return 0
+	}
+	return dc.m.window
+}
+
+// lin computes y = x·wᵀ + b for rows rows of x.
+func (dc *Decoder) lin(y, x []float32, p *decLin, rows int) {
+	dc.eng.MulPanels(y[:rows*p.out], x[:rows*p.in], &p.pn, rows, p.out, p.in, false)
+	for r := 0; r < rows; r++ {
+		yr := y[r*p.out : r*p.out+p.out]
+		b := p.b[:len(yr)]
+		for c := range yr {
+			yr[c] += b[c]
+		}
+	}
+}
+
+// step runs position dc.pos < N for tok.
+func (dc *Decoder) step(tok int32) []float32 {
+	m := dc.m
+	k := m.Kernels
+	d, i := m.d, dc.pos
+	dc.toks[i] = tok
+	e := m.tokEmb.Data[int(tok)*d : int(tok)*d+d]
+	p := m.posEmb.Data[i*d : i*d+d]
+	x := dc.x[:d]
+	for c := range x {
+		x[c] = e[c] + p[c]
+	}
+	for l := range dc.lay {
+		ly, dl := &m.layers[l], &dc.lay[l]
+		k.LayerNorm(1, x, ly.ln1w.Data, ly.ln1b.Data, dc.h, dc.mu, dc.rs)
+		dc.lin(dc.v, dc.h, dl.v, 1)
+		if dl.q != nil {
+			dc.lin(dc.q, dc.h, dl.q, 1)
+			dc.lin(dc.k, dc.h, dl.k, 1)
+		}
+		if dl.w1 != nil {
+			dc.lin(dc.g, dc.h, dl.w1, 1)
+			for c, v := range dc.g[:d] {
+				if !(v > 0) {
+					dc.g[c] = 0
+				}
+			}
+		}
+		if dl.fa != nil { // G as [Heads, DH]
+			dc.lin(dc.fa, dc.g, dl.fa, m.heads)
+			dc.lin(dc.fb, dc.g, dl.fb, m.heads)
+		}
+		if dl.kc != nil {
+			copy(dl.kc[i*d:i*d+d], dc.k[:d])
+		}
+		if dl.vc != nil {
+			copy(dl.vc[i*d:i*d+d], dc.v[:d])
+		}
+		switch m.kind {
+		case kindSynth:
+			dc.synthRow(ly, dl, i)
+		case kindLinear:
+			dc.linearRow(dl)
+		default:
+			dc.aftRow(ly, dl, i)
+		}
+		// xm = x + o(y)
+		dc.lin(dc.xm, dc.y, dl.o, 1)
+		for c, v := range x {
+			dc.xm[c] += v
+		}
+		k.LayerNorm(1, dc.xm[:d], ly.ln2w.Data, ly.ln2b.Data, dc.h, dc.mu, dc.rs)
+		dc.lin(dc.u, dc.h, dl.fc1, 1)
+		k.Gelu(1, dc.u, dc.gl) // gl = gelu(u); u becomes gelu'(u), unused
+		dc.lin(x, dc.gl, dl.fc2, 1)
+		for c, v := range dc.xm[:d] {
+			x[c] += v
+		}
+	}
+	k.LayerNorm(1, x, m.lnfW.Data, m.lnfB.Data, dc.xf, dc.mu, dc.rs)
+	dc.eng.MulPanels(dc.logits, dc.xf, &dc.out, 1, m.vocab, d, false)
+	dc.pos++
+	return dc.logits
+}
+
+// synthRow is row i of the synthesizer family's attention (and vanilla's):
+// per head the component logits over j ≤ i, their mixture, the softmax and
+// the weighted sum of the cached V, into dc.y.
+func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
+	m := dc.m
+	d, dh, n, t := m.d, m.dh, m.n, i+1
+	if ly.w2.w != nil { // dense: [Heads, t] = G_h · w2[:t]ᵀ, + bias
+		dc.eng.MulPanels(dc.dl[:m.heads*t], dc.g[:d], &dl.w2, m.heads, t, dh, false)
+		bias := ly.w2.b.Data[:t]
+		for h := 0; h < m.heads; h++ {
+			r := dc.dl[h*t : h*t+t]
+			for j := range r {
+				r[j] += bias[j]
+			}
+		}
+	}
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	for h := 0; h < m.heads; h++ {
+		acc := dc.acc[:t]
+		for mi, c := range m.comps {
+			b := dc.bl[:t]
+			switch c {
+			case compVanilla:
+				q := dc.q[h*dh : h*dh+dh]
+				for j := range b {
+					kr := dl.kc[j*d+h*dh : j*d+h*dh+dh]
+					b[j] = scale * dot(q, kr)
+				}
+			case compDense:
+				b = dc.dl[h*t : h*t+t]
+			case compRandom, compFixedRandom:
+				b = ly.r.Data[h*n*n+i*n : h*n*n+i*n+t]
+			case compFactRandom:
+				nk, fk := n*m.fk, m.fk
+				r1 := ly.r1.Data[h*nk+i*fk : h*nk+i*fk+fk]
+				r2 := ly.r2.Data[h*nk:]
+				for j := range b {
+					b[j] = dot(r1, r2[j*fk:j*fk+fk])
+				}
+			case compFactDense:
+				fa := dc.fa[h*m.fa : h*m.fa+m.fa]
+				fb := dc.fb[h*m.fb : h*m.fb+m.fb]
+				for j := range b {
+					b[j] = fa[j/m.fb] * fb[j%m.fb]
+				}
+			}
+			switch {
+			case len(m.comps) == 1:
+				acc = b
+			case mi == 0:
+				w := dl.mix[mi]
+				for j, v := range b {
+					acc[j] = w * v
+				}
+			default:
+				w := dl.mix[mi]
+				for j, v := range b {
+					acc[j] += w * v
+				}
+			}
+		}
+		// Softmax over j ≤ i into bl (acc may be R itself: not written).
+		p := dc.bl[:t]
+		mx := acc[0]
+		for _, v := range acc {
+			mx = max(mx, v)
+		}
+		for j, v := range acc {
+			p[j] = v - mx
+		}
+		dc.exp(p)
+		var s float32
+		for _, v := range p {
+			s += v
+		}
+		inv := 1 / s
+		y := dc.y[h*dh : h*dh+dh]
+		clear(y)
+		for j, w := range p {
+			axpy(w*inv, dl.vc[j*d+h*dh:j*d+h*dh+dh], y)
+		}
+	}
+}
+
+// exp replaces x by e^x: the spec's Exp kernel when it has one.
+func (dc *Decoder) exp(x []float32) {
+	if f := dc.m.Kernels.Exp; f != nil {
+		f(len(x), x)
+		return
+	}
+	expInPlace(x)
+}
+
+// aftAdd adds the key k and value v (one row) into the running sums of
+// the keys without bias.
+func (dc *Decoder) aftAdd(dl *decLayer, k, v []float32) {
+	am, den, num := dl.am, dl.aden, dl.anum
+	for c, kc := range k[:len(am)] {
+		if kc > am[c] {
+			s := exp32(am[c] - kc) // 0 for the first key (−Inf)
+			den[c] = den[c]*s + 1
+			num[c] = num[c]*s + v[c]
+			am[c] = kc
+		} else {
+			e := exp32(kc - am[c])
+			den[c] += e
+			num[c] += e * v[c]
+		}
+	}
+	dl.n0++
+}
+
+// aftRow is row i of the aft variants into dc.y: Z from the running sums
+// (keys < i+1−win) and the keys since under their biases, then the gate.
+func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int) {
+	m := dc.m
+	d, n := m.d, m.n
+	j0 := 0 // first key read under its bias
+	switch m.kind {
+	case kindAFTSimple:
+		dc.aftAdd(dl, dc.k[:d], dc.v[:d])
+		j0 = i + 1
+	case kindAFTLocal, kindAFTConv:
+		for dl.n0 < i+1-m.window {
+			j := dl.n0
+			dc.aftAdd(dl, dl.kc[j*d:j*d+d], dl.vc[j*d:j*d+d])
+		}
+		j0 = dl.n0
+	}
+	bias := func(j, h int) float32 {
+		switch m.kind {
+		case kindAFTConv:
+			return ly.au.Data[h*m.window+i-j]
+		case kindAFTFull, kindAFTLocal:
+			return ly.aw.Data[i*n+j]
+		}
+		return 0
+	}
+	mx, den, num := dc.mx[:d], dc.den[:d], dc.num[:d]
+	if dl.am != nil {
+		copy(mx, dl.am)
+	} else {
+		for c := range mx {
+			mx[c] = float32(math.Inf(-1))
+		}
+	}
+	dh := m.dh
+	for j := j0; j <= i; j++ {
+		kr := dl.kc[j*d : j*d+d]
+		for h := 0; h < m.heads; h++ {
+			b := bias(j, h)
+			for c := h * dh; c < h*dh+dh; c++ {
+				mx[c] = max(mx[c], kr[c]+b)
+			}
+		}
+	}
+	if dl.am != nil && dl.n0 > 0 {
+		for c := range den {
+			s := exp32(dl.am[c] - mx[c])
+			den[c] = dl.aden[c] * s
+			num[c] = dl.anum[c] * s
+		}
+	} else {
+		clear(den)
+		clear(num)
+	}
+	e := dc.z[:d]
+	for j := j0; j <= i; j++ {
+		kr, vr := dl.kc[j*d:j*d+d], dl.vc[j*d:j*d+d]
+		for h := 0; h < m.heads; h++ {
+			b := bias(j, h)
+			for c := h * dh; c < h*dh+dh; c++ {
+				e[c] = kr[c] + b - mx[c]
+			}
+		}
+		dc.exp(e)
+		for c, w := range e {
+			den[c] += w
+			num[c] += w * vr[c]
+		}
+	}
+	for c := range e {
+		e[c] = num[c] / den[c]
+	}
+	m.Kernels.Gate(d, dc.q[:d], e, dc.y[:d]) // q ← σ(q), y = σ(q)·z
+}
+
+// linAdd adds φ(K_j) (fk) and V_j (one row) into linear attention's
+// running S and z.
+func (dc *Decoder) linAdd(dl *decLayer, fk, v []float32) {
+	m := dc.m
+	dh := m.dh
+	for h := 0; h < m.heads; h++ {
+		s := dl.ls[h*dh*dh : h*dh*dh+dh*dh]
+		z := dl.lz[h*dh : h*dh+dh]
+		vh := v[h*dh : h*dh+dh]
+		for p, f := range fk[h*dh : h*dh+dh] {
+			z[p] += f
+			axpy(f, vh, s[p*dh:p*dh+dh])
+		}
+	}
+}
+
+// linearRow is row i of linear attention into dc.y.
+func (dc *Decoder) linearRow(dl *decLayer) {
+	m := dc.m
+	d, dh := m.d, m.dh
+	for c, x := range dc.q[:d] {
+		dc.q[c] = elu1(x)
+	}
+	for c, x := range dc.k[:d] {
+		dc.k[c] = elu1(x)
+	}
+	dc.linAdd(dl, dc.k[:d], dc.v[:d])
+	for h := 0; h < m.heads; h++ {
+		s := dl.ls[h*dh*dh : h*dh*dh+dh*dh]
+		fq := dc.q[h*dh : h*dh+dh]
+		rd := 1 / (dot(fq, dl.lz[h*dh:h*dh+dh]) + 1e-6)
+		y := dc.y[h*dh : h*dh+dh]
+		clear(y)
+		for p, f := range fq {
+			axpy(f, s[p*dh:p*dh+dh], y)
+		}
+		for c := range y {
+			y[c] *= rd
+		}
+	}
+}
+
+// dot is Σ a[p]·b[p] over len(a).
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	p := 0
+	for ; p+4 <= len(a); p += 4 {
+		s0 += a[p] * b[p]
+		s1 += a[p+1] * b[p+1]
+		s2 += a[p+2] * b[p+2]
+		s3 += a[p+3] * b[p+3]
+	}
+	for ; p < len(a); p++ {
+		s0 += a[p] * b[p]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy adds alpha·x to y over len(x).
+func axpy(alpha float32, x, y []float32) {
+	y = y[:len(x)]
+	for c, v := range x {
+		y[c] += alpha * v
+	}
+}

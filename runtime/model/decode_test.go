@@ -1,0 +1,181 @@
+package model_test
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
+	"github.com/synthgen/synthgen/runtime/model"
+)
+
+// decodeTol is the decoder's tolerance against Forward: at every position,
+// max_v |decoder_v − forward_v| ≤ decodeTol · max(1, max_v |forward_v|)
+// over the vocab logits (float32 rounding of the same formulas summed in
+// other orders).
+const decodeTol = 1e-5
+
+// logitsErr is the relative error of got against want in decodeTol's
+// metric.
+func logitsErr(got, want []float32) float64 {
+	var worst, scale float64 = 0, 1
+	for v, w := range want {
+		worst = math.Max(worst, math.Abs(float64(got[v])-float64(w)))
+		scale = math.Max(scale, math.Abs(float64(w)))
+	}
+	return worst / scale
+}
+
+// decodeSpecs are the specs the decoder is checked on: every linked one,
+// but the long ones (n ≥ 512) only without -short.
+func decodeSpecs(t *testing.T) []string {
+	var out []string
+	for _, name := range kernels.Names() {
+		s, err := kernels.Spec(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if testing.Short() && s.N >= 512 {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// TestDecoderMatchesForward checks, for every linked spec (every variant
+// and mixture), on perturbed weights, that the decoder's logits at every
+// position 0 … n−1 equal Forward's on the same tokens: stepping from an
+// empty decoder, and after a Prefill of a third of them; then the policy
+// beyond n: the token after a full window is predicted exactly as Forward
+// on the last max(1, n/2) tokens predicts it, and so are the next ones.
+func TestDecoderMatchesForward(t *testing.T) {
+	for _, name := range decodeSpecs(t) {
+		t.Run(name, func(t *testing.T) {
+			m := newModel(t, name, 1)
+			m.SetWorkers(1)
+			perturb(m, 2)
+			n := m.Spec.N
+			in, _ := tokens(5, 1, n+3)
+			in = in[:n+3]
+			for i := range in {
+				in[i] %= int32(m.Spec.Vocab)
+			}
+			ws := m.NewWorkspace(1)
+			m.Forward(ws, in[:n], nil, 1)
+			check := func(what string, i int, got []float32) {
+				t.Helper()
+				if e := logitsErr(got, ws.Logits(0, i)); e > decodeTol || math.IsNaN(e) {
+					t.Fatalf("%s: position %d: decoder's logits differ from Forward's by %.3g (relative), tolerance %g", what, i, e, decodeTol)
+				}
+			}
+			dc := m.NewDecoder()
+			worst := 0.0
+			for i := 0; i < n; i++ {
+				got := dc.Next(in[i])
+				worst = math.Max(worst, logitsErr(got, ws.Logits(0, i)))
+				check("steps", i, got)
+			}
+			p := max(1, n/3)
+			check("prefill", p-1, dc.Prefill(in[:p]))
+			if dc.Len() != p {
+				t.Fatalf("Len after Prefill of %d tokens: %d", p, dc.Len())
+			}
+			for i := p; i < n; i++ {
+				check("prefill+steps", i, dc.Next(in[i]))
+			}
+			// Beyond n: the window of n tokens is full.
+			keep := max(1, n/2)
+			ctx := append([]int32(nil), in[n-keep+1:n]...)
+			for s := 0; s < 3; s++ {
+				got := dc.Next(in[n+s])
+				ctx = append(ctx, in[n+s])
+				if len(ctx) > n {
+					break // n ≤ 2: another re-encode; covered by the first step
+				}
+				m.Forward(ws, ctx, nil, 1)
+				if e := logitsErr(got, ws.Logits(0, len(ctx)-1)); e > decodeTol {
+					t.Fatalf("beyond n, token %d: decoder's logits differ from Forward on the last %d tokens by %.3g", n+s, len(ctx), e)
+				}
+				if dc.Len() != len(ctx) {
+					t.Fatalf("beyond n, token %d: Len %d, want %d", n+s, dc.Len(), len(ctx))
+				}
+			}
+			t.Logf("%s (n %d): worst relative difference of the steps %.2g", name, n, worst)
+		})
+	}
+}
+
+// TestDecoderConcurrent steps decoders of one model on several goroutines
+// at once (with their prefills) and checks each against a decoder run
+// alone: the steps share only read-only state (run with -race).
+func TestDecoderConcurrent(t *testing.T) {
+	for _, name := range []string{"odd", "odd_aft_conv", "odd_linear"} {
+		t.Run(name, func(t *testing.T) {
+			m := newModel(t, name, 1)
+			perturb(m, 2)
+			n := m.Spec.N
+			const goroutines = 4
+			want := make([][]float32, goroutines)
+			seqs := make([][]int32, goroutines)
+			for g := range seqs {
+				seqs[g], _ = tokens(uint64(10+g), 1, n+5)
+				dc := m.NewDecoder()
+				dc.Prefill(seqs[g][:3])
+				for _, tok := range seqs[g][3:] {
+					want[g] = append(want[g], dc.Next(tok)...)
+				}
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, goroutines)
+			for g := range seqs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					dc := m.NewDecoder()
+					dc.Prefill(seqs[g][:3])
+					var got []float32
+					for _, tok := range seqs[g][3:] {
+						got = append(got, dc.Next(tok)...)
+					}
+					for i := range got {
+						if got[i] != want[g][i] {
+							errs[g] = fmt.Errorf("goroutine %d: logit %d: %g, alone %g", g, i, got[i], want[g][i])
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// TestDecoderMisuse: an empty prefill and tokens outside the vocabulary
+// panic with a message (the package's convention for misuse).
+func TestDecoderMisuse(t *testing.T) {
+	m := newModel(t, "odd_ffn", 1) // vocab 75
+	dc := m.NewDecoder()
+	for _, f := range []func(){
+		func() { dc.Prefill(nil) },
+		func() { dc.Prefill([]int32{1, 80}) },
+		func() { dc.Next(-1) },
+		func() { dc.Next(75) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			f()
+		}()
+	}
+	var _ *model.Decoder = dc
+}
