@@ -37,7 +37,9 @@ func (o SampleOptions) validate() error {
 
 // Sample continues prompt with opts.Len bytes drawn from the model and
 // returns the continuation (without the prompt). The model sees the last
-// n bytes of the text so far.
+// n bytes of the text so far until the text is n bytes long, then the last
+// n/2 … n (it decodes incrementally and re-encodes the last n/2 bytes when
+// its window of n fills: see decode.go).
 func (m *Model) Sample(ctx context.Context, prompt []byte, opts SampleOptions) ([]byte, error) {
 	var buf bytes.Buffer
 	err := m.Generate(ctx, &buf, prompt, opts)
@@ -58,7 +60,7 @@ func (m *Model) Generate(ctx context.Context, w io.Writer, prompt []byte, opts S
 		return fmt.Errorf("sample: %w", err)
 	}
 	bw := bufio.NewWriter(w)
-	s := newSampler(m.net, opts.Temp, opts.TopK, opts.Seed)
+	s := newDecodeSampler(m.net, opts.Temp, opts.TopK, opts.Seed) // decode.go; newSampler is the oracle
 	text := append([]byte(nil), prompt...)
 	for i := 0; i < opts.Len; i++ {
 		if err := ctx.Err(); err != nil {
