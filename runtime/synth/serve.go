@@ -78,6 +78,7 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	mux    *http.ServeMux
+	onDone func(bytes int) // tests: called as a generation ends, with the bytes drawn
 }
 
 type serveModel struct {
@@ -287,6 +288,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	text := append(make([]byte, 0, len(prompt)+opts.Len), prompt...)
 	start := len(text)
+	if s.onDone != nil {
+		defer func() { s.onDone(len(text) - start) }()
+	}
 	pending := start // first byte not sent yet
 	for i := 0; i < opts.Len; i++ {
 		if ctx.Err() != nil {
