@@ -8,6 +8,7 @@
 //	synth inspect [-ckpt x.safetensors]
 //	synth compare [-specs a,b,specs/aft_*.json] [-data file] [-steps N] [-batch B] [-seeds N] [-out folder] [-resume]
 //	synth attn    [-ckpt x.safetensors] [-prompt text] [-out folder]
+//	synth serve   [-ckpt x.safetensors …] [-addr 127.0.0.1:8080]
 //	synth info
 //	synth bench
 //	synth steps   [-specs a,b] [-min-time 3s] [-pytorch=false] [-md]
@@ -76,6 +77,7 @@ var commands = map[string]command{
 	"steps":   {runSteps, "tabulate training-step speed and memory per spec beside PyTorch"},
 	"compare": {runCompare, "train a list of specs on the same data and tabulate and plot their losses"},
 	"attn":    {runAttn, "draw a checkpoint's attention maps per layer and head as PNG heatmaps"},
+	"serve":   {runServe, "serve checkpoints over HTTP, streaming generated text"},
 }
 
 func usage(w io.Writer) {

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/synthgen/synthgen/runtime/synth"
+)
+
+func runServe(args []string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := stdEnv()
+	e.ctx = ctx
+	return serveCmd(e, args)
+}
+
+// ckptList is the repeatable -ckpt flag of synth serve.
+type ckptList []string
+
+func (c *ckptList) String() string     { return strings.Join(*c, ",") }
+func (c *ckptList) Set(s string) error { *c = append(*c, s); return nil }
+
+func serveCmd(e *env, args []string) error {
+	fs := newFlagSet(e, "serve", "Serves checkpoints over HTTP: POST /v1/generate streams generated text as JSON lines,\nGET /v1/models lists the models (named after their files), GET /healthz. SIGTERM or Ctrl-C\nshuts down, letting the streams in flight finish for up to 10 s.\n\n  curl -N localhost:8080/v1/generate -d '{\"prompt\": \"The light \", \"max_bytes\": 200, \"temperature\": 0.8}'")
+	var (
+		ckpts ckptList
+		addr  string
+		o     synth.ServeOptions
+	)
+	fs.Var(&ckpts, "ckpt", "checkpoint `file` to serve, named by its base name without .safetensors; repeat for several (default "+defaultCkpt+")")
+	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (127.0.0.1: this machine only)")
+	fs.IntVar(&o.Decoders, "decoders", 0, "generations running at once per model (0: one per core)")
+	fs.IntVar(&o.MaxStreams, "max-streams", 0, "streams open at once, running or waiting; more get 429 (0: 4 per decoder)")
+	fs.IntVar(&o.MaxPrompt, "max-prompt", 16<<10, "largest prompt in bytes")
+	fs.IntVar(&o.MaxBytes, "max-bytes", 4096, "largest max_bytes a request may ask for")
+	fs.Int64Var(&o.MaxBody, "max-body", 64<<10, "largest request body in bytes")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case o.Decoders < 0:
+		return fmt.Errorf("-decoders %d must be ≥ 0", o.Decoders)
+	case o.MaxStreams < 0:
+		return fmt.Errorf("-max-streams %d must be ≥ 0", o.MaxStreams)
+	case o.MaxPrompt < 1:
+		return fmt.Errorf("-max-prompt %d must be ≥ 1", o.MaxPrompt)
+	case o.MaxBytes < 1:
+		return fmt.Errorf("-max-bytes %d must be ≥ 1", o.MaxBytes)
+	case o.MaxBody < 1:
+		return fmt.Errorf("-max-body %d must be ≥ 1", o.MaxBody)
+	}
+	if len(ckpts) == 0 {
+		ckpts = ckptList{defaultCkpt}
+	}
+	models := map[string]*synth.Model{}
+	for _, p := range ckpts {
+		name := strings.TrimSuffix(filepath.Base(p), ".safetensors")
+		if _, dup := models[name]; dup {
+			return fmt.Errorf("-ckpt %s: a model named %q is already loaded (models are named after their files)", p, name)
+		}
+		m, err := synth.Load(p)
+		if err != nil {
+			return err
+		}
+		models[name] = m
+	}
+	h, err := synth.NewServer(models, o)
+	if err != nil {
+		return err
+	}
+	return synth.Serve(e.context(), addr, h, func(a string) {
+		fmt.Fprintf(e.out, "serving %d model(s) on http://%s (POST /v1/generate, GET /v1/models, GET /healthz)\n", len(models), a)
+	})
+}
