@@ -83,6 +83,7 @@ import (
 type Decoder struct {
 	m    *Model
 	eng  *mat.Engine
+	mk   bool // eng has the GEMM micro-kernel
 	lay  []decLayer
 	out  mat.Panels // tok_emb, the tied output projection
 	toks []int32    // the window's tokens, positions 0 … pos−1
@@ -108,7 +109,10 @@ type decLayer struct {
 	q, k, v, o, w1, fa, fb, fc1, fc2 *decLin
 	w2                               mat.Panels // dense's w2 [N, DH]
 	mix                              []float32  // softmax(mix)
-	kc, vc                           []float32  // cached K, V [N, D] (K: vanilla, aft_full/local/conv)
+	// Cached K [N, D] (vanilla, aft_full/local/conv) and V: [N, D] for
+	// the aft variants, [Heads][N, DH] for the synthesizer family (one
+	// contiguous [t, DH] matrix per head for the weighted sum's product).
+	kc, vc []float32
 	// aft_local, aft_conv, aft_simple: running sums over the keys out of
 	// the window, per channel: maximum, Σ exp(K−M), Σ exp(K−M)·V; n0 the
 	// keys they hold (positions 0 … n0−1).
@@ -132,6 +136,7 @@ func (m *Model) NewDecoder() *Decoder {
 	dc := &Decoder{m: m, eng: mat.NewEngine(nil)}
 	if m.Kernels.Chosen["GemmTile"] > kernels.Go {
 		dc.eng.SetGemm(m.Kernels.GemmTile, m.Kernels.GemmShape)
+		dc.mk = true
 	}
 	pack := func(l linear) *decLin {
 		if l.w == nil {
@@ -241,7 +246,7 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 			copy(dl.kc[:t*d], lw.k[:t*d])
 		}
 		if dl.vc != nil {
-			copy(dl.vc[:t*d], lw.v[:t*d])
+			dc.putV(dl, lw.v[:t*d], 0, t)
 		}
 		switch m.kind {
 		case kindAFTSimple, kindAFTLocal, kindAFTConv:
@@ -285,6 +290,24 @@ func (dc *Decoder) win() int {
 		return 0
 	}
 	return dc.m.window
+}
+
+// putV stores the values of positions i0 … i0+rows−1 (rows rows of v,
+// [rows, D]) in dl's cache.
+func (dc *Decoder) putV(dl *decLayer, v []float32, i0, rows int) {
+	m := dc.m
+	d := m.d
+	if m.kind != kindSynth {
+		copy(dl.vc[i0*d:(i0+rows)*d], v)
+		return
+	}
+	dh, n := m.dh, m.n
+	for r := 0; r < rows; r++ {
+		for h := 0; h < m.heads; h++ {
+			o := h*n*dh + (i0+r)*dh
+			copy(dl.vc[o:o+dh], v[r*d+h*dh:r*d+h*dh+dh])
+		}
+	}
 }
 
 // lin computes y = x·wᵀ + b for rows rows of x.
@@ -335,7 +358,7 @@ func (dc *Decoder) step(tok int32) []float32 {
 			copy(dl.kc[i*d:i*d+d], dc.k[:d])
 		}
 		if dl.vc != nil {
-			copy(dl.vc[i*d:i*d+d], dc.v[:d])
+			dc.putV(dl, dc.v[:d], i, 1)
 		}
 		switch m.kind {
 		case kindSynth:
@@ -440,10 +463,19 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 			s += v
 		}
 		inv := 1 / s
+		for j := range p {
+			p[j] *= inv
+		}
+		// y_h = p · V_h, V_h the head's [t, DH] cache.
 		y := dc.y[h*dh : h*dh+dh]
+		vh := dl.vc[h*n*dh : h*n*dh+t*dh]
+		if dc.mk {
+			dc.eng.LinearBackX(y, p, vh, 1, dh, t, false)
+			continue
+		}
 		clear(y)
 		for j, w := range p {
-			axpy(w*inv, dl.vc[j*d+h*dh:j*d+h*dh+dh], y)
+			axpy(w, vh[j*dh:j*dh+dh], y)
 		}
 	}
 }

@@ -210,3 +210,29 @@ func TestDecoderMisuse(t *testing.T) {
 	}
 	var _ *model.Decoder = dc
 }
+
+// BenchmarkDecoderStep measures one decoder step (Next) at position n/2 and
+// the prefill of n/2 tokens, per spec.
+func BenchmarkDecoderStep(b *testing.B) {
+	for _, name := range []string{"vanilla", "random", "aft_full", "linear", "long1024_random"} {
+		m := newModel(b, name, 1)
+		n := m.Spec.N
+		in, _ := tokens(5, 1, n)
+		b.Run(name+"/step", func(b *testing.B) {
+			dc := m.NewDecoder()
+			dc.Prefill(in[:n/2])
+			for b.Loop() {
+				if dc.Len() == n {
+					dc.Prefill(in[:n/2])
+				}
+				dc.Next(in[dc.Len()])
+			}
+		})
+		b.Run(name+"/prefill", func(b *testing.B) {
+			dc := m.NewDecoder()
+			for b.Loop() {
+				dc.Prefill(in[:n/2])
+			}
+		})
+	}
+}
