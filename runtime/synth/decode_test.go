@@ -99,16 +99,21 @@ func TestGenerateMatchesRecompute(t *testing.T) {
 	}
 }
 
-// BenchmarkGenerate measures generation in bytes per second with the old
-// path (a Forward over the last n bytes per byte) and the decoder, in one
-// run, from a full-window prompt (n bytes), at n 128 (random) and n 1024
-// (long1024_random). The old path draws 8 bytes per iteration (each costs
-// the same full-window Forward); the decoder n bytes, its prefill of the
-// prompt and its re-encodes of n/2 bytes included.
+// BenchmarkGenerate measures generation with the old path (a Forward over
+// the last n bytes for every byte) and the decoder, in one run, from a
+// full-window prompt (n bytes), at n 128 for every variant family and at
+// n 1024: bytes per second of wall time and bytes per CPU-second of the
+// process (on a shared machine the wall time holds the others' load; the
+// old path's Forward runs on every worker, the decoder's steps on one).
+// The old path draws 8 bytes per iteration (each costs the same
+// full-window Forward); the decoder n bytes, its prefill of the prompt and
+// its two re-encodes of n/2 bytes included.
 //
 //	go test ./runtime/synth -run '^$' -bench BenchmarkGenerate -benchtime 1x
 func BenchmarkGenerate(b *testing.B) {
-	for _, name := range []string{"random", "vanilla", "aft_full", "linear", "long1024_random"} {
+	for _, name := range []string{"random", "vanilla", "dense", "factorized_random", "random_vanilla",
+		"aft_full", "aft_local", "aft_simple", "linear",
+		"long1024_random", "long1024_vanilla", "long1024_aft_full"} {
 		m := newPerturbed(b, name)
 		n := m.net.Spec.N
 		p := prompt(m, 4, n)
@@ -119,6 +124,7 @@ func BenchmarkGenerate(b *testing.B) {
 					size = 8
 				}
 				var bytes int
+				cpu0 := cpuSeconds()
 				for b.Loop() {
 					if path == "recompute" {
 						recompute(m, p, size, 0.8, 0, 1)
@@ -128,6 +134,9 @@ func BenchmarkGenerate(b *testing.B) {
 					bytes += size
 				}
 				b.ReportMetric(float64(bytes)/b.Elapsed().Seconds(), "bytes/s")
+				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(float64(bytes)/cpu, "bytes/cpu-s")
+				}
 			})
 		}
 	}

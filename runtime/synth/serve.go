@@ -262,6 +262,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusTooManyRequests, fmt.Sprintf("too many streams: %d are open, the limit; try again later", s.o.MaxStreams))
 		return
 	}
+	drawn := 0
+	if s.onDone != nil { // after the decoder is back in its pool
+		defer func() { s.onDone(drawn) }()
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -288,9 +292,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	text := append(make([]byte, 0, len(prompt)+opts.Len), prompt...)
 	start := len(text)
-	if s.onDone != nil {
-		defer func() { s.onDone(len(text) - start) }()
-	}
+	defer func() { drawn = len(text) - start }()
 	pending := start // first byte not sent yet
 	for i := 0; i < opts.Len; i++ {
 		if ctx.Err() != nil {
