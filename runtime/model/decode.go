@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 
 	"github.com/synthgen/synthgen/runtime/kernels"
@@ -109,9 +108,10 @@ type decLayer struct {
 	q, k, v, o, w1, fa, fb, fc1, fc2 *decLin
 	w2                               mat.Panels // dense's w2 [N, DH]
 	mix                              []float32  // softmax(mix)
-	// Cached K [N, D] (vanilla, aft_full/local/conv) and V: [N, D] for
-	// the aft variants, [Heads][N, DH] for the synthesizer family (one
-	// contiguous [t, DH] matrix per head for the weighted sum's product).
+	// Cached K and V. The aft variants (aft_full/local/conv): K and V
+	// [N, D]. The synthesizer family: V [Heads][N, DH] (one contiguous
+	// [t, DH] matrix per head for the weighted sum's product) and, with
+	// vanilla, Kᵀ [Heads][DH, N] (the scores Q_h·K_hᵀ as one product).
 	kc, vc []float32
 	// aft_local, aft_conv, aft_simple: running sums over the keys out of
 	// the window, per channel: maximum, Σ exp(K−M), Σ exp(K−M)·V; n0 the
@@ -243,7 +243,7 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 	for l := range dc.lay {
 		dl, lw := &dc.lay[l], &ws.lay[l]
 		if dl.kc != nil {
-			copy(dl.kc[:t*d], lw.k[:t*d])
+			dc.putK(dl, lw.k[:t*d], 0, t)
 		}
 		if dl.vc != nil {
 			dc.putV(dl, lw.v[:t*d], 0, t)
@@ -260,7 +260,6 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 		}
 	}
 	copy(dc.logits, ws.Logits(0, t-1))
-	runtime.KeepAlive(m)
 	return dc.logits
 }
 
@@ -290,6 +289,23 @@ func (dc *Decoder) win() int {
 		return 0
 	}
 	return dc.m.window
+}
+
+// putK stores the keys of positions i0 … i0+rows−1 (rows rows of k,
+// [rows, D]) in dl's cache.
+func (dc *Decoder) putK(dl *decLayer, k []float32, i0, rows int) {
+	m := dc.m
+	d := m.d
+	if m.kind != kindSynth {
+		copy(dl.kc[i0*d:(i0+rows)*d], k)
+		return
+	}
+	n := m.n
+	for r := 0; r < rows; r++ {
+		for c, v := range k[r*d : r*d+d] {
+			dl.kc[c*n+i0+r] = v // head c/DH, row c%DH: (c/DH)·DH·N + (c%DH)·N = c·N
+		}
+	}
 }
 
 // putV stores the values of positions i0 … i0+rows−1 (rows rows of v,
@@ -355,7 +371,7 @@ func (dc *Decoder) step(tok int32) []float32 {
 			dc.lin(dc.fb, dc.g, dl.fb, m.heads)
 		}
 		if dl.kc != nil {
-			copy(dl.kc[i*d:i*d+d], dc.k[:d])
+			dc.putK(dl, dc.k[:d], i, 1)
 		}
 		if dl.vc != nil {
 			dc.putV(dl, dc.v[:d], i, 1)
@@ -409,11 +425,21 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 		for mi, c := range m.comps {
 			b := dc.bl[:t]
 			switch c {
-			case compVanilla:
+			case compVanilla: // b = scale · Q_h·K_hᵀ
 				q := dc.q[h*dh : h*dh+dh]
+				kt := dl.kc[h*dh*n : (h+1)*dh*n]
+				if dc.mk {
+					// Over all N columns (Kᵀ's rows are N apart); the
+					// ones from t on are not read.
+					dc.eng.LinearBackX(dc.bl, q, kt, 1, n, dh, false)
+				} else {
+					clear(b)
+					for p, qp := range q {
+						axpy(qp, kt[p*n:p*n+t], b)
+					}
+				}
 				for j := range b {
-					kr := dl.kc[j*d+h*dh : j*d+h*dh+dh]
-					b[j] = scale * dot(q, kr)
+					b[j] *= scale
 				}
 			case compDense:
 				b = dc.dl[h*t : h*t+t]

@@ -82,9 +82,25 @@ func decodeSpecs(t *testing.T) []string {
 // beyond n: the token after a full window is predicted exactly as Forward
 // on the last max(1, n/2) tokens predicts it, and so are the next ones.
 func TestDecoderMatchesForward(t *testing.T) {
-	for _, name := range decodeSpecs(t) {
+	names := decodeSpecs(t)
+	// The Go level too (no GEMM micro-kernel: the decoder's plain loops).
+	for _, name := range []string{"odd", "vanilla", "odd_aft_conv"} {
+		names = append(names, name+"@go")
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			m := newModel(t, name, 1)
+			var m *model.Model
+			if spec, ok := strings.CutSuffix(name, "@go"); ok {
+				k, err := kernels.LookupAt(spec, kernels.Go)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m, err = model.New(k.Spec, k, 1); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				m = newModel(t, name, 1)
+			}
 			m.SetWorkers(1)
 			perturbDecode(m)
 			n := m.Spec.N
