@@ -120,6 +120,10 @@ type decLayer struct {
 	n0             int
 	// linear: S [Heads][DH·DH] and z [Heads][DH].
 	ls, lz []float32
+	// aft_full: the factors X_j = [exp(K_j − κ) ⊙ V_j | exp(K_j − κ)]
+	// [N, 2D] of the cached positions, κ per channel the largest key so
+	// far.
+	ax, kappa []float32
 }
 
 // prefillShared is the workspace the Decoders of a Model prefill on, one
@@ -171,6 +175,8 @@ func (m *Model) NewDecoder() *Decoder {
 			dl.am, dl.aden, dl.anum = mat.Alloc(d), mat.Alloc(d), mat.Alloc(d)
 		case kindLinear:
 			dl.ls, dl.lz = mat.Alloc(d*m.dh), mat.Alloc(d)
+		case kindAFTFull:
+			dl.ax, dl.kappa = mat.Alloc(n*2*d), mat.Alloc(d)
 		}
 	}
 	row := func() []float32 { return mat.Alloc(d) }
@@ -181,7 +187,7 @@ func (m *Model) NewDecoder() *Decoder {
 	dc.mu, dc.rs = make([]float32, 1), make([]float32, 1)
 	dc.fa, dc.fb = mat.Alloc(m.heads*max(m.fa, 1)), mat.Alloc(m.heads*max(m.fb, 1))
 	dc.dl = mat.Alloc(m.heads * n)
-	dc.bl, dc.acc = mat.Alloc(n), mat.Alloc(n)
+	dc.bl, dc.acc = mat.Alloc(n), mat.Alloc(max(n, 2*d))
 	dc.toks = make([]int32, n)
 	dc.Reset()
 	return dc
@@ -256,6 +262,17 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 		case kindLinear: // lw.k holds φ(K)
 			for j := 0; j < t; j++ {
 				dc.linAdd(dl, lw.k[j*d:j*d+d], lw.v[j*d:j*d+d])
+			}
+		case kindAFTFull:
+			copy(dl.kappa, lw.k[:d])
+			for j := 1; j < t; j++ {
+				for c, x := range lw.k[j*d : j*d+d] {
+					dl.kappa[c] = max(dl.kappa[c], x)
+				}
+			}
+			for j := 0; j < t; j++ {
+				x := dl.ax[j*2*d : (j+1)*2*d]
+				m.Kernels.AFTFactors(d, lw.k[j*d:j*d+d], dl.kappa, lw.v[j*d:j*d+d], x[:d], x[d:])
 			}
 		}
 	}
@@ -539,6 +556,10 @@ func (dc *Decoder) aftAdd(dl *decLayer, k, v []float32) {
 func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int) {
 	m := dc.m
 	d, n := m.d, m.n
+	if m.kind == kindAFTFull {
+		dc.aftFullRow(ly, dl, i)
+		return
+	}
 	j0 := 0 // first key read under its bias
 	switch m.kind {
 	case kindAFTSimple:
@@ -607,6 +628,80 @@ func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int) {
 		e[c] = num[c] / den[c]
 	}
 	m.Kernels.Gate(d, dc.q[:d], e, dc.y[:d]) // q ← σ(q), y = σ(q)·z
+}
+
+// aftFullRow is row i of aft_full into dc.y, factorised as in aftfull.go:
+// exp(K_jc + w_ij) = exp(w_ij − M_i) · exp(K_jc − κ_c) · exp(M_i + κ_c),
+// the last factor cancelling between numerator and denominator, so that
+//
+//	[num | den] = Ew · X,  Ew_j = exp(w_ij − M_i),  M_i = max_{j≤i} w_ij
+//
+// is one [1, i+1] × [i+1, 2D] product over the cached factors X_j, and i+1
+// exponentials. κ_c is the largest key of channel c so far: a new key
+// above it rescales the channel's column of X by exp(κ_old − κ_new) (a new
+// maximum is rare after the first positions) so that every factor stays
+// ≤ 1. A denominator below aftTiny means the row's largest term may have
+// underflowed in that scale: such a channel is computed directly with its
+// own maximum, as Forward's aftExact does.
+func (dc *Decoder) aftFullRow(ly *layer, dl *decLayer, i int) {
+	m := dc.m
+	k := m.Kernels
+	d, n, t := m.d, m.n, i+1
+	kn, vn := dc.k[:d], dc.v[:d]
+	for c, x := range kn {
+		if x > dl.kappa[c] || i == 0 {
+			if i > 0 {
+				s := exp32(dl.kappa[c] - x)
+				for j := 0; j < i; j++ {
+					dl.ax[j*2*d+c] *= s
+					dl.ax[j*2*d+d+c] *= s
+				}
+			}
+			dl.kappa[c] = x
+		}
+	}
+	xi := dl.ax[i*2*d : t*2*d]
+	k.AFTFactors(d, kn, dl.kappa, vn, xi[:d], xi[d:])
+	ew := dc.bl[:t]
+	wr := ly.aw.Data[i*n : i*n+t]
+	mx := wr[0]
+	for _, v := range wr {
+		mx = max(mx, v)
+	}
+	for j, v := range wr {
+		ew[j] = v - mx
+	}
+	dc.exp(ew)
+	nd := dc.acc[:2*d]
+	x := dl.ax[:t*2*d]
+	if dc.mk {
+		dc.eng.LinearBackX(nd, ew, x, 1, 2*d, t, false)
+	} else {
+		clear(nd)
+		for j, w := range ew {
+			axpy(w, x[j*2*d:(j+1)*2*d], nd)
+		}
+	}
+	z := dc.z[:d]
+	for c := range z {
+		if den := nd[d+c]; den >= aftTiny {
+			z[c] = nd[c] / den
+			continue
+		}
+		// Directly, with the (i, c)'s own maximum.
+		best := float32(math.Inf(-1))
+		for j, b := range wr {
+			best = max(best, dl.kc[j*d+c]+b)
+		}
+		var sum, num float32
+		for j, b := range wr {
+			e := exp32(dl.kc[j*d+c] + b - best)
+			sum += e
+			num += e * dl.vc[j*d+c]
+		}
+		z[c] = num / sum
+	}
+	k.Gate(d, dc.q[:d], z, dc.y[:d]) // q ← σ(q), y = σ(q)·z
 }
 
 // linAdd adds φ(K_j) (fk) and V_j (one row) into linear attention's

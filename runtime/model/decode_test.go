@@ -230,7 +230,7 @@ func TestDecoderMisuse(t *testing.T) {
 // BenchmarkDecoderStep measures one decoder step (Next) at position n/2 and
 // the prefill of n/2 tokens, per spec.
 func BenchmarkDecoderStep(b *testing.B) {
-	for _, name := range []string{"vanilla", "random", "aft_full", "linear", "long1024_random"} {
+	for _, name := range []string{"vanilla", "random", "aft_full", "linear", "long1024_random", "long1024_vanilla", "long1024_aft_full"} {
 		m := newModel(b, name, 1)
 		n := m.Spec.N
 		in, _ := tokens(5, 1, n)
@@ -248,6 +248,53 @@ func BenchmarkDecoderStep(b *testing.B) {
 			dc := m.NewDecoder()
 			for b.Loop() {
 				dc.Prefill(in[:n/2])
+			}
+		})
+	}
+}
+
+// TestDecoderLargeInputs: with huge biases and keys (±1e4, as
+// TestAttnFreeLargeInputs), where exponentials underflow unless every sum
+// is taken against its own maximum (aft_full's direct fallback, the
+// running sums' rescaling), the decoder's logits are finite and match
+// Forward's at every position to 1e-3 (relative, decodeTol's metric): at
+// 1e4 one float32 ulp of a key or bias is 1e-3, so the attention weights
+// themselves are only defined to about 1e-3 (K + b rounds differently
+// in the two orders of computation); a wrong or underflowed sum is off by
+// far more.
+func TestDecoderLargeInputs(t *testing.T) {
+	for _, name := range []string{"odd_aft_full", "odd_aft_conv", "odd_aft_local", "odd_aft_simple", "aft_full", "odd_aft_full+keys", "odd_aft_local+keys", "odd_aft_simple+keys"} {
+		t.Run(name, func(t *testing.T) {
+			name, bigKeys := strings.CutSuffix(name, "+keys")
+			m := newModel(t, name, 1)
+			perturb(m, 2)
+			for _, p := range m.Params {
+				if strings.HasSuffix(p.Name, ".attn.w") || strings.HasSuffix(p.Name, ".attn.u") || strings.HasSuffix(p.Name, ".attn.k.bias") {
+					for i := range p.Data {
+						p.Data[i] = float32(1e4 * float64(1-2*(i%3%2)))
+					}
+				}
+				if strings.HasSuffix(p.Name, ".attn.k.weight") && bigKeys {
+					// Keys spread over thousands between positions: the
+					// positions with the row's largest bias may all have
+					// keys far below the largest key (aft_full's direct
+					// fallback).
+					for i := range p.Data {
+						p.Data[i] *= 1e3
+					}
+				}
+			}
+			n := m.Spec.N
+			in, _ := tokens(6, 1, n)
+			ws := m.NewWorkspace(1)
+			m.Forward(ws, in, nil, 1)
+			dc := m.NewDecoder()
+			dc.Prefill(in[:3])
+			for i := 3; i < n; i++ {
+				got := dc.Next(in[i])
+				if e := logitsErr(got, ws.Logits(0, i)); e > 1e-3 || math.IsNaN(e) {
+					t.Fatalf("position %d: decoder's logits differ from Forward's by %.3g", i, e)
+				}
 			}
 		})
 	}
