@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/synthgen/synthgen/runtime/synth"
 )
@@ -27,7 +28,7 @@ func (c *ckptList) String() string     { return strings.Join(*c, ",") }
 func (c *ckptList) Set(s string) error { *c = append(*c, s); return nil }
 
 func serveCmd(e *env, args []string) error {
-	fs := newFlagSet(e, "serve", "Serves checkpoints over HTTP: POST /v1/generate streams generated text as JSON lines,\nGET /v1/models lists the models (named after their files), GET /healthz. SIGTERM or Ctrl-C\nshuts down, letting the streams in flight finish for up to 10 s.\n\n  curl -N localhost:8080/v1/generate -d '{\"prompt\": \"The light \", \"max_bytes\": 200, \"temperature\": 0.8}'")
+	fs := newFlagSet(e, "serve", "Serves checkpoints over HTTP: POST /v1/generate streams generated text as JSON lines,\nGET /v1/models lists the models (named after their files), GET /healthz. SIGTERM or Ctrl-C\nshuts down, letting the streams in flight finish for up to -grace.\n\n  curl -N localhost:8080/v1/generate -d '{\"prompt\": \"The light \", \"max_bytes\": 200, \"temperature\": 0.8}'")
 	var (
 		ckpts ckptList
 		addr  string
@@ -40,6 +41,7 @@ func serveCmd(e *env, args []string) error {
 	fs.IntVar(&o.MaxPrompt, "max-prompt", 16<<10, "largest prompt in bytes")
 	fs.IntVar(&o.MaxBytes, "max-bytes", 4096, "largest max_bytes a request may ask for")
 	fs.Int64Var(&o.MaxBody, "max-body", 64<<10, "largest request body in bytes")
+	fs.DurationVar(&o.Grace, "grace", 10*time.Second, "on SIGTERM or Ctrl-C, how long the streams in flight may finish before they are cancelled")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -54,6 +56,8 @@ func serveCmd(e *env, args []string) error {
 		return fmt.Errorf("-max-bytes %d must be ≥ 1", o.MaxBytes)
 	case o.MaxBody < 1:
 		return fmt.Errorf("-max-body %d must be ≥ 1", o.MaxBody)
+	case o.Grace <= 0:
+		return fmt.Errorf("-grace %v must be > 0", o.Grace)
 	}
 	if len(ckpts) == 0 {
 		ckpts = ckptList{defaultCkpt}

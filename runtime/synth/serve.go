@@ -26,6 +26,9 @@ type ServeOptions struct {
 	MaxBody    int64 // bytes of a request body (0: 64 KiB)
 	MaxPrompt  int   // bytes of a prompt (0: 16 KiB)
 	MaxBytes   int   // bytes one request may ask for, max_bytes (0: 4096)
+	// Grace is how long Serve's shutdown lets the streams in flight
+	// finish before cancelling them (0: 10 s).
+	Grace time.Duration
 }
 
 func (o *ServeOptions) defaults() {
@@ -43,6 +46,9 @@ func (o *ServeOptions) defaults() {
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 4096
+	}
+	if o.Grace <= 0 {
+		o.Grace = 10 * time.Second
 	}
 }
 
@@ -349,13 +355,10 @@ func (s *decodeSampler) reset(temp float64, topk int, seed uint64) {
 
 func listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
-// serveTimeout is how long ListenAndServe's shutdown waits for the streams
-// in flight before cancelling them.
-const serveTimeout = 10 * time.Second
-
 // Serve serves h on addr until ctx is done, then shuts down gracefully:
 // it stops accepting connections, lets the streams in flight finish for
-// up to 10 s, then cancels those left (each ends with an error line).
+// up to ServeOptions.Grace, then cancels those left (each ends with an
+// error line).
 // ready, if not nil, is called with the listening address once it listens.
 func Serve(ctx context.Context, addr string, h *Server, ready func(addr string)) error {
 	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
@@ -373,13 +376,18 @@ func Serve(ctx context.Context, addr string, h *Server, ready func(addr string))
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), h.o.Grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		// The grace period is over: cancel the streams left, close their
-		// connections.
+		// The grace period is over: cancel the streams left, which end
+		// with their error line at the next byte, then wait a little more
+		// for their handlers before closing every connection.
 		h.Cancel()
-		srv.Close()
+		sctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel2()
+		if srv.Shutdown(sctx2) != nil {
+			srv.Close()
+		}
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
