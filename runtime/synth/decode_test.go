@@ -101,13 +101,13 @@ func TestGenerateMatchesRecompute(t *testing.T) {
 
 // BenchmarkGenerate measures generation with the old path (a Forward over
 // the last n bytes for every byte) and the decoder, in one run, from a
-// full-window prompt (n bytes), at n 128 for every variant family and at
-// n 1024: bytes per second of wall time and bytes per CPU-second of the
-// process (on a shared machine the wall time holds the others' load; the
-// old path's Forward runs on every worker, the decoder's steps on one).
-// The old path draws 8 bytes per iteration (each costs the same
-// full-window Forward); the decoder n bytes, its prefill of the prompt and
-// its two re-encodes of n/2 bytes included.
+// full-window prompt (n bytes) and a short one (16 bytes), at n 128 for
+// every variant family and at n 1024: bytes per second of wall time and
+// bytes per CPU-second of the process (on a shared machine the wall time
+// holds the others' load; the old path's Forward runs on every worker,
+// the decoder's steps on one). The old path draws 8 bytes per iteration
+// (from a full window each costs the same Forward); the decoder n bytes,
+// the prefill of its prompt and its re-encodes of n/2 bytes included.
 //
 //	go test ./runtime/synth -run '^$' -bench BenchmarkGenerate -benchtime 1x
 func BenchmarkGenerate(b *testing.B) {
@@ -116,28 +116,30 @@ func BenchmarkGenerate(b *testing.B) {
 		"long1024_random", "long1024_vanilla", "long1024_aft_full"} {
 		m := newPerturbed(b, name)
 		n := m.net.Spec.N
-		p := prompt(m, 4, n)
-		for _, path := range []string{"recompute", "decoder"} {
-			b.Run(fmt.Sprintf("%s/%s", name, path), func(b *testing.B) {
-				size := n
-				if path == "recompute" {
-					size = 8
-				}
-				var bytes int
-				cpu0 := cpuSeconds()
-				for b.Loop() {
+		for _, pl := range []int{n, 16} {
+			p := prompt(m, 4, pl)
+			for _, path := range []string{"recompute", "decoder"} {
+				b.Run(fmt.Sprintf("%s/prompt=%d/%s", name, pl, path), func(b *testing.B) {
+					size := n
 					if path == "recompute" {
-						recompute(m, p, size, 0.8, 0, 1)
-					} else if _, err := m.Sample(context.Background(), p, SampleOptions{Len: size, Temp: 0.8, Seed: 1}); err != nil {
-						b.Fatal(err)
+						size = 8
 					}
-					bytes += size
-				}
-				b.ReportMetric(float64(bytes)/b.Elapsed().Seconds(), "bytes/s")
-				if cpu := cpuSeconds() - cpu0; cpu > 0 {
-					b.ReportMetric(float64(bytes)/cpu, "bytes/cpu-s")
-				}
-			})
+					var bytes int
+					cpu0 := cpuSeconds()
+					for b.Loop() {
+						if path == "recompute" {
+							recompute(m, p, size, 0.8, 0, 1)
+						} else if _, err := m.Sample(context.Background(), p, SampleOptions{Len: size, Temp: 0.8, Seed: 1}); err != nil {
+							b.Fatal(err)
+						}
+						bytes += size
+					}
+					b.ReportMetric(float64(bytes)/b.Elapsed().Seconds(), "bytes/s")
+					if cpu := cpuSeconds() - cpu0; cpu > 0 {
+						b.ReportMetric(float64(bytes)/cpu, "bytes/cpu-s")
+					}
+				})
+			}
 		}
 	}
 }

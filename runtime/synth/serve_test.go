@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -263,5 +264,72 @@ func TestServeListen(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("Serve did not return")
+	}
+}
+
+// BenchmarkServe measures the server under a bounded concurrent load:
+// clients (4 and 16) each send requests for 128 bytes from a 16-byte
+// prompt to a Server with one decoder per core (spec random, n 128),
+// reporting the bytes per second of all streams together and the median
+// time to the first chunk and to the end of a stream.
+//
+//	go test ./runtime/synth -run '^$' -bench BenchmarkServe -benchtime 2x
+func BenchmarkServe(b *testing.B) {
+	m := newPerturbed(b, "random")
+	s, err := NewServer(map[string]*Model{"random": m}, ServeOptions{MaxStreams: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	for _, clients := range []int{4, 16} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			var mu sync.Mutex
+			var first, total []time.Duration
+			bytes := 0
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for c := 0; c < clients; c++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						t0 := time.Now()
+						resp, err := http.Post(ts.URL+"/v1/generate", "application/json",
+							strings.NewReader(fmt.Sprintf(`{"prompt":"The light of the","max_bytes":128,"temperature":0.8,"seed":%d}`, c)))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						defer resp.Body.Close()
+						sc := bufio.NewScanner(resp.Body)
+						var t1 time.Duration
+						n := 0
+						for sc.Scan() {
+							if t1 == 0 {
+								t1 = time.Since(t0)
+							}
+							var ch GenerateChunk
+							json.Unmarshal(sc.Bytes(), &ch)
+							if ch.Done {
+								n = ch.Bytes
+							}
+						}
+						mu.Lock()
+						first = append(first, t1)
+						total = append(total, time.Since(t0))
+						bytes += n
+						mu.Unlock()
+					}()
+				}
+				wg.Wait()
+			}
+			median := func(d []time.Duration) float64 {
+				sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+				return float64(d[len(d)/2].Microseconds()) / 1000
+			}
+			b.ReportMetric(float64(bytes)/b.Elapsed().Seconds(), "bytes/s")
+			b.ReportMetric(median(first), "first-ms")
+			b.ReportMetric(median(total), "stream-ms")
+		})
 	}
 }
