@@ -25,7 +25,9 @@ import (
 //
 //   - vanilla: K and V of every position. B_ij = Q_i·K_j/√dh needs Q_i
 //     (the new row's) and the cached K_j; the softmax over j ≤ i weights
-//     the cached V_j.
+//     the cached V_j. K is kept transposed per head and V per head, so
+//     that the scores and the weighted sum are each one product on the
+//     matrix engine.
 //   - dense: V only. Its logits B_i = w2(relu(w1(h_i))_h)[:i+1] are a
 //     function of x_i alone (one [Heads, DH]×[DH, i+1] product against w2).
 //   - random, fixed_random: V only. Row i of B is R[h, i, :i+1], fixed once
@@ -35,8 +37,12 @@ import (
 //     and FB_i from G_i = relu(w1(h_i)): x_i alone.
 //   - mixtures: what their components cache (V, and K with vanilla); row i
 //     is Σ_m w_m·B_i^(m), w = softmax(mix) taken once per Decoder.
-//   - aft_full: K and V of every position; row i weights them with
-//     exp(K_j + w[i, j]), stabilised by the row's maximum per channel.
+//   - aft_full: per position the factors [exp(K_j − κ) ⊙ V_j | exp(K_j − κ)],
+//     κ the running maximum of the keys per channel; row i is the product
+//     of exp(w[i, :i+1] − max) with them, numerator and denominator at
+//     once, as Forward's factorised aft_full (aftfull.go) computes it, with
+//     the same direct fallback where a denominator underflows (which reads
+//     K and V, also cached).
 //   - aft_local, aft_conv: K and V of every position, of which only the last
 //     window are read: the keys j ≤ i − window have bias 0 (not −∞), so
 //     they enter every later row with the same weights exp(K_j) and are
@@ -66,8 +72,8 @@ import (
 // whole text when it is shorter), and the logits are exactly those of
 // Forward on those c tokens. The cost of a re-encode, one Forward at n/2,
 // is spread over the n/2 tokens that follow it. Forward on the last n
-// tokens for every token (the old sampler, kept in runtime/synth as an
-// option and as the tests' oracle) sees c = n always, at n/2 times the cost.
+// tokens for every token (the old sampler, kept in runtime/synth as the
+// tests' oracle) sees c = n always, at the cost of a full Forward per token.
 
 // Decoder is the incremental state of one sequence on a Model (see the
 // comment above for what it caches). Make one with NewDecoder; it is not
@@ -93,7 +99,7 @@ type Decoder struct {
 	mu, rs                                        []float32 // [1]: LayerNorm statistics
 	fa, fb                                        []float32 // [Heads·a], [Heads·b]
 	dl                                            []float32 // dense's logits [Heads, i+1]
-	bl, acc                                       []float32 // one head's component logits, their sum [N]
+	bl, acc                                       []float32 // one head's component logits [N], their sum [max(N, 2D)]
 	mx, den, num                                  []float32 // aft per channel [D]
 }
 

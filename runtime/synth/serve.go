@@ -281,6 +281,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	case ds = <-sm.pool:
 		defer func() { sm.pool <- ds }()
 	case <-ctx.Done():
+		if r.Context().Err() == nil { // not the client: the server is shutting down
+			jsonError(w, http.StatusServiceUnavailable, "server shutting down")
+		}
 		return
 	}
 	ds.reset(opts.Temp, opts.TopK, opts.Seed)
