@@ -299,3 +299,42 @@ func TestDecoderLargeInputs(t *testing.T) {
 		})
 	}
 }
+
+// TestDecoderNoAllocs: once made (and its model's prefill workspace too),
+// a decoder's steps and prefills allocate nothing.
+func TestDecoderNoAllocs(t *testing.T) {
+	for _, name := range []string{"odd", "odd_aft_full", "odd_aft_local", "odd_aft_simple", "odd_linear", "odd_ffn"} {
+		for _, isa := range []kernels.ISA{kernels.Go, kernels.Best()} {
+			k, err := kernels.LookupAt(name, isa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.New(k.Spec, k, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.SetWorkers(1)
+			n := m.Spec.N
+			in, _ := tokens(5, 1, n)
+			for i := range in {
+				in[i] %= int32(m.Spec.Vocab)
+			}
+			dc := m.NewDecoder()
+			dc.Prefill(in[:2])
+			for i := 2; i < n; i++ { // warm up: every size of product once
+				dc.Next(in[i])
+			}
+			i := 0
+			allocs := testing.AllocsPerRun(3*n, func() {
+				if i%n == 0 {
+					dc.Prefill(in[:3])
+				}
+				dc.Next(in[i%n])
+				i++
+			})
+			if allocs != 0 {
+				t.Errorf("%s at %s: %.2f allocations per step", name, isa, allocs)
+			}
+		}
+	}
+}
