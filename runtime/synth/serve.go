@@ -293,6 +293,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	send := func(c GenerateChunk) error {
 		if err := enc.Encode(c); err != nil {
 			return err
