@@ -88,10 +88,10 @@ import (
 type Decoder struct {
 	m    *Model
 	eng  *mat.Engine
-	mk   bool // eng has the GEMM micro-kernel
+	mk   bool        // eng has the GEMM micro-kernel
+	w    *decWeights // the packed weights (shared with Sibling decoders)
 	lay  []decLayer
-	out  mat.Panels // tok_emb, the tied output projection
-	toks []int32    // the window's tokens, positions 0 … pos−1
+	toks []int32 // the window's tokens, positions 0 … pos−1
 	pos  int
 
 	// One row's activations and scratch.
@@ -111,9 +111,7 @@ type decLin struct {
 }
 
 type decLayer struct {
-	q, k, v, o, w1, fa, fb, fc1, fc2 *decLin
-	w2                               mat.Panels // dense's w2 [N, DH]
-	mix                              []float32  // softmax(mix)
+	w *decLayerW // the layer's weights
 	// Cached K and V. The aft variants (aft_full/local/conv): K and V
 	// [N, D]. The synthesizer family: V [Heads][N, DH] (one contiguous
 	// [t, DH] matrix per head for the weighted sum's product) and, with
@@ -139,37 +137,79 @@ type prefillShared struct {
 	ws *Workspace
 }
 
+// decWeights is a Decoder's snapshot of the parameters its products read,
+// packed for them (and the mixture weights); Decoders made by Sibling
+// share it, read only.
+type decWeights struct {
+	out mat.Panels // tok_emb, the tied output projection
+	lay []decLayerW
+}
+
+type decLayerW struct {
+	q, k, v, o, w1, fa, fb, fc1, fc2 *decLin
+	w2                               mat.Panels // dense's w2 [N, DH]
+	mix                              []float32  // softmax(mix)
+}
+
 // NewDecoder returns an empty Decoder (no tokens yet) on m, with its own
-// matrix engine on the calling goroutine.
+// matrix engine on the calling goroutine and its own snapshot of the
+// parameters.
 func (m *Model) NewDecoder() *Decoder {
+	eng, mk := m.decodeEngine()
 	d, n := m.d, m.n
-	dc := &Decoder{m: m, eng: mat.NewEngine(nil)}
-	if m.Kernels.Chosen["GemmTile"] > kernels.Go {
-		dc.eng.SetGemm(m.Kernels.GemmTile, m.Kernels.GemmShape)
-		dc.mk = true
-	}
+	w := &decWeights{lay: make([]decLayerW, len(m.layers))}
 	pack := func(l linear) *decLin {
 		if l.w == nil {
 			return nil
 		}
 		p := &decLin{b: l.b.Data, in: l.in, out: l.out}
-		dc.eng.PackB(&p.pn, l.w.Data, l.out, l.in, true)
+		eng.PackB(&p.pn, l.w.Data, l.out, l.in, true)
 		return p
 	}
-	dc.eng.PackB(&dc.out, m.tokEmb.Data, m.vocab, d, true)
-	dc.lay = make([]decLayer, len(m.layers))
+	eng.PackB(&w.out, m.tokEmb.Data, m.vocab, d, true)
 	for l := range m.layers {
-		ly, dl := &m.layers[l], &dc.lay[l]
-		dl.q, dl.k, dl.v, dl.o = pack(ly.q), pack(ly.k), pack(ly.v), pack(ly.o)
-		dl.w1, dl.fa, dl.fb = pack(ly.w1), pack(ly.fa), pack(ly.fb)
-		dl.fc1, dl.fc2 = pack(ly.fc1), pack(ly.fc2)
+		ly, lw := &m.layers[l], &w.lay[l]
+		lw.q, lw.k, lw.v, lw.o = pack(ly.q), pack(ly.k), pack(ly.v), pack(ly.o)
+		lw.w1, lw.fa, lw.fb = pack(ly.w1), pack(ly.fa), pack(ly.fb)
+		lw.fc1, lw.fc2 = pack(ly.fc1), pack(ly.fc2)
 		if ly.w2.w != nil {
-			dc.eng.PackB(&dl.w2, ly.w2.w.Data, n, m.dh, true)
+			eng.PackB(&lw.w2, ly.w2.w.Data, n, m.dh, true)
 		}
-		dl.mix = make([]float32, len(m.comps))
+		lw.mix = make([]float32, len(m.comps))
 		if ly.mix != nil {
-			mixWeights(ly.mix.Data, dl.mix)
+			mixWeights(ly.mix.Data, lw.mix)
 		}
+	}
+	return m.newDecoder(w, eng, mk)
+}
+
+// Sibling returns a new, empty Decoder of the same model that shares dc's
+// snapshot of the parameters (its packed weights, read only by both), so
+// that a pool of Decoders holds the weights once. Each has its own caches
+// and engine; they may step concurrently.
+func (dc *Decoder) Sibling() *Decoder {
+	eng, mk := dc.m.decodeEngine()
+	return dc.m.newDecoder(dc.w, eng, mk)
+}
+
+// decodeEngine is a matrix engine for one decoder, on the calling
+// goroutine, with the spec's GEMM micro-kernel when it has one (mk).
+func (m *Model) decodeEngine() (eng *mat.Engine, mk bool) {
+	eng = mat.NewEngine(nil)
+	if m.Kernels.Chosen["GemmTile"] > kernels.Go {
+		eng.SetGemm(m.Kernels.GemmTile, m.Kernels.GemmShape)
+		mk = true
+	}
+	return eng, mk
+}
+
+// newDecoder allocates a Decoder's caches and scratch.
+func (m *Model) newDecoder(w *decWeights, eng *mat.Engine, mk bool) *Decoder {
+	d, n := m.d, m.n
+	dc := &Decoder{m: m, eng: eng, mk: mk, w: w, lay: make([]decLayer, len(m.layers))}
+	for l := range m.layers {
+		dl := &dc.lay[l]
+		dl.w = &w.lay[l]
 		if m.Spec.Has("vanilla") || m.kind == kindAFTFull || m.kind == kindAFTLocal || m.kind == kindAFTConv {
 			dl.kc = mat.Alloc(n * d)
 		}
@@ -376,22 +416,22 @@ func (dc *Decoder) step(tok int32) []float32 {
 	for l := range dc.lay {
 		ly, dl := &m.layers[l], &dc.lay[l]
 		k.LayerNorm(1, x, ly.ln1w.Data, ly.ln1b.Data, dc.h, dc.mu, dc.rs)
-		dc.lin(dc.v, dc.h, dl.v, 1)
-		if dl.q != nil {
-			dc.lin(dc.q, dc.h, dl.q, 1)
-			dc.lin(dc.k, dc.h, dl.k, 1)
+		dc.lin(dc.v, dc.h, dl.w.v, 1)
+		if dl.w.q != nil {
+			dc.lin(dc.q, dc.h, dl.w.q, 1)
+			dc.lin(dc.k, dc.h, dl.w.k, 1)
 		}
-		if dl.w1 != nil {
-			dc.lin(dc.g, dc.h, dl.w1, 1)
+		if dl.w.w1 != nil {
+			dc.lin(dc.g, dc.h, dl.w.w1, 1)
 			for c, v := range dc.g[:d] {
 				if !(v > 0) {
 					dc.g[c] = 0
 				}
 			}
 		}
-		if dl.fa != nil { // G as [Heads, DH]
-			dc.lin(dc.fa, dc.g, dl.fa, m.heads)
-			dc.lin(dc.fb, dc.g, dl.fb, m.heads)
+		if dl.w.fa != nil { // G as [Heads, DH]
+			dc.lin(dc.fa, dc.g, dl.w.fa, m.heads)
+			dc.lin(dc.fb, dc.g, dl.w.fb, m.heads)
 		}
 		if dl.kc != nil {
 			dc.putK(dl, dc.k[:d], i, 1)
@@ -408,20 +448,20 @@ func (dc *Decoder) step(tok int32) []float32 {
 			dc.aftRow(ly, dl, i)
 		}
 		// xm = x + o(y)
-		dc.lin(dc.xm, dc.y, dl.o, 1)
+		dc.lin(dc.xm, dc.y, dl.w.o, 1)
 		for c, v := range x {
 			dc.xm[c] += v
 		}
 		k.LayerNorm(1, dc.xm[:d], ly.ln2w.Data, ly.ln2b.Data, dc.h, dc.mu, dc.rs)
-		dc.lin(dc.u, dc.h, dl.fc1, 1)
+		dc.lin(dc.u, dc.h, dl.w.fc1, 1)
 		k.Gelu(1, dc.u, dc.gl) // gl = gelu(u); u becomes gelu'(u), unused
-		dc.lin(x, dc.gl, dl.fc2, 1)
+		dc.lin(x, dc.gl, dl.w.fc2, 1)
 		for c, v := range dc.xm[:d] {
 			x[c] += v
 		}
 	}
 	k.LayerNorm(1, x, m.lnfW.Data, m.lnfB.Data, dc.xf, dc.mu, dc.rs)
-	dc.eng.MulPanels(dc.logits, dc.xf, &dc.out, 1, m.vocab, d, false)
+	dc.eng.MulPanels(dc.logits, dc.xf, &dc.w.out, 1, m.vocab, d, false)
 	dc.pos++
 	return dc.logits
 }
@@ -433,7 +473,7 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 	m := dc.m
 	d, dh, n, t := m.d, m.dh, m.n, i+1
 	if ly.w2.w != nil { // dense: [Heads, t] = G_h · w2[:t]ᵀ, + bias
-		dc.eng.MulPanels(dc.dl[:m.heads*t], dc.g[:d], &dl.w2, m.heads, t, dh, false)
+		dc.eng.MulPanels(dc.dl[:m.heads*t], dc.g[:d], &dl.w.w2, m.heads, t, dh, false)
 		bias := ly.w2.b.Data[:t]
 		for h := 0; h < m.heads; h++ {
 			r := dc.dl[h*t : h*t+t]
@@ -486,12 +526,12 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 			case len(m.comps) == 1:
 				acc = b
 			case mi == 0:
-				w := dl.mix[mi]
+				w := dl.w.mix[mi]
 				for j, v := range b {
 					acc[j] = w * v
 				}
 			default:
-				w := dl.mix[mi]
+				w := dl.w.mix[mi]
 				for j, v := range b {
 					acc[j] += w * v
 				}

@@ -155,8 +155,9 @@ func TestDecoderMatchesForward(t *testing.T) {
 }
 
 // TestDecoderConcurrent steps decoders of one model on several goroutines
-// at once (with their prefills) and checks each against a decoder run
-// alone: the steps share only read-only state (run with -race).
+// at once (with their prefills; all but one Siblings of it, sharing its
+// packed weights) and checks each against a decoder run alone: the steps
+// share only read-only state (run with -race).
 func TestDecoderConcurrent(t *testing.T) {
 	for _, name := range []string{"odd", "odd_aft_conv", "odd_linear"} {
 		t.Run(name, func(t *testing.T) {
@@ -176,11 +177,16 @@ func TestDecoderConcurrent(t *testing.T) {
 			}
 			var wg sync.WaitGroup
 			errs := make([]error, goroutines)
+			base := m.NewDecoder()
 			for g := range seqs {
 				wg.Add(1)
+				sib := base.Sibling() // shares base's packed weights
 				go func() {
 					defer wg.Done()
-					dc := m.NewDecoder()
+					dc := sib
+					if g == 0 {
+						dc = base
+					}
 					dc.Prefill(seqs[g][:3])
 					var got []float32
 					for _, tok := range seqs[g][3:] {

@@ -39,6 +39,18 @@ func newDecodeSampler(m *model.Model, temp float64, topk int, seed uint64) *deco
 	}
 }
 
+// sibling is a new sampler drawing with a Sibling of s's decoder (the
+// same packed weights), for a pool of them.
+func (s *decodeSampler) sibling() *decodeSampler {
+	c := *s
+	c.dc = s.dc.Sibling()
+	c.in = make([]int32, len(s.in))
+	c.probs, c.order = make([]float64, len(s.probs)), make([]int, len(s.order))
+	c.rng = rand.New(rand.NewPCG(0, 0x5eed)) // reset gives it its seed
+	c.fed = 0
+	return &c
+}
+
 // next draws the byte after text. text must not be empty; a text that is
 // not the previous one plus one byte is encoded afresh.
 func (s *decodeSampler) next(text []byte) byte {

@@ -106,8 +106,10 @@ func NewServer(models map[string]*Model, o ServeOptions) (*Server, error) {
 			return nil, fmt.Errorf("serve: model %q: a model needs a name and weights", name)
 		}
 		sm := &serveModel{name: name, m: m, pool: make(chan *decodeSampler, o.Decoders)}
-		for i := 0; i < o.Decoders; i++ {
-			sm.pool <- newDecodeSampler(m.net, 0, 0, 0)
+		first := newDecodeSampler(m.net, 0, 0, 0)
+		sm.pool <- first
+		for i := 1; i < o.Decoders; i++ {
+			sm.pool <- first.sibling() // one copy of the packed weights per model
 		}
 		s.models[name] = sm
 		s.names = append(s.names, name)
