@@ -89,6 +89,9 @@ type Decoder struct {
 	m    *Model
 	eng  *mat.Engine
 	mk   bool        // eng has the GEMM micro-kernel
+	mr   int         // its tile's rows (MR)
+	pa   []float32   // a product's A padded to MR rows (see mulPanels)
+	pc   []float32   // its C
 	w    *decWeights // the packed weights (shared with Sibling decoders)
 	lay  []decLayer
 	toks []int32 // the window's tokens, positions 0 … pos−1
@@ -203,10 +206,24 @@ func (m *Model) decodeEngine() (eng *mat.Engine, mk bool) {
 	return eng, mk
 }
 
+// padBuffers sizes the decoder's padded product buffers: rows up to
+// Heads (fa, fb, dense's w2) rounded up to MR, by the widest operand.
+func (dc *Decoder) padBuffers() {
+	m := dc.m
+	dc.mr = 1
+	if dc.mk {
+		dc.mr, _ = m.Kernels.GemmShape()
+	}
+	rows := (max(m.heads, 1) + dc.mr - 1) / dc.mr * dc.mr
+	wide := max(m.d, m.ffn, m.n, 2*m.d, m.vocab, m.fa, m.fb)
+	dc.pa, dc.pc = mat.Alloc(rows*wide), mat.Alloc(rows*wide)
+}
+
 // newDecoder allocates a Decoder's caches and scratch.
 func (m *Model) newDecoder(w *decWeights, eng *mat.Engine, mk bool) *Decoder {
 	d, n := m.d, m.n
 	dc := &Decoder{m: m, eng: eng, mk: mk, w: w, lay: make([]decLayer, len(m.layers))}
+	dc.padBuffers()
 	for l := range m.layers {
 		dl := &dc.lay[l]
 		dl.w = &w.lay[l]
@@ -389,9 +406,44 @@ func (dc *Decoder) putV(dl *decLayer, v []float32, i0, rows int) {
 	}
 }
 
+// The one-row products run on the micro-kernel padded to a whole tile of
+// its MR rows: an edge tile of A narrower than MR is packed, zero-padded,
+// into the engine's buffer for every tile and inner block of the
+// product, which costs as much as the product itself at one row, while a
+// full tile is read where it lies, and the kernel computes MR rows either
+// way. So the row is copied into the first row of pa and the product
+// written into pc: the other rows of pa hold anything (each row of C
+// depends on its own row of A only) and their rows of pc are not read.
+
+// mulPanels computes c = a·Bᵀ for rows rows of a [rows, k] (c [rows, n])
+// and B the operand pn holds (mat.Engine.MulPanels).
+func (dc *Decoder) mulPanels(c, a []float32, pn *mat.Panels, rows, n, k int) {
+	if !dc.mk || rows%dc.mr == 0 {
+		dc.eng.MulPanels(c[:rows*n], a[:rows*k], pn, rows, n, k, false)
+		return
+	}
+	r := (rows + dc.mr - 1) / dc.mr * dc.mr
+	copy(dc.pa[:rows*k], a[:rows*k])
+	dc.eng.MulPanels(dc.pc[:r*n], dc.pa[:r*k], pn, r, n, k, false)
+	copy(c[:rows*n], dc.pc[:rows*n])
+}
+
+// backX computes the row c = a·w for a [1, n], w [n, k], c [1, k]
+// (mat.Engine.LinearBackX).
+func (dc *Decoder) backX(c, a, w []float32, k, n int) {
+	if !dc.mk || dc.mr == 1 {
+		dc.eng.LinearBackX(c[:k], a[:n], w[:n*k], 1, k, n, false)
+		return
+	}
+	r := dc.mr
+	copy(dc.pa[:n], a[:n])
+	dc.eng.LinearBackX(dc.pc[:r*k], dc.pa[:r*n], w[:n*k], r, k, n, false)
+	copy(c[:k], dc.pc[:k])
+}
+
 // lin computes y = x·wᵀ + b for rows rows of x.
 func (dc *Decoder) lin(y, x []float32, p *decLin, rows int) {
-	dc.eng.MulPanels(y[:rows*p.out], x[:rows*p.in], &p.pn, rows, p.out, p.in, false)
+	dc.mulPanels(y, x, &p.pn, rows, p.out, p.in)
 	for r := 0; r < rows; r++ {
 		yr := y[r*p.out : r*p.out+p.out]
 		b := p.b[:len(yr)]
@@ -461,7 +513,7 @@ func (dc *Decoder) step(tok int32) []float32 {
 		}
 	}
 	k.LayerNorm(1, x, m.lnfW.Data, m.lnfB.Data, dc.xf, dc.mu, dc.rs)
-	dc.eng.MulPanels(dc.logits, dc.xf, &dc.w.out, 1, m.vocab, d, false)
+	dc.mulPanels(dc.logits, dc.xf, &dc.w.out, 1, m.vocab, d)
 	dc.pos++
 	return dc.logits
 }
@@ -471,9 +523,9 @@ func (dc *Decoder) step(tok int32) []float32 {
 // the weighted sum of the cached V, into dc.y.
 func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 	m := dc.m
-	d, dh, n, t := m.d, m.dh, m.n, i+1
+	dh, n, t := m.dh, m.n, i+1
 	if ly.w2.w != nil { // dense: [Heads, t] = G_h · w2[:t]ᵀ, + bias
-		dc.eng.MulPanels(dc.dl[:m.heads*t], dc.g[:d], &dl.w.w2, m.heads, t, dh, false)
+		dc.mulPanels(dc.dl, dc.g, &dl.w.w2, m.heads, t, dh)
 		bias := ly.w2.b.Data[:t]
 		for h := 0; h < m.heads; h++ {
 			r := dc.dl[h*t : h*t+t]
@@ -494,7 +546,7 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 				if dc.mk {
 					// Over all N columns (Kᵀ's rows are N apart); the
 					// ones from t on are not read.
-					dc.eng.LinearBackX(dc.bl, q, kt, 1, n, dh, false)
+					dc.backX(dc.bl, q, kt, n, dh)
 				} else {
 					clear(b)
 					for p, qp := range q {
@@ -559,7 +611,7 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 		y := dc.y[h*dh : h*dh+dh]
 		vh := dl.vc[h*n*dh : h*n*dh+t*dh]
 		if dc.mk {
-			dc.eng.LinearBackX(y, p, vh, 1, dh, t, false)
+			dc.backX(y, p, vh, dh, t)
 			continue
 		}
 		clear(y)
@@ -721,7 +773,7 @@ func (dc *Decoder) aftFullRow(ly *layer, dl *decLayer, i int) {
 	nd := dc.acc[:2*d]
 	x := dl.ax[:t*2*d]
 	if dc.mk {
-		dc.eng.LinearBackX(nd, ew, x, 1, 2*d, t, false)
+		dc.backX(nd, ew, x, 2*d, t)
 	} else {
 		clear(nd)
 		for j, w := range ew {
