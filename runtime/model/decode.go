@@ -97,13 +97,16 @@ type Decoder struct {
 	toks []int32 // the window's tokens, positions 0 … pos−1
 	pos  int
 
-	// One row's activations and scratch.
-	x, h, q, k, v, g, y, z, xm, u, gl, xf, logits []float32
-	mu, rs                                        []float32 // [1]: LayerNorm statistics
-	fa, fb                                        []float32 // [Heads·a], [Heads·b]
-	dl                                            []float32 // dense's logits [Heads, i+1]
-	bl, acc                                       []float32 // one head's component logits [N], their sum [max(N, 2D)]
-	mx, den, num                                  []float32 // aft per channel [D]
+	run    decRunner   // its own steps: one row (padded to MR)
+	one    [1]*Decoder // run's batch of one
+	tok1   [1]int32
+	logits []float32 // the logits of the last position
+
+	// The attention's scratch.
+	z            []float32 // aft's Z [D]
+	dl           []float32 // dense's logits [Heads, i+1]
+	bl, acc      []float32 // one head's component logits [N], their sum [max(N, 2D)]
+	mx, den, num []float32 // aft per channel [D]
 }
 
 // decLin is a linear layer packed for the decoder's one-row products.
@@ -243,12 +246,9 @@ func (m *Model) newDecoder(w *decWeights, eng *mat.Engine, mk bool) *Decoder {
 		}
 	}
 	row := func() []float32 { return mat.Alloc(d) }
-	dc.x, dc.h, dc.q, dc.k, dc.v, dc.g, dc.y, dc.z, dc.xm, dc.xf = row(), row(), row(), row(), row(), row(), row(), row(), row(), row()
-	dc.mx, dc.den, dc.num = row(), row(), row()
-	dc.u, dc.gl = mat.Alloc(m.ffn), mat.Alloc(m.ffn)
+	dc.z, dc.mx, dc.den, dc.num = row(), row(), row(), row()
+	dc.run = decRunner{m: m, w: w, eng: eng, mr: dc.mr, rows: m.newDecRows(1, dc.mr)}
 	dc.logits = mat.Alloc(m.vocab)
-	dc.mu, dc.rs = make([]float32, 1), make([]float32, 1)
-	dc.fa, dc.fb = mat.Alloc(m.heads*max(m.fa, 1)), mat.Alloc(m.heads*max(m.fb, 1))
 	dc.dl = mat.Alloc(m.heads * n)
 	dc.bl, dc.acc = mat.Alloc(n), mat.Alloc(max(n, 2*d))
 	dc.toks = make([]int32, n)
@@ -441,11 +441,50 @@ func (dc *Decoder) backX(c, a, w []float32, k, n int) {
 	copy(c[:k], dc.pc[:k])
 }
 
-// lin computes y = x·wᵀ + b for rows rows of x.
-func (dc *Decoder) lin(y, x []float32, p *decLin, rows int) {
-	dc.mulPanels(y, x, &p.pn, rows, p.out, p.in)
-	for r := 0; r < rows; r++ {
-		yr := y[r*p.out : r*p.out+p.out]
+// decRows holds the activations of up to cap positions (of one decoder,
+// or of the decoders a DecodeBatch steps together), cap a multiple of the
+// micro-kernel's MR so that the products read whole tiles in place; rows
+// past the ones in use hold anything (each row of a product, a LayerNorm
+// or a GELU depends on its own row only) and are not read.
+type decRows struct {
+	cap                                        int
+	x, h, q, k, v, g, y, xm, u, gl, xf, logits []float32
+	mu, rs                                     []float32 // LayerNorm statistics [cap]
+	fa, fb                                     []float32 // [cap·Heads, a], [cap·Heads, b]
+}
+
+func (m *Model) newDecRows(rows, mr int) *decRows {
+	r := (max(rows, 1) + mr - 1) / mr * mr
+	d := m.d
+	rh := (r*m.heads + mr - 1) / mr * mr
+	return &decRows{
+		cap: r,
+		x:   mat.Alloc(r * d), h: mat.Alloc(r * d), q: mat.Alloc(r * d), k: mat.Alloc(r * d), v: mat.Alloc(r * d),
+		g: mat.Alloc(r * d), y: mat.Alloc(r * d), xm: mat.Alloc(r * d), xf: mat.Alloc(r * d),
+		u: mat.Alloc(r * m.ffn), gl: mat.Alloc(r * m.ffn), logits: mat.Alloc(r * m.vocab),
+		mu: mat.Alloc(r), rs: mat.Alloc(r),
+		fa: mat.Alloc(rh * max(m.fa, 1)), fb: mat.Alloc(rh * max(m.fb, 1)),
+	}
+}
+
+// decRow is one position's attention inputs and output: rows of a
+// decRows' matrices.
+type decRow struct{ q, k, v, g, fa, fb, y []float32 }
+
+// decRunner runs steps on an engine of its own, over a decRows.
+type decRunner struct {
+	m    *Model
+	w    *decWeights
+	eng  *mat.Engine
+	mr   int // the micro-kernel's MR (1 without one)
+	rows *decRows
+}
+
+// lin computes y = x·wᵀ + b for rows rows of x (a multiple of MR).
+func (r *decRunner) lin(y, x []float32, p *decLin, rows int) {
+	r.eng.MulPanels(y[:rows*p.out], x[:rows*p.in], &p.pn, rows, p.out, p.in, false)
+	for i := 0; i < rows; i++ {
+		yr := y[i*p.out : i*p.out+p.out]
 		b := p.b[:len(yr)]
 		for c := range yr {
 			yr[c] += b[c]
@@ -453,79 +492,176 @@ func (dc *Decoder) lin(y, x []float32, p *decLin, rows int) {
 	}
 }
 
-// step runs position dc.pos < N for tok.
-func (dc *Decoder) step(tok int32) []float32 {
-	m := dc.m
+// padRows rounds rows up to a multiple of MR.
+func (r *decRunner) padRows(rows int) int { return (rows + r.mr - 1) / r.mr * r.mr }
+
+// stepRows runs one position for each decoder decs[b] (at its own
+// position, < N) with token toks[b], the network's rows together (each
+// linear layer one product over all of them), the attention decoder by
+// decoder on its own caches; each decoder's logits land in its logits.
+// Every row's arithmetic is the same whatever the other rows: a decoder's
+// results do not depend on the batch it is stepped in.
+func (r *decRunner) stepRows(decs []*Decoder, toks []int32) {
+	m := r.m
 	k := m.Kernels
-	d, i := m.d, dc.pos
-	dc.toks[i] = tok
-	e := m.tokEmb.Data[int(tok)*d : int(tok)*d+d]
-	p := m.posEmb.Data[i*d : i*d+d]
-	x := dc.x[:d]
-	for c := range x {
-		x[c] = e[c] + p[c]
-	}
-	for l := range dc.lay {
-		ly, dl := &m.layers[l], &dc.lay[l]
-		k.LayerNorm(1, x, ly.ln1w.Data, ly.ln1b.Data, dc.h, dc.mu, dc.rs)
-		dc.lin(dc.v, dc.h, dl.w.v, 1)
-		if dl.w.q != nil {
-			dc.lin(dc.q, dc.h, dl.w.q, 1)
-			dc.lin(dc.k, dc.h, dl.w.k, 1)
+	d, v := m.d, m.vocab
+	rs := r.rows
+	R := r.padRows(len(decs))
+	for b, dc := range decs {
+		i, tok := dc.pos, toks[b]
+		dc.toks[i] = tok
+		e := m.tokEmb.Data[int(tok)*d : int(tok)*d+d]
+		p := m.posEmb.Data[i*d : i*d+d]
+		x := rs.x[b*d : b*d+d]
+		for c := range x {
+			x[c] = e[c] + p[c]
 		}
-		if dl.w.w1 != nil {
-			dc.lin(dc.g, dc.h, dl.w.w1, 1)
-			for c, v := range dc.g[:d] {
+	}
+	x := rs.x[:R*d]
+	for l := range m.layers {
+		ly, lw := &m.layers[l], &r.w.lay[l]
+		k.LayerNorm(R, x, ly.ln1w.Data, ly.ln1b.Data, rs.h[:R*d], rs.mu[:R], rs.rs[:R])
+		r.lin(rs.v, rs.h, lw.v, R)
+		if lw.q != nil {
+			r.lin(rs.q, rs.h, lw.q, R)
+			r.lin(rs.k, rs.h, lw.k, R)
+		}
+		if lw.w1 != nil {
+			r.lin(rs.g, rs.h, lw.w1, R)
+			for c, v := range rs.g[:R*d] {
 				if !(v > 0) {
-					dc.g[c] = 0
+					rs.g[c] = 0
 				}
 			}
 		}
-		if dl.w.fa != nil { // G as [Heads, DH]
-			dc.lin(dc.fa, dc.g, dl.w.fa, m.heads)
-			dc.lin(dc.fb, dc.g, dl.w.fb, m.heads)
+		if lw.fa != nil { // G as [R·Heads, DH]
+			rh := r.padRows(len(decs) * m.heads)
+			r.lin(rs.fa, rs.g, lw.fa, rh)
+			r.lin(rs.fb, rs.g, lw.fb, rh)
 		}
-		if dl.kc != nil {
-			dc.putK(dl, dc.k[:d], i, 1)
-		}
-		if dl.vc != nil {
-			dc.putV(dl, dc.v[:d], i, 1)
-		}
-		switch m.kind {
-		case kindSynth:
-			dc.synthRow(ly, dl, i)
-		case kindLinear:
-			dc.linearRow(dl)
-		default:
-			dc.aftRow(ly, dl, i)
+		for b, dc := range decs {
+			dl, i := &dc.lay[l], dc.pos
+			row := decRow{q: rs.q[b*d : b*d+d], k: rs.k[b*d : b*d+d], v: rs.v[b*d : b*d+d], g: rs.g[b*d : b*d+d], y: rs.y[b*d : b*d+d]}
+			if lw.fa != nil {
+				row.fa = rs.fa[b*m.heads*m.fa : (b+1)*m.heads*m.fa]
+				row.fb = rs.fb[b*m.heads*m.fb : (b+1)*m.heads*m.fb]
+			}
+			if dl.kc != nil {
+				dc.putK(dl, row.k, i, 1)
+			}
+			if dl.vc != nil {
+				dc.putV(dl, row.v, i, 1)
+			}
+			switch m.kind {
+			case kindSynth:
+				dc.synthRow(ly, dl, i, &row)
+			case kindLinear:
+				dc.linearRow(dl, &row)
+			default:
+				dc.aftRow(ly, dl, i, &row)
+			}
 		}
 		// xm = x + o(y)
-		dc.lin(dc.xm, dc.y, dl.w.o, 1)
+		r.lin(rs.xm, rs.y, lw.o, R)
 		for c, v := range x {
-			dc.xm[c] += v
+			rs.xm[c] += v
 		}
-		k.LayerNorm(1, dc.xm[:d], ly.ln2w.Data, ly.ln2b.Data, dc.h, dc.mu, dc.rs)
-		dc.lin(dc.u, dc.h, dl.w.fc1, 1)
-		k.Gelu(1, dc.u, dc.gl) // gl = gelu(u); u becomes gelu'(u), unused
-		dc.lin(x, dc.gl, dl.w.fc2, 1)
-		for c, v := range dc.xm[:d] {
+		k.LayerNorm(R, rs.xm[:R*d], ly.ln2w.Data, ly.ln2b.Data, rs.h[:R*d], rs.mu[:R], rs.rs[:R])
+		r.lin(rs.u, rs.h, lw.fc1, R)
+		k.Gelu(R, rs.u[:R*m.ffn], rs.gl[:R*m.ffn]) // gl = gelu(u); u becomes gelu'(u), unused
+		r.lin(x, rs.gl, lw.fc2, R)
+		for c, v := range rs.xm[:R*d] {
 			x[c] += v
 		}
 	}
-	k.LayerNorm(1, x, m.lnfW.Data, m.lnfB.Data, dc.xf, dc.mu, dc.rs)
-	dc.mulPanels(dc.logits, dc.xf, &dc.w.out, 1, m.vocab, d)
-	dc.pos++
+	k.LayerNorm(R, x, m.lnfW.Data, m.lnfB.Data, rs.xf[:R*d], rs.mu[:R], rs.rs[:R])
+	r.eng.MulPanels(rs.logits[:R*v], rs.xf[:R*d], &r.w.out, R, v, d, false)
+	for b, dc := range decs {
+		copy(dc.logits, rs.logits[b*v:b*v+v])
+		dc.pos++
+	}
+}
+
+// DecodeBatch steps several Decoders of one model, a token each, at once:
+// the linear layers of all their rows as one product (on the micro-kernel
+// a product of up to MR rows costs what one row costs), the attention
+// decoder by decoder on its own caches. Each decoder's logits are exactly
+// those its own Next would give (no row's arithmetic depends on the other
+// rows), so batching changes the speed only. A DecodeBatch runs on the
+// calling goroutine; it is not safe for concurrent use.
+type DecodeBatch struct {
+	run  decRunner
+	decs []*Decoder // this step's decoders after re-encodes
+	toks []int32
+}
+
+// NewBatch returns a DecodeBatch for up to rows decoders at a time, which
+// must be dc and its Siblings (the same packed weights).
+func (dc *Decoder) NewBatch(rows int) *DecodeBatch {
+	m := dc.m
+	eng, _ := m.decodeEngine()
+	rows = max(rows, 1)
+	return &DecodeBatch{
+		run:  decRunner{m: m, w: dc.w, eng: eng, mr: dc.mr, rows: m.newDecRows(rows, dc.mr)},
+		decs: make([]*Decoder, 0, rows), toks: make([]int32, 0, rows),
+	}
+}
+
+// Next is decs[b].Next(toks[b]) for every b, the decoders' rows stepped
+// together; each decoder's logits are then its Logits. A decoder whose
+// window is full re-encodes alone (Next's policy) first. Misuse (more
+// decoders than the batch holds, a decoder twice or of other weights, a
+// token outside the vocabulary) panics.
+func (bt *DecodeBatch) Next(decs []*Decoder, toks []int32) {
+	m := bt.run.m
+	if len(decs) != len(toks) || len(decs) > cap(bt.decs) {
+		panic(fmt.Sprintf("model: DecodeBatch.Next: %d decoders and %d tokens for a batch of %d", len(decs), len(toks), cap(bt.decs)))
+	}
+	bt.decs, bt.toks = bt.decs[:0], bt.toks[:0]
+	for b, dc := range decs {
+		if dc.w != bt.run.w {
+			panic("model: DecodeBatch.Next: a decoder that is not a Sibling of the batch's")
+		}
+		for _, o := range decs[:b] {
+			if o == dc {
+				panic("model: DecodeBatch.Next: a decoder twice in one step")
+			}
+		}
+		if tok := toks[b]; tok < 0 || int(tok) >= m.vocab {
+			panic(fmt.Sprintf("model: DecodeBatch.Next: token %d is out of the vocabulary [0, %d)", tok, m.vocab))
+		}
+		if dc.pos == m.n {
+			dc.Next(toks[b]) // the re-encode
+			continue
+		}
+		bt.decs, bt.toks = append(bt.decs, dc), append(bt.toks, toks[b])
+	}
+	if len(bt.decs) > 0 {
+		bt.run.stepRows(bt.decs, bt.toks)
+	}
+	clear(bt.decs[:cap(bt.decs)])
+}
+
+// Logits are the logits at the decoder's last position (from Prefill,
+// Next or a DecodeBatch), valid until its next step.
+func (dc *Decoder) Logits() []float32 { return dc.logits }
+
+// step runs position dc.pos < N for tok.
+func (dc *Decoder) step(tok int32) []float32 {
+	dc.one[0], dc.tok1[0] = dc, tok
+	dc.run.stepRows(dc.one[:], dc.tok1[:])
+	dc.one[0] = nil
 	return dc.logits
 }
 
 // synthRow is row i of the synthesizer family's attention (and vanilla's):
 // per head the component logits over j ≤ i, their mixture, the softmax and
-// the weighted sum of the cached V, into dc.y.
-func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
+// the weighted sum of the cached V, into r.y.
+func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int, r *decRow) {
 	m := dc.m
 	dh, n, t := m.dh, m.n, i+1
 	if ly.w2.w != nil { // dense: [Heads, t] = G_h · w2[:t]ᵀ, + bias
-		dc.mulPanels(dc.dl, dc.g, &dl.w.w2, m.heads, t, dh)
+		dc.mulPanels(dc.dl, r.g, &dl.w.w2, m.heads, t, dh)
 		bias := ly.w2.b.Data[:t]
 		for h := 0; h < m.heads; h++ {
 			r := dc.dl[h*t : h*t+t]
@@ -541,7 +677,7 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 			b := dc.bl[:t]
 			switch c {
 			case compVanilla: // b = scale · Q_h·K_hᵀ
-				q := dc.q[h*dh : h*dh+dh]
+				q := r.q[h*dh : h*dh+dh]
 				kt := dl.kc[h*dh*n : (h+1)*dh*n]
 				if dc.mk {
 					// Over all N columns (Kᵀ's rows are N apart); the
@@ -568,8 +704,8 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 					b[j] = dot(r1, r2[j*fk:j*fk+fk])
 				}
 			case compFactDense:
-				fa := dc.fa[h*m.fa : h*m.fa+m.fa]
-				fb := dc.fb[h*m.fb : h*m.fb+m.fb]
+				fa := r.fa[h*m.fa : h*m.fa+m.fa]
+				fb := r.fb[h*m.fb : h*m.fb+m.fb]
 				for j := range b {
 					b[j] = fa[j/m.fb] * fb[j%m.fb]
 				}
@@ -608,7 +744,7 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int) {
 			p[j] *= inv
 		}
 		// y_h = p · V_h, V_h the head's [t, DH] cache.
-		y := dc.y[h*dh : h*dh+dh]
+		y := r.y[h*dh : h*dh+dh]
 		vh := dl.vc[h*n*dh : h*n*dh+t*dh]
 		if dc.mk {
 			dc.backX(y, p, vh, dh, t)
@@ -649,19 +785,19 @@ func (dc *Decoder) aftAdd(dl *decLayer, k, v []float32) {
 	dl.n0++
 }
 
-// aftRow is row i of the aft variants into dc.y: Z from the running sums
+// aftRow is row i of the aft variants into r.y: Z from the running sums
 // (keys < i+1−win) and the keys since under their biases, then the gate.
-func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int) {
+func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int, r *decRow) {
 	m := dc.m
 	d, n := m.d, m.n
 	if m.kind == kindAFTFull {
-		dc.aftFullRow(ly, dl, i)
+		dc.aftFullRow(ly, dl, i, r)
 		return
 	}
 	j0 := 0 // first key read under its bias
 	switch m.kind {
 	case kindAFTSimple:
-		dc.aftAdd(dl, dc.k[:d], dc.v[:d])
+		dc.aftAdd(dl, r.k[:d], r.v[:d])
 		j0 = i + 1
 	case kindAFTLocal, kindAFTConv:
 		for dl.n0 < i+1-m.window {
@@ -725,10 +861,10 @@ func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int) {
 	for c := range e {
 		e[c] = num[c] / den[c]
 	}
-	m.Kernels.Gate(d, dc.q[:d], e, dc.y[:d]) // q ← σ(q), y = σ(q)·z
+	m.Kernels.Gate(d, r.q[:d], e, r.y[:d]) // q ← σ(q), y = σ(q)·z
 }
 
-// aftFullRow is row i of aft_full into dc.y, factorised as in aftfull.go:
+// aftFullRow is row i of aft_full into r.y, factorised as in aftfull.go:
 // exp(K_jc + w_ij) = exp(w_ij − M_i) · exp(K_jc − κ_c) · exp(M_i + κ_c),
 // the last factor cancelling between numerator and denominator, so that
 //
@@ -741,11 +877,11 @@ func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int) {
 // ≤ 1. A denominator below aftTiny means the row's largest term may have
 // underflowed in that scale: such a channel is computed directly with its
 // own maximum, as Forward's aftExact does.
-func (dc *Decoder) aftFullRow(ly *layer, dl *decLayer, i int) {
+func (dc *Decoder) aftFullRow(ly *layer, dl *decLayer, i int, r *decRow) {
 	m := dc.m
 	k := m.Kernels
 	d, n, t := m.d, m.n, i+1
-	kn, vn := dc.k[:d], dc.v[:d]
+	kn, vn := r.k[:d], r.v[:d]
 	for c, x := range kn {
 		if x > dl.kappa[c] || i == 0 {
 			if i > 0 {
@@ -799,7 +935,7 @@ func (dc *Decoder) aftFullRow(ly *layer, dl *decLayer, i int) {
 		}
 		z[c] = num / sum
 	}
-	k.Gate(d, dc.q[:d], z, dc.y[:d]) // q ← σ(q), y = σ(q)·z
+	k.Gate(d, r.q[:d], z, r.y[:d]) // q ← σ(q), y = σ(q)·z
 }
 
 // linAdd adds φ(K_j) (fk) and V_j (one row) into linear attention's
@@ -818,22 +954,22 @@ func (dc *Decoder) linAdd(dl *decLayer, fk, v []float32) {
 	}
 }
 
-// linearRow is row i of linear attention into dc.y.
-func (dc *Decoder) linearRow(dl *decLayer) {
+// linearRow is row i of linear attention into r.y.
+func (dc *Decoder) linearRow(dl *decLayer, r *decRow) {
 	m := dc.m
 	d, dh := m.d, m.dh
-	for c, x := range dc.q[:d] {
-		dc.q[c] = elu1(x)
+	for c, x := range r.q[:d] {
+		r.q[c] = elu1(x)
 	}
-	for c, x := range dc.k[:d] {
-		dc.k[c] = elu1(x)
+	for c, x := range r.k[:d] {
+		r.k[c] = elu1(x)
 	}
-	dc.linAdd(dl, dc.k[:d], dc.v[:d])
+	dc.linAdd(dl, r.k[:d], r.v[:d])
 	for h := 0; h < m.heads; h++ {
 		s := dl.ls[h*dh*dh : h*dh*dh+dh*dh]
-		fq := dc.q[h*dh : h*dh+dh]
+		fq := r.q[h*dh : h*dh+dh]
 		rd := 1 / (dot(fq, dl.lz[h*dh:h*dh+dh]) + 1e-6)
-		y := dc.y[h*dh : h*dh+dh]
+		y := r.y[h*dh : h*dh+dh]
 		clear(y)
 		for p, f := range fq {
 			axpy(f, s[p*dh:p*dh+dh], y)

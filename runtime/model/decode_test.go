@@ -344,3 +344,114 @@ func TestDecoderNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeBatch: decoders stepped together in a DecodeBatch (at
+// different positions, some crossing the window's end, the batch's
+// membership changing from step to step) give bit for bit the logits each
+// gives stepped alone.
+func TestDecodeBatch(t *testing.T) {
+	for _, name := range []string{"odd", "odd_aft_full", "odd_aft_local", "odd_aft_simple", "odd_linear", "factorized_dense", "vanilla"} {
+		for _, isa := range []kernels.ISA{kernels.Go, kernels.Best()} {
+			k, err := kernels.LookupAt(name, isa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.New(k.Spec, k, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perturbDecode(m)
+			n := m.Spec.N
+			const count = 5
+			alone, batched := make([]*model.Decoder, count), make([]*model.Decoder, count)
+			alone[0] = m.NewDecoder()
+			batched[0] = alone[0].Sibling()
+			seqs := make([][]int32, count)
+			for b := range count {
+				if b > 0 {
+					alone[b], batched[b] = alone[0].Sibling(), alone[0].Sibling()
+				}
+				seqs[b], _ = tokens(uint64(20+b), 1, 2*n)
+				p := 1 + b*n/count // different positions
+				alone[b].Prefill(seqs[b][:p])
+				batched[b].Prefill(seqs[b][:p])
+			}
+			bt := batched[0].NewBatch(count)
+			pos := make([]int, count)
+			for b := range pos {
+				pos[b] = 1 + b*n/count
+			}
+			var decs []*model.Decoder
+			var toks []int32
+			for s := 0; s < n+3; s++ {
+				decs, toks = decs[:0], toks[:0]
+				for b := range count {
+					if (s+b)%4 == 3 {
+						continue // not in this step
+					}
+					decs = append(decs, batched[b])
+					toks = append(toks, seqs[b][pos[b]])
+					alone[b].Next(seqs[b][pos[b]])
+					pos[b]++
+				}
+				bt.Next(decs, toks)
+				for _, dc := range decs {
+					b := 0
+					for batched[b] != dc {
+						b++
+					}
+					got, want := dc.Logits(), alone[b].Logits()
+					for v := range want {
+						if got[v] != want[v] {
+							t.Fatalf("%s at %s, step %d, decoder %d (length %d): logit %d batched %g, alone %g", name, isa, s, b, dc.Len(), v, got[v], want[v])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkDecodeBatch measures a step of 8 decoders at position n/2, one
+// by one and together in a DecodeBatch, in positions per second.
+func BenchmarkDecodeBatch(b *testing.B) {
+	for _, name := range []string{"random", "long1024_random"} {
+		m := newModel(b, name, 1)
+		n := m.Spec.N
+		in, _ := tokens(5, 1, n)
+		const count = 8
+		decs := []*model.Decoder{m.NewDecoder()}
+		for len(decs) < count {
+			decs = append(decs, decs[0].Sibling())
+		}
+		toks := make([]int32, count)
+		bt := decs[0].NewBatch(count)
+		for _, batched := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/batched=%v", name, batched), func(b *testing.B) {
+				for _, dc := range decs {
+					dc.Prefill(in[:n/2])
+				}
+				steps := 0
+				for b.Loop() {
+					if decs[0].Len() == n {
+						for _, dc := range decs {
+							dc.Prefill(in[:n/2])
+						}
+					}
+					for i, dc := range decs {
+						toks[i] = in[dc.Len()]
+					}
+					if batched {
+						bt.Next(decs, toks)
+					} else {
+						for i, dc := range decs {
+							dc.Next(toks[i])
+						}
+					}
+					steps += count
+				}
+				b.ReportMetric(float64(steps)/b.Elapsed().Seconds(), "positions/s")
+			})
+		}
+	}
+}
