@@ -36,8 +36,8 @@ func serveCmd(e *env, args []string) error {
 	)
 	fs.Var(&ckpts, "ckpt", "checkpoint `file` to serve, named by its base name without .safetensors; repeat for several (default "+defaultCkpt+")")
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (127.0.0.1: this machine only)")
-	fs.IntVar(&o.Decoders, "decoders", 0, "generations running at once per model (0: one per core)")
-	fs.IntVar(&o.MaxStreams, "max-streams", 0, "streams open at once, running or waiting; more get 429 (0: 4 per decoder)")
+	fs.IntVar(&o.Workers, "workers", 0, "batched generation steps running at once per model, one core each (0: one per core)")
+	fs.IntVar(&o.MaxStreams, "max-streams", 0, "streams open at once; more get 429 (0: 16 per worker)")
 	fs.IntVar(&o.MaxPrompt, "max-prompt", 16<<10, "largest prompt in bytes")
 	fs.IntVar(&o.MaxBytes, "max-bytes", 4096, "largest max_bytes a request may ask for")
 	fs.Int64Var(&o.MaxBody, "max-body", 64<<10, "largest request body in bytes")
@@ -46,8 +46,8 @@ func serveCmd(e *env, args []string) error {
 		return err
 	}
 	switch {
-	case o.Decoders < 0:
-		return fmt.Errorf("-decoders %d must be ≥ 0", o.Decoders)
+	case o.Workers < 0:
+		return fmt.Errorf("-workers %d must be ≥ 0", o.Workers)
 	case o.MaxStreams < 0:
 		return fmt.Errorf("-max-streams %d must be ≥ 0", o.MaxStreams)
 	case o.MaxPrompt < 1:

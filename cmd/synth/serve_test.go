@@ -99,7 +99,7 @@ func TestServeCommand(t *testing.T) {
 		{[]string{"-ckpt", a, "-ckpt", a}, "already loaded"},
 		{[]string{"-ckpt", filepath.Join(dir, "none.safetensors")}, "none.safetensors"},
 		{[]string{"-ckpt", a, "-max-bytes", "0"}, "-max-bytes"},
-		{[]string{"-ckpt", a, "-decoders", "-1"}, "-decoders"},
+		{[]string{"-ckpt", a, "-workers", "-1"}, "-workers"},
 	} {
 		e, out := testEnv()
 		if err := serveCmd(e, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -139,7 +139,7 @@ func TestServeProcess(t *testing.T) {
 	if err := m.Save(ck); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"-ckpt", ck, "-addr", "127.0.0.1:0", "-grace", "500ms", "-max-bytes", "10000000", "-decoders", "1"}
+	args := []string{"-ckpt", ck, "-addr", "127.0.0.1:0", "-grace", "500ms", "-max-bytes", "10000000", "-workers", "1"}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), serveChildEnv+"="+strings.Join(args, "\n"))
 	var out lockedBuffer

@@ -28,33 +28,44 @@ type decodeSampler struct {
 }
 
 func newDecodeSampler(m *model.Model, temp float64, topk int, seed uint64) *decodeSampler {
+	s := samplerOn(m.NewDecoder())
+	s.reset(temp, topk, seed)
+	return s
+}
+
+// samplerOn is a sampler drawing with dc (reset sets its options).
+func samplerOn(dc *model.Decoder) *decodeSampler {
+	m := dc.Model()
 	v := m.Spec.Vocab
+	return &decodeSampler{
+		dc: dc, rng: rand.New(rand.NewPCG(0, 0x5eed)),
+		in: make([]int32, m.Spec.N), probs: make([]float64, v), order: make([]int, v),
+	}
+}
+
+// reset makes the sampler draw afresh (no text yet) with these options.
+func (s *decodeSampler) reset(temp float64, topk int, seed uint64) {
+	v := len(s.probs)
 	if topk == 0 || topk > v {
 		topk = v
 	}
-	return &decodeSampler{
-		dc: m.NewDecoder(), temp: temp, topk: topk,
-		rng: rand.New(rand.NewPCG(seed, 0x5eed)),
-		in:  make([]int32, m.Spec.N), probs: make([]float64, v), order: make([]int, v),
-	}
+	s.temp, s.topk = temp, topk
+	s.rng = rand.New(rand.NewPCG(seed, 0x5eed))
+	s.fed = 0
+	s.dc.Reset()
 }
 
 // sibling is a new sampler drawing with a Sibling of s's decoder (the
-// same packed weights), for a pool of them.
-func (s *decodeSampler) sibling() *decodeSampler {
-	c := *s
-	c.dc = s.dc.Sibling()
-	c.in = make([]int32, len(s.in))
-	c.probs, c.order = make([]float64, len(s.probs)), make([]int, len(s.order))
-	c.rng = rand.New(rand.NewPCG(0, 0x5eed)) // reset gives it its seed
-	c.fed = 0
-	return &c
-}
+// same packed weights, which are all it reads of s: s may be in use).
+func (s *decodeSampler) sibling() *decodeSampler { return samplerOn(s.dc.Sibling()) }
 
 // next draws the byte after text. text must not be empty; a text that is
 // not the previous one plus one byte is encoded afresh.
-func (s *decodeSampler) next(text []byte) byte {
-	return byte(pick(s.logits(text), s.temp, s.topk, s.rng, s.probs, s.order))
+func (s *decodeSampler) next(text []byte) byte { return s.draw(s.logits(text)) }
+
+// draw draws a byte from logits.
+func (s *decodeSampler) draw(logits []float32) byte {
+	return byte(pick(logits, s.temp, s.topk, s.rng, s.probs, s.order))
 }
 
 // logits returns the logits after text, as next draws from them.

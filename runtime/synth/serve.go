@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
@@ -17,12 +16,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/synthgen/synthgen/runtime/data"
+	"github.com/synthgen/synthgen/runtime/model"
 )
 
 // ServeOptions are a Server's limits. The zero value takes every default.
 type ServeOptions struct {
-	Decoders   int   // decoders per model, the generations that run at once (0: GOMAXPROCS)
-	MaxStreams int   // streams open at once, running or waiting for a decoder; more are refused with 429 (0: 4·Decoders)
+	Workers    int   // batched steps running at once per model, one core each (0: GOMAXPROCS)
+	MaxStreams int   // streams open at once; more are refused with 429 (0: 16·Workers)
 	MaxBody    int64 // bytes of a request body (0: 64 KiB)
 	MaxPrompt  int   // bytes of a prompt (0: 16 KiB)
 	MaxBytes   int   // bytes one request may ask for, max_bytes (0: 4096)
@@ -32,11 +32,11 @@ type ServeOptions struct {
 }
 
 func (o *ServeOptions) defaults() {
-	if o.Decoders <= 0 {
-		o.Decoders = runtime.GOMAXPROCS(0)
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	if o.MaxStreams <= 0 {
-		o.MaxStreams = 4 * o.Decoders
+		o.MaxStreams = 16 * o.Workers
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 64 << 10
@@ -70,9 +70,15 @@ func (o *ServeOptions) defaults() {
 // gives with the same options. Errors before the stream are a 4xx status
 // with {"error": "…"} naming the field and the rule.
 //
-// Each model has a pool of ServeOptions.Decoders incremental decoders
-// (model.Decoder); a request waits for one while at most MaxStreams are
-// open. A client that disconnects stops its generation at the next byte.
+// Each open stream has an incremental decoder (model.Decoder; they share
+// their model's packed weights, and are kept for the next streams), which
+// encodes the prompt in one batched forward pass. Its next positions run
+// in batched steps (model.DecodeBatch): ServeOptions.Workers goroutines
+// per model each take the streams waiting for a position, up to
+// serveBatch of them, and step them together, so that concurrent streams
+// share the linear layers' products. A stream's text does not depend on
+// the others (a batched step gives each decoder exactly its own step's
+// logits). A client that disconnects stops its generation at the next byte.
 // The Server must be the only user of its models while it serves (their
 // prefills run on the models' workers, and Sample or Evaluate would race
 // with them).
@@ -88,9 +94,74 @@ type Server struct {
 }
 
 type serveModel struct {
-	name string
-	m    *Model
-	pool chan *decodeSampler
+	name  string
+	m     *Model
+	first *decodeSampler      // the packed weights' holder, of which the others are siblings
+	free  chan *decodeSampler // decoders of finished streams
+	steps chan *stepReq       // positions waiting for a worker (unbuffered: a sent request is a worker's)
+}
+
+// serveBatch is the most streams a worker steps together.
+const serveBatch = 16
+
+// stepReq asks a worker to run the next position of a stream's decoder.
+type stepReq struct {
+	ds   *decodeSampler
+	tok  int32
+	done chan struct{} // receives once the position ran
+}
+
+// worker steps the streams' positions in batches until the server stops.
+func (s *Server) worker(sm *serveModel) {
+	bt := sm.first.dc.NewBatch(serveBatch)
+	reqs := make([]*stepReq, 0, serveBatch)
+	decs := make([]*model.Decoder, 0, serveBatch)
+	toks := make([]int32, 0, serveBatch)
+	for {
+		reqs = reqs[:0]
+		select {
+		case r := <-sm.steps:
+			reqs = append(reqs, r)
+		case <-s.ctx.Done():
+			return
+		}
+	gather:
+		for len(reqs) < serveBatch {
+			select {
+			case r := <-sm.steps:
+				reqs = append(reqs, r)
+			default:
+				break gather
+			}
+		}
+		decs, toks = decs[:0], toks[:0]
+		for _, r := range reqs {
+			decs, toks = append(decs, r.ds.dc), append(toks, r.tok)
+		}
+		bt.Next(decs, toks)
+		clear(decs)
+		for _, r := range reqs {
+			r.done <- struct{}{}
+		}
+	}
+}
+
+// get returns a decoder for a stream: a finished stream's, or a new
+// sibling (at most MaxStreams exist, as streams are).
+func (sm *serveModel) get() *decodeSampler {
+	select {
+	case ds := <-sm.free:
+		return ds
+	default:
+		return sm.first.sibling()
+	}
+}
+
+func (sm *serveModel) put(ds *decodeSampler) {
+	select {
+	case sm.free <- ds:
+	default:
+	}
 }
 
 // NewServer serves models by name (at least one; names are what requests'
@@ -105,17 +176,19 @@ func NewServer(models map[string]*Model, o ServeOptions) (*Server, error) {
 		if name == "" || m == nil {
 			return nil, fmt.Errorf("serve: model %q: a model needs a name and weights", name)
 		}
-		sm := &serveModel{name: name, m: m, pool: make(chan *decodeSampler, o.Decoders)}
 		first := newDecodeSampler(m.net, 0, 0, 0)
-		sm.pool <- first
-		for i := 1; i < o.Decoders; i++ {
-			sm.pool <- first.sibling() // one copy of the packed weights per model
-		}
+		sm := &serveModel{name: name, m: m, first: first, free: make(chan *decodeSampler, o.MaxStreams), steps: make(chan *stepReq)}
+		sm.free <- first
 		s.models[name] = sm
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, sm := range s.models {
+		for range o.Workers {
+			go s.worker(sm)
+		}
+	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/v1/generate", s.generate)
 	s.mux.HandleFunc("/v1/models", s.listModels)
@@ -271,24 +344,17 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	drawn := 0
-	if s.onDone != nil { // after the decoder is back in its pool
+	if s.onDone != nil { // after the decoder is back in the free list
 		defer func() { s.onDone(drawn) }()
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	var ds *decodeSampler
-	select {
-	case ds = <-sm.pool:
-		defer func() { sm.pool <- ds }()
-	case <-ctx.Done():
-		if r.Context().Err() == nil { // not the client: the server is shutting down
-			jsonError(w, http.StatusServiceUnavailable, "server shutting down")
-		}
-		return
-	}
+	ds := sm.get()
+	defer sm.put(ds)
 	ds.reset(opts.Temp, opts.TopK, opts.Seed)
+	req := &stepReq{ds: ds, done: make(chan struct{}, 1)}
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -310,7 +376,20 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			break
 		}
-		c := ds.next(text)
+		var c byte
+		if i == 0 {
+			c = ds.next(text) // the prompt's prefill
+		} else {
+			req.tok = int32(text[len(text)-1])
+			select {
+			case sm.steps <- req:
+			case <-ctx.Done():
+				continue // the loop ends
+			}
+			<-req.done // a worker has it: wait for it, even if cancelled
+			ds.fed = len(text)
+			c = ds.draw(ds.dc.Logits())
+		}
 		text = append(text, c)
 		if c == '\n' || len(text)-pending >= 16 {
 			// Hold back an incomplete UTF-8 sequence at the end.
@@ -344,19 +423,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send(GenerateChunk{Done: true, Bytes: len(text) - start, Model: sm.name})
-}
-
-// reset makes the sampler draw afresh (no text yet) with these options,
-// as newDecodeSampler would.
-func (s *decodeSampler) reset(temp float64, topk int, seed uint64) {
-	v := len(s.probs)
-	if topk == 0 || topk > v {
-		topk = v
-	}
-	s.temp, s.topk = temp, topk
-	s.rng = rand.New(rand.NewPCG(seed, 0x5eed))
-	s.fed = 0
-	s.dc.Reset()
 }
 
 func listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }

@@ -63,7 +63,7 @@ func newTestServer(t *testing.T, o ServeOptions, names ...string) (*Server, *htt
 // (odd_ffn: vocabulary of 75 bytes, all ASCII; n 24, so 60 bytes go
 // beyond the window), in several chunks, ended by a done line.
 func TestServeStream(t *testing.T) {
-	_, ts, models := newTestServer(t, ServeOptions{Decoders: 2}, "odd_ffn")
+	_, ts, models := newTestServer(t, ServeOptions{Workers: 2}, "odd_ffn")
 	for _, temp := range []float64{0, 0.9} {
 		resp := post(t, context.Background(), ts.URL, fmt.Sprintf(`{"prompt":"CAFE","max_bytes":60,"temperature":%g,"top_k":5,"seed":7}`, temp))
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
@@ -141,11 +141,11 @@ func TestServeEndpoints(t *testing.T) {
 	}
 }
 
-// TestServeConcurrent: many clients at once (more than the decoders) all
+// TestServeConcurrent: many clients at once (more than the workers) all
 // get their text, Sample's for their seed, within a bounded time; past
 // MaxStreams open streams a request is refused with 429.
 func TestServeConcurrent(t *testing.T) {
-	s, ts, models := newTestServer(t, ServeOptions{Decoders: 2, MaxStreams: 32}, "odd_ffn")
+	s, ts, models := newTestServer(t, ServeOptions{Workers: 2, MaxStreams: 32}, "odd_ffn")
 	const clients = 16
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -188,10 +188,10 @@ func TestServeConcurrent(t *testing.T) {
 }
 
 // TestServeCancel: a client that goes away stops its generation (long
-// before its max_bytes), and its decoder returns to the pool; Cancel ends
+// before its max_bytes), and its decoder returns to the free list; Cancel ends
 // the streams in flight with an error line and refuses new ones.
 func TestServeCancel(t *testing.T) {
-	s, ts, _ := newTestServer(t, ServeOptions{Decoders: 1, MaxBytes: 100000}, "vanilla")
+	s, ts, _ := newTestServer(t, ServeOptions{Workers: 1, MaxBytes: 100000}, "vanilla")
 	done := make(chan int, 4)
 	s.onDone = func(n int) { done <- n }
 
@@ -211,8 +211,8 @@ func TestServeCancel(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the generation did not stop within 20 s of the client leaving")
 	}
-	if got := len(s.models["vanilla"].pool); got != 1 {
-		t.Errorf("%d decoders in the pool after the stream, want 1", got)
+	if got := len(s.models["vanilla"].free); got != 1 {
+		t.Errorf("%d free decoders after the stream, want 1", got)
 	}
 
 	// Cancel during a stream.
@@ -269,7 +269,7 @@ func TestServeListen(t *testing.T) {
 
 // BenchmarkServe measures the server under a bounded concurrent load:
 // clients (4 and 16) each send requests for 128 bytes from a 16-byte
-// prompt to a Server with one decoder per core (spec random, n 128),
+// prompt to a Server with one worker per core (spec random, n 128),
 // reporting the bytes per second of all streams together and the median
 // time to the first chunk and to the end of a stream.
 //
