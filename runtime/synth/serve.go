@@ -74,8 +74,8 @@ func (o *ServeOptions) defaults() {
 // their model's packed weights, and are kept for the next streams), which
 // encodes the prompt in one batched forward pass. Its next positions run
 // in batched steps (model.DecodeBatch): ServeOptions.Workers goroutines
-// per model each take the streams waiting for a position, up to
-// serveBatch of them, and step them together, so that concurrent streams
+// per model each take the streams waiting for a position, up to 16 of
+// them, and step them together, so that concurrent streams
 // share the linear layers' products. A stream's text does not depend on
 // the others (a batched step gives each decoder exactly its own step's
 // logits). A client that disconnects stops its generation at the next byte.
@@ -203,8 +203,10 @@ func NewServer(models map[string]*Model, o ServeOptions) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Cancel stops every generation in flight (each ends its stream with an
-// error line) and refuses new ones with 503: for a shutdown that must not
-// wait for the streams (after http.Server.Shutdown's grace period).
+// error line), refuses new ones with 503 and stops the Server's worker
+// goroutines: for a shutdown that must not wait for the streams (after
+// http.Server.Shutdown's grace period), or once the Server is no longer
+// served. Serve calls it as it returns.
 func (s *Server) Cancel() { s.cancel() }
 
 // GenerateRequest is the body of POST /v1/generate.
@@ -433,6 +435,7 @@ func listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) 
 // error line).
 // ready, if not nil, is called with the listening address once it listens.
 func Serve(ctx context.Context, addr string, h *Server, ready func(addr string)) error {
+	defer h.Cancel() // the workers
 	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := listen(addr)
 	if err != nil {

@@ -56,6 +56,7 @@ func newTestServer(t *testing.T, o ServeOptions, names ...string) (*Server, *htt
 	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
+	t.Cleanup(s.Cancel)
 	return s, ts, models
 }
 
@@ -282,6 +283,7 @@ func BenchmarkServe(b *testing.B) {
 	}
 	ts := httptest.NewServer(s)
 	defer ts.Close()
+	defer s.Cancel()
 	for _, clients := range []int{4, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			var mu sync.Mutex
