@@ -63,6 +63,13 @@ import (
 // in place of K), from which the running sums above are formed in
 // position order, as the steps would have formed them.
 //
+// Steps run on the decoder's own matrix engine, one row padded to the
+// micro-kernel's MR rows (the kernel computes MR rows whatever the
+// count), so that a DecodeBatch, which steps several decoders of one model
+// (Siblings, sharing the packed weights) at once, gets up to MR rows'
+// linear layers for the price of one; each decoder's logits in a batch
+// are bit for bit those of its own step.
+//
 // Beyond n tokens: positions are absolute (pos_emb has n rows), so the
 // window cannot slide. When the window is full (n tokens) and another
 // token comes, Next re-encodes the last max(1, n/2) tokens, the new one

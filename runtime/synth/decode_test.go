@@ -102,7 +102,7 @@ func TestGenerateMatchesRecompute(t *testing.T) {
 // BenchmarkGenerate measures generation with the old path (a Forward over
 // the last n bytes for every byte) and the decoder, in one run, from a
 // full-window prompt (n bytes) and a short one (16 bytes), at n 128 for
-// every variant family and at n 1024: bytes per second of wall time and
+// every variant family, at n 1024 and at n 2048: bytes per second of wall time and
 // bytes per CPU-second of the process (on a shared machine the wall time
 // holds the others' load; the old path's Forward runs on every worker,
 // the decoder's steps on one). The old path draws 8 bytes per iteration
@@ -113,7 +113,7 @@ func TestGenerateMatchesRecompute(t *testing.T) {
 func BenchmarkGenerate(b *testing.B) {
 	for _, name := range []string{"random", "vanilla", "dense", "factorized_random", "random_vanilla",
 		"aft_full", "aft_local", "aft_simple", "linear",
-		"long1024_random", "long1024_vanilla", "long1024_aft_full"} {
+		"long1024_random", "long1024_vanilla", "long1024_aft_full", "long2048_random"} {
 		m := newPerturbed(b, name)
 		n := m.net.Spec.N
 		for _, pl := range []int{n, 16} {
