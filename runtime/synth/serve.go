@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -94,15 +95,20 @@ type Server struct {
 }
 
 type serveModel struct {
-	name  string
-	m     *Model
-	first *decodeSampler      // the packed weights' holder, of which the others are siblings
-	free  chan *decodeSampler // decoders of finished streams
-	steps chan *stepReq       // positions waiting for a worker (unbuffered: a sent request is a worker's)
+	name   string
+	m      *Model
+	first  *decodeSampler      // the packed weights' holder, of which the others are siblings
+	free   chan *decodeSampler // decoders of finished streams
+	steps  chan *stepReq       // positions waiting for a worker (unbuffered: a sent request is a worker's)
+	active atomic.Int64        // streams past their prefill, generating
 }
 
-// serveBatch is the most streams a worker steps together.
-const serveBatch = 16
+// serveBatch is the most streams a worker steps together; serveGather
+// the longest a worker waits for them after the first.
+const (
+	serveBatch  = 16
+	serveGather = 200 * time.Microsecond
+)
 
 // stepReq asks a worker to run the next position of a stream's decoder.
 type stepReq struct {
@@ -117,6 +123,8 @@ func (s *Server) worker(sm *serveModel) {
 	reqs := make([]*stepReq, 0, serveBatch)
 	decs := make([]*model.Decoder, 0, serveBatch)
 	toks := make([]int32, 0, serveBatch)
+	timer := time.NewTimer(serveGather)
+	timer.Stop()
 	for {
 		reqs = reqs[:0]
 		select {
@@ -125,15 +133,22 @@ func (s *Server) worker(sm *serveModel) {
 		case <-s.ctx.Done():
 			return
 		}
+		// Wait a little for this worker's share of the streams that are
+		// generating (the others are drawing their byte from the last
+		// step's logits and come back within microseconds), so that they
+		// advance together rather than one by one.
+		want := min(serveBatch, (int(sm.active.Load())+s.o.Workers-1)/s.o.Workers)
+		timer.Reset(serveGather)
 	gather:
-		for len(reqs) < serveBatch {
+		for len(reqs) < want {
 			select {
 			case r := <-sm.steps:
 				reqs = append(reqs, r)
-			default:
+			case <-timer.C:
 				break gather
 			}
 		}
+		timer.Stop()
 		decs, toks = decs[:0], toks[:0]
 		for _, r := range reqs {
 			decs, toks = append(decs, r.ds.dc), append(toks, r.tok)
@@ -357,6 +372,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	defer sm.put(ds)
 	ds.reset(opts.Temp, opts.TopK, opts.Seed)
 	req := &stepReq{ds: ds, done: make(chan struct{}, 1)}
+	sm.active.Add(1)
+	defer sm.active.Add(-1)
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
