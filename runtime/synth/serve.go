@@ -75,11 +75,12 @@ func (o *ServeOptions) defaults() {
 // their model's packed weights, and are kept for the next streams), which
 // encodes the prompt in one batched forward pass. Its next positions run
 // in batched steps (model.DecodeBatch): ServeOptions.Workers goroutines
-// per model each take the streams waiting for a position, up to 16 of
-// them, and step them together, so that concurrent streams
-// share the linear layers' products. A stream's text does not depend on
-// the others (a batched step gives each decoder exactly its own step's
-// logits). A client that disconnects stops its generation at the next byte.
+// per model each take the streams waiting for a position (waiting up to
+// 200 µs for their share of the generating streams), up to 16 of them,
+// and step them together, so that concurrent streams share the linear
+// layers' products. A stream's text does not depend on the others (a
+// batched step gives each decoder exactly its own step's logits). A
+// client that disconnects stops its generation at the next byte.
 // The Server must be the only user of its models while it serves (their
 // prefills run on the models' workers, and Sample or Evaluate would race
 // with them).
