@@ -50,6 +50,7 @@ var commands = map[string]command{
 	"steps":   {stepsCmd, "tabulate training-step speed and memory per spec beside PyTorch"},
 	"compare": {runCompare, "train a list of specs on the same data and tabulate and plot their losses"},
 	"attn":    {attnCmd, "draw a checkpoint's attention maps per layer and head as PNG heatmaps"},
+	"serve":   {runServe, "serve checkpoints over HTTP, streaming generated text"},
 	"version": {versionCmd, "print the versions of synthgen and of this program"},
 }
 

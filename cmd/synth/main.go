@@ -8,6 +8,7 @@
 //	synth inspect [-ckpt x.safetensors]
 //	synth compare [-specs a,b,specs/aft_*.json] [-data file] [-steps N] [-batch B] [-seeds N] [-out folder] [-resume]
 //	synth attn    [-ckpt x.safetensors] [-prompt text] [-out folder]
+//	synth serve   [-ckpt x.safetensors …] [-addr 127.0.0.1:8080]
 //	synth info
 //	synth bench
 //	synth steps   [-specs a,b] [-min-time 3s] [-pytorch=false] [-md]

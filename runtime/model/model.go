@@ -117,6 +117,7 @@ type Model struct {
 	eng     *mat.Engine
 	scratch [][]float32 // per worker, [N, N]: mixture logits
 	jobs    jobs
+	prefill prefillShared // the Decoders' Forward (decode.go)
 }
 
 // poolHolder lets a cleanup close the current pool once the Model is gone.

@@ -24,6 +24,13 @@
 //	res, err := m.Evaluate(ctx, text, synth.EvalOptions{})
 //	out, err := m.Sample(ctx, []byte("The light "), synth.SampleOptions{Len: 200, Temp: 0.8})
 //
+//	srv, err := synth.NewServer(map[string]*synth.Model{"small": m}, synth.ServeOptions{})
+//	err = synth.Serve(ctx, "127.0.0.1:8080", srv, nil) // POST /v1/generate streams text
+//
+// Sample, Generate and the Server decode incrementally (model.Decoder):
+// the prompt is encoded in one batched forward pass, then each byte costs
+// one position's work; past n bytes the last n/2 are re-encoded (decode.go).
+//
 // Training is deterministic: a step's batch is a function of (seed, step),
 // results do not depend on the number of workers, and a run stopped early
 // (StopAt, or a cancelled context) and resumed ends with exactly the

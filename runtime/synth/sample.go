@@ -41,7 +41,9 @@ func (o SampleOptions) validate() error {
 
 // Sample continues prompt with opts.Len bytes drawn from the model and
 // returns the continuation (without the prompt). The model sees the last
-// n bytes of the text so far.
+// n bytes of the text so far until the text is n bytes long, then the last
+// n/2 … n (it decodes incrementally and re-encodes the last n/2 bytes when
+// its window of n fills: see decode.go).
 func (m *Model) Sample(ctx context.Context, prompt []byte, opts SampleOptions) ([]byte, error) {
 	var buf bytes.Buffer
 	err := m.Generate(ctx, &buf, prompt, opts)
@@ -62,7 +64,7 @@ func (m *Model) Generate(ctx context.Context, w io.Writer, prompt []byte, opts S
 		return fmt.Errorf("sample: %w", err)
 	}
 	bw := bufio.NewWriter(w)
-	s := newSampler(m.net, opts.Temp, opts.TopK, opts.Seed)
+	s := newDecodeSampler(m.net, opts.Temp, opts.TopK, opts.Seed) // decode.go; newSampler is the oracle
 	text := append([]byte(nil), prompt...)
 	for i := 0; i < opts.Len; i++ {
 		if err := ctx.Err(); err != nil {
@@ -122,12 +124,20 @@ func (s *sampler) next(text []byte) (byte, error) {
 	}
 	s.m.Forward(s.ws, in, nil, 1)
 	logits := s.ws.Logits(0, len(ctx)-1)
-	for i, x := range logits {
-		if math.IsNaN(float64(x)) {
-			return 0, fmt.Errorf("the model's logit of byte %d is NaN: its weights are not usable (a diverged run?)", i)
-		}
+	if err := checkLogits(logits); err != nil {
+		return 0, err
 	}
 	return byte(pick(logits, s.temp, s.topk, s.rng, s.probs, s.order)), nil
+}
+
+// checkLogits refuses NaN logits: no byte is drawn from them.
+func checkLogits(logits []float32) error {
+	for i, x := range logits {
+		if math.IsNaN(float64(x)) {
+			return fmt.Errorf("the model's logit of byte %d is NaN: its weights are not usable (a diverged run?)", i)
+		}
+	}
+	return nil
 }
 
 // pick draws an index from logits at temperature temp among the topk
