@@ -172,7 +172,7 @@ func parseLastJSON(out []byte, v any) error {
 }
 
 // PyTorch runs bench/pytorch/bench.py: Debian's python3 with python3-torch
-// and OpenBLAS's OpenMP build, as README.md describes.
+// and OpenBLAS's OpenMP build, as docs/performance.md describes.
 type PyTorch struct {
 	Python string // interpreter (default /usr/bin/python3)
 	Script string // bench/pytorch/bench.py

@@ -296,7 +296,7 @@ func TestGeneratedAVX2Registers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
-		t.Skip("no generated assembly; run go run ./cmd/synthgen -all")
+		t.Skip("no generated assembly; run go run ./internal/cmd/repogen -all")
 	}
 	sort.Strings(files)
 	for _, name := range files {

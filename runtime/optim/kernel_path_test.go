@@ -229,10 +229,10 @@ func TestStepKernelCatchesMutants(t *testing.T) {
 }
 
 // TestDefaultsDocumented pins the optimizer's defaults to the values the
-// README states ("AdamW (β 0.9/0.95, eps 1e-8, weight decay 0.1 …), linear
+// docs/training.md states ("AdamW (β 0.9/0.95, eps 1e-8, weight decay 0.1 …), linear
 // warm-up (min(100, 5% of the run)) then cosine decay to 10% of the peak
 // learning rate (1e-3), gradient-norm clipping at 1.0"): changing one must
-// be a visible decision, made here and in the README together.
+// be a visible decision, made here and in docs/training.md together.
 func TestDefaultsDocumented(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -248,7 +248,7 @@ func TestDefaultsDocumented(t *testing.T) {
 		{"DefaultMaxWarmup", DefaultMaxWarmup, 100},
 	} {
 		if c.got != c.want {
-			t.Errorf("%s = %g, the README says %g", c.name, c.got, c.want)
+			t.Errorf("%s = %g, docs/training.md says %g", c.name, c.got, c.want)
 		}
 	}
 	if got, want := DefaultConfig(), (Config{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}); got != want {

@@ -112,7 +112,7 @@ func TestLRUsed(t *testing.T) {
 	}
 }
 
-// TestDefaultsDocumented: a run given no settings uses the ones the README
+// TestDefaultsDocumented: a run given no settings uses the ones docs/training.md
 // documents: 2000 steps of batch 16, AdamW β 0.9/0.95, eps 1e-8, weight
 // decay 0.1, warm-up min(100, 5% of the run), cosine to 10% of the peak
 // 1e-3, clipping at 1.0, seed 1.

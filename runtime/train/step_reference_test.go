@@ -19,7 +19,7 @@ import (
 )
 
 // The reference step below is written from the documentation alone (the
-// README's "Training is AdamW (β 0.9/0.95, eps 1e-8, weight decay 0.1 on
+// docs/training.md's "Training is AdamW (β 0.9/0.95, eps 1e-8, weight decay 0.1 on
 // every tensor of two or more dimensions — linear weights, both embeddings,
 // R, R1, R2, AFT's w — and none on biases, LayerNorm, mix and AFT-conv's
 // u), linear warm-up … then cosine decay to 10% of the peak learning rate
@@ -56,7 +56,7 @@ func refLR(s int) float64 {
 }
 
 // refDecay says, from a parameter's card name, whether AdamW decays it:
-// the README's rule (every tensor of two or more dimensions but AFT-conv's
+// docs/training.md's rule (every tensor of two or more dimensions but AFT-conv's
 // u). ok is false for a name the rule does not know.
 func refDecay(name string) (decay, ok bool) {
 	last := name[strings.LastIndex(name, ".")+1:]
@@ -269,7 +269,7 @@ func refStep(t *testing.T, tr *Trainer, c refCase, rng *rand.Rand, fd bool, muta
 		}
 		decay, ok := refDecay(p.Name)
 		if !ok {
-			t.Fatalf("parameter %s: the README's decay rule does not name it", p.Name)
+			t.Fatalf("parameter %s: docs/training.md's decay rule does not name it", p.Name)
 		}
 		for j := range p.Data {
 			if gj := float64(p.Grad[j]); gj != g[i][j] {
@@ -447,7 +447,7 @@ func TestReferenceCatchesMutants(t *testing.T) {
 	}
 }
 
-// TestDefaultConfigDocumented pins the training defaults to the README's
+// TestDefaultConfigDocumented pins the training defaults to docs/training.md's
 // values (the reference's constants above): AdamW β 0.9/0.95, eps 1e-8,
 // weight decay 0.1, warm-up min(100, 5% of the run), cosine to 10% of the
 // peak 1e-3, clipping at 1.0, seed 1.
