@@ -9,8 +9,8 @@
 //	synth compare [-specs a,b,specs/aft_*.json] [-data file] [-steps N] [-batch B] [-seeds N] [-out folder] [-resume]
 //	synth attn    [-ckpt x.safetensors] [-prompt text] [-out folder]
 //	synth info
-//	synth bench
-//	synth steps   [-specs a,b] [-min-time 3s] [-pytorch=false] [-md]
+//	synth bench   [-spec mid] [-kernels-only] [-pytorch=false] [-openblas-core auto]
+//	synth steps   [-specs a,b] [-min-time 3s] [-rounds N] [-pytorch=false] [-openblas-core auto] [-bf16=false] [-md]
 //
 // Run "synth <command> -h" for a command's flags.
 //
@@ -45,6 +45,15 @@
 // same table. synth attn draws a checkpoint's attention maps (softmax
 // probabilities, linear attention's implicit weights or AFT's normalised
 // position biases) as one PNG grid per layer.
+//
+// synth steps and synth bench measure PyTorch beside (Debian's
+// python3-torch on OpenBLAS, bench/pytorch/bench.py). OpenBLAS picks its
+// kernels by CPU model and falls back to slower ones on CPUs it does not
+// know, so before a table they ask it which core it chose and, when the
+// CPU has wider vectors than that core uses, time a float32 GEMM under
+// each candidate OPENBLAS_CORETYPE and run PyTorch on the fastest; the
+// line above the table names the core and how it was chosen, and
+// -openblas-core NAME forces one (bench.ChooseOpenBLASCore).
 package main
 
 import (
