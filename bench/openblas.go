@@ -156,14 +156,20 @@ func ParseCoreReport(stderr []byte) (CoreReport, error) {
 		}
 	}
 	if r.Core == "" {
-		return r, errors.New(`OpenBLAS printed no "Core: X" line with OPENBLAS_VERBOSE=2 (not OpenBLAS, or not a DYNAMIC_ARCH build)`)
+		return r, ErrNoCoreReport
 	}
 	return r, nil
 }
 
+// ErrNoCoreReport is ParseCoreReport's error for output without a
+// "Core: X" line: PyTorch's BLAS is not OpenBLAS, or not a DYNAMIC_ARCH
+// build, and has no core type to choose.
+var ErrNoCoreReport = errors.New(`OpenBLAS printed no "Core: X" line with OPENBLAS_VERBOSE=2 (not OpenBLAS, or not a DYNAMIC_ARCH build)`)
+
 // CoreProbe runs one probe with OPENBLAS_CORETYPE=core ("" leaves the
 // choice to OpenBLAS) in a process of its own; an error (the process
-// crashed, or printed no report) means the core is not a candidate.
+// crashed, or printed nothing) means the core is not a candidate. A
+// report with Core "" is a BLAS that names no core (ErrNoCoreReport).
 type CoreProbe func(ctx context.Context, core string) (CoreReport, error)
 
 // Ways a core type is chosen (OpenBLASChoice.How).
@@ -171,6 +177,7 @@ const (
 	CoreDetected = "detected" // OpenBLAS's own choice, as wide as the CPU's vectors
 	CoreTimed    = "timed"    // the fastest of the candidates
 	CoreForced   = "forced"   // -openblas-core NAME
+	CoreUnknown  = "unknown"  // the BLAS reports no core type: PyTorch runs as it is
 )
 
 // CoreTiming is one candidate's probe: its GFLOP/s, or why it is not a
@@ -197,6 +204,9 @@ type OpenBLASChoice struct {
 // String is the table header's line: the core, how it was chosen and,
 // when timed, every candidate's figure or reason.
 func (c OpenBLASChoice) String() string {
+	if c.How == CoreUnknown {
+		return "a BLAS that reports no OpenBLAS core type (" + ErrNoCoreReport.Error() + "), as it is"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "OpenBLAS core %s", c.Core)
 	if c.Env != "" {
@@ -252,6 +262,9 @@ const maxCoreRelErr = 1e-3
 //   - force "time": the same timing whatever OpenBLAS detects;
 //   - force NAME: that core, probed once to check this build has it and
 //     the CPU runs it.
+//
+// A BLAS that names no core (not a DYNAMIC_ARCH OpenBLAS) is used as it
+// is (CoreUnknown), and cannot be forced.
 func ChooseOpenBLASCore(ctx context.Context, c CPUFeatures, probe CoreProbe, force string, rounds int) (OpenBLASChoice, error) {
 	force = strings.TrimSpace(force)
 	mode := strings.ToLower(force)
@@ -259,6 +272,12 @@ func ChooseOpenBLASCore(ctx context.Context, c CPUFeatures, probe CoreProbe, for
 	var ch OpenBLASChoice
 	if detErr == nil {
 		ch.Detected = det.Core
+	}
+	if detErr == nil && det.Core == "" {
+		if mode != "" && mode != "auto" && mode != "time" {
+			return OpenBLASChoice{}, fmt.Errorf("-openblas-core %s: %w", force, ErrNoCoreReport)
+		}
+		return OpenBLASChoice{How: CoreUnknown}, nil
 	}
 	if mode != "" && mode != "auto" && mode != "time" {
 		name := strings.ToUpper(force)
@@ -347,7 +366,7 @@ func checkCore(ctx context.Context, probe CoreProbe, name string) (CoreReport, e
 		return CoreReport{}, err
 	}
 	if r.NotFound || coreKey(r.Core) != coreKey(name) {
-		return CoreReport{}, fmt.Errorf("not in this OpenBLAS build (it ran %s)", r.Core)
+		return CoreReport{}, fmt.Errorf("not in this OpenBLAS build (OpenBLAS did not take the name and ran %s)", r.Core)
 	}
 	return r, goodGEMM(r)
 }

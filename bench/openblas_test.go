@@ -20,8 +20,8 @@ func TestParseCoreReport(t *testing.T) {
 	if err != nil || r.Core != "Prescott" || r.NotFound {
 		t.Errorf("detected: %+v, %v; want Prescott", r, err)
 	}
-	if _, err := ParseCoreReport([]byte("Traceback …\nImportError: no torch\n")); err == nil {
-		t.Error("no error for output without a Core line")
+	if _, err := ParseCoreReport([]byte("Traceback …\nImportError: no torch\n")); !errors.Is(err, ErrNoCoreReport) {
+		t.Errorf("output without a Core line: %v, want ErrNoCoreReport", err)
 	}
 }
 
@@ -119,8 +119,11 @@ func TestChooseOpenBLASCoreTimed(t *testing.T) {
 	// Intel: no ZEN. SKYLAKEX and COOPERLAKE within CoreGFLOPSFloor: the
 	// one listed first wins.
 	f = &fakeOpenBLAS{
-		reports: map[string]CoreReport{"": {Core: "Haswell"}, "SKYLAKEX": {Core: "SkylakeX"}, "COOPERLAKE": {Core: "Cooperlake"}, "HASWELL": {Core: "Haswell"}},
-		rates:   map[string][]float64{"": {100}, "SKYLAKEX": {150}, "COOPERLAKE": {152}, "HASWELL": {101}, "SAPPHIRERAPIDS": {999}},
+		// OpenBLAS 0.3.21 on a Xeon: "Core not found: X", then it runs
+		// a core of that name all the same; not a candidate either.
+		reports: map[string]CoreReport{"": {Core: "Haswell"}, "SKYLAKEX": {Core: "SkylakeX"}, "COOPERLAKE": {Core: "Cooperlake"}, "HASWELL": {Core: "Haswell"},
+			"SAPPHIRERAPIDS": {Core: "SapphireRapids", NotFound: true}},
+		rates: map[string][]float64{"": {100}, "SKYLAKEX": {150}, "COOPERLAKE": {152}, "HASWELL": {101}, "SAPPHIRERAPIDS": {999}},
 	}
 	ch, err = ChooseOpenBLASCore(context.Background(), amxCPU, f.probe, "", 1)
 	if err != nil {
@@ -155,6 +158,14 @@ func TestChooseOpenBLASCoreDetected(t *testing.T) {
 	f = &fakeOpenBLAS{reports: map[string]CoreReport{"": {Core: "Haswell"}}, rates: map[string][]float64{"": {60}}}
 	if ch, err := ChooseOpenBLASCore(context.Background(), CPUFeatures{AVX2: true}, f.probe, "", 2); err != nil || ch.How != CoreDetected {
 		t.Errorf("AVX2 CPU on Haswell: %+v, %v", ch, err)
+	}
+	// A BLAS that names no core: used as it is, and cannot be forced.
+	f = &fakeOpenBLAS{reports: map[string]CoreReport{"": {}}, rates: map[string][]float64{"": {60}}}
+	if ch, err := ChooseOpenBLASCore(context.Background(), amxCPU, f.probe, "auto", 2); err != nil || ch.How != CoreUnknown || ch.Env != "" || len(f.calls) != 1 {
+		t.Errorf("no core report: %+v, %v, probes %v; want it used as it is", ch, err, f.calls)
+	}
+	if _, err := ChooseOpenBLASCore(context.Background(), amxCPU, f.probe, "SKYLAKEX", 2); !errors.Is(err, ErrNoCoreReport) {
+		t.Errorf("forcing a core on a BLAS that names none: %v", err)
 	}
 	// "time" times them all the same.
 	f = &fakeOpenBLAS{

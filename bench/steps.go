@@ -274,7 +274,7 @@ func (p *PyTorch) ProbeCore(ctx context.Context, core string) (CoreReport, error
 		return CoreReport{}, fmt.Errorf("probe crashed: %w: %s", err, lastLine(errb.String()))
 	}
 	r, err := ParseCoreReport(errb.Bytes())
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNoCoreReport) {
 		return CoreReport{}, err
 	}
 	var g struct {
