@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/synthgen/synthgen/specs"
 )
 
 // RowOptions says how MeasureRow measures a row of the training-step table.
@@ -23,6 +25,10 @@ type RowOptions struct {
 	// PyTorch, when set, measures PyTorch's step of the same model with 2
 	// threads; nil leaves the PyTorch columns out.
 	PyTorch *PyTorch
+	// BF16 also measures PyTorch's step under bf16 autocast (after the
+	// float32 one, each round), for CPUs with bf16 instructions
+	// (CPUFeatures.BF16).
+	BF16 bool
 }
 
 // Row is one spec's row of the training-step table.
@@ -39,7 +45,16 @@ type Row struct {
 	PyTorchErr error
 	// Ratios are each round's synthgen (2 workers) / PyTorch tokens/s.
 	Ratios []float64
+	// PyTorchBF16, PyTorchBF16Err and BF16Ratios are the same for
+	// PyTorch's step under bf16 autocast (RowOptions.BF16).
+	PyTorchBF16    *PyTorchResult
+	PyTorchBF16Err error
+	BF16Ratios     []float64
 }
+
+// BF16Ratio is the median of the rounds' ratios against PyTorch's bf16
+// autocast step, 0 without it.
+func (r Row) BF16Ratio() float64 { return median(r.BF16Ratios) }
 
 // Ratio is the median of the rounds' ratios, 0 without PyTorch.
 func (r Row) Ratio() float64 { return median(r.Ratios) }
@@ -55,9 +70,10 @@ func (r Row) RatioRange() (lo, hi float64) {
 // MeasureRow measures spec name's row: o.Rounds rounds of synthgen's
 // training step with 1 and 2 workers at StepBatch's batch, each in a
 // process of its own (MeasureStepsChild), each followed by PyTorch's step
-// of the same model when o.PyTorch is set. A PyTorch failure is kept in
-// the row (PyTorchErr) and ends its PyTorch measurements; a synthgen
-// failure or ctx's end is the error.
+// of the same model when o.PyTorch is set (float32, then with o.BF16 under
+// bf16 autocast). A PyTorch failure is kept in the row (PyTorchErr,
+// PyTorchBF16Err) and ends that column's measurements; a synthgen failure
+// or ctx's end is the error.
 func MeasureRow(ctx context.Context, name string, o RowOptions) (Row, error) {
 	s, err := SpecOf(name)
 	if err != nil {
@@ -68,7 +84,8 @@ func MeasureRow(ctx context.Context, name string, o RowOptions) (Row, error) {
 	}
 	r := Row{Spec: name, N: s.N, D: s.D, Layers: s.Layers, Batch: StepBatch(s.N)}
 	var goRuns [2][]StepResult
-	var ptRuns []PyTorchResult
+	var pt, bf ptColumn
+	bf.bf16 = true
 	for range o.Rounds {
 		for i, w := range []int{1, 2} {
 			res, err := MeasureStepsChild(ctx, o.Exe, name, r.Batch, w, o.MinSteps, o.MinTime)
@@ -77,33 +94,69 @@ func MeasureRow(ctx context.Context, name string, o RowOptions) (Row, error) {
 			}
 			goRuns[i] = append(goRuns[i], res)
 		}
-		if o.PyTorch == nil || r.PyTorchErr != nil {
+		if o.PyTorch == nil {
 			continue
 		}
-		pt, err := o.PyTorch.Step(ctx, s, r.Batch, 2)
-		if err != nil {
-			if ctx.Err() != nil {
-				return Row{}, fmt.Errorf("%s: %w", name, ctx.Err())
+		last := goRuns[1][len(goRuns[1])-1].TokensPerSec
+		cols := []*ptColumn{&pt}
+		if o.BF16 {
+			cols = append(cols, &bf)
+		}
+		for _, c := range cols {
+			if err := c.measure(ctx, o.PyTorch, s, r.Batch, last); err != nil {
+				return Row{}, fmt.Errorf("%s: %w", name, err)
 			}
-			r.PyTorchErr = err
-			continue
 		}
-		if !(pt.TokensPerSec > 0) {
-			r.PyTorchErr = fmt.Errorf("pytorch %s: %v tokens/s", name, pt.TokensPerSec)
-			continue
-		}
-		ptRuns = append(ptRuns, pt)
-		r.Ratios = append(r.Ratios, goRuns[1][len(goRuns[1])-1].TokensPerSec/pt.TokensPerSec)
 	}
 	for i := range r.Go {
 		r.Go[i] = mergeSteps(goRuns[i])
 	}
-	if r.PyTorchErr != nil {
-		r.Ratios = nil
-	} else if len(ptRuns) > 0 {
-		r.PyTorch = mergePyTorch(ptRuns)
-	}
+	r.PyTorch, r.Ratios, r.PyTorchErr = pt.result()
+	r.PyTorchBF16, r.BF16Ratios, r.PyTorchBF16Err = bf.result()
 	return r, nil
+}
+
+// ptColumn gathers one PyTorch column of a row over the rounds: float32
+// or bf16 autocast. Its first failure ends its measurements and is kept.
+type ptColumn struct {
+	bf16   bool
+	runs   []PyTorchResult
+	ratios []float64
+	err    error
+}
+
+// measure runs one round of the column, goTPS being the round's synthgen
+// (2 workers) rate; only ctx's end is an error.
+func (c *ptColumn) measure(ctx context.Context, p *PyTorch, s specs.Spec, batch int, goTPS float64) error {
+	if c.err != nil {
+		return nil
+	}
+	res, err := p.Step(ctx, s, batch, 2, c.bf16)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.err = err
+		return nil
+	}
+	if !(res.TokensPerSec > 0) {
+		c.err = fmt.Errorf("pytorch %s: %v tokens/s", s.Name, res.TokensPerSec)
+		return nil
+	}
+	c.runs = append(c.runs, res)
+	c.ratios = append(c.ratios, goTPS/res.TokensPerSec)
+	return nil
+}
+
+// result is the column's merged figures, or its error and no ratios.
+func (c *ptColumn) result() (*PyTorchResult, []float64, error) {
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	if len(c.runs) == 0 {
+		return nil, nil, nil
+	}
+	return mergePyTorch(c.runs), c.ratios, nil
 }
 
 // mergeSteps is one result for several measurements of a row: the median

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,6 +78,19 @@ func TestMeasureRow(t *testing.T) {
 	if r.Go[1].Steps < 3 || !(r.Go[1].TokensPerSec > 0) {
 		t.Errorf("2 workers %+v: want the steps of three rounds and a median rate", r.Go[1])
 	}
+
+	// With BF16, each round runs PyTorch's float32 step, then its bf16
+	// one: two columns, each with its own ratios.
+	o.PyTorch, o.Rounds, o.BF16 = fakePyTorch(t, false, "100", "400", "100", "400"), 2, true
+	r, err = MeasureRow(ctx, "small", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PyTorch == nil || r.PyTorch.TokensPerSec != 100 || r.PyTorchBF16 == nil || r.PyTorchBF16.TokensPerSec != 400 ||
+		len(r.Ratios) != 2 || len(r.BF16Ratios) != 2 || !(r.BF16Ratio() > 0) || math.Abs(r.Ratios[0]/r.BF16Ratios[0]-4) > 1e-9 {
+		t.Errorf("bf16 column: %+v, %+v, ratios %v and %v; want 100 and 400 tokens/s, ratios 4× apart", r.PyTorch, r.PyTorchBF16, r.Ratios, r.BF16Ratios)
+	}
+	o.BF16 = false
 
 	o.PyTorch, o.Rounds = fakePyTorch(t, true), 2
 	r, err = MeasureRow(ctx, "small", o)

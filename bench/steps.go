@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +177,10 @@ func parseLastJSON(out []byte, v any) error {
 type PyTorch struct {
 	Python string // interpreter (default /usr/bin/python3)
 	Script string // bench/pytorch/bench.py
+	// CoreType is the OPENBLAS_CORETYPE every run gets ("" leaves the
+	// choice to OpenBLAS); ChooseCore sets it. OPENBLAS_CORETYPE and
+	// OPENBLAS_L2_SIZE from the environment are never passed on.
+	CoreType string
 }
 
 // PyTorchResult is one PyTorch row.
@@ -219,33 +224,126 @@ func fileExists(p string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
+// openBLASEnv are the variables a PyTorch run never inherits: the core
+// type is p.CoreType's (a machine may set OPENBLAS_CORETYPE and
+// OPENBLAS_L2_SIZE together for an older OpenBLAS; they go together).
+var openBLASEnv = []string{"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE"}
+
 // command is the interpreter with OpenBLAS's OpenMP build on the library
-// path (the reference BLAS is ~20× slower).
+// path (the reference BLAS is ~20× slower) and OPENBLAS_CORETYPE set to
+// p.CoreType.
 func (p *PyTorch) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, p.Python, args...)
-	env := os.Environ()
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(openBLASEnv, k) {
+			env = append(env, kv)
+		}
+	}
 	const omp = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 	if fileExists(filepath.Join(omp, "libblas.so.3")) {
 		env = append(env, "LD_LIBRARY_PATH="+omp)
+	}
+	if p.CoreType != "" {
+		env = append(env, "OPENBLAS_CORETYPE="+p.CoreType)
 	}
 	cmd.Env = env
 	return cmd
 }
 
+// InheritedCoreType is OPENBLAS_CORETYPE as this process's environment
+// sets it, which PyTorch's runs do not inherit ("" if unset).
+func InheritedCoreType() string { return os.Getenv("OPENBLAS_CORETYPE") }
+
+// ProbeCore is a CoreProbe: bench.py --probe-gemm under OPENBLAS_CORETYPE
+// core ("" for OpenBLAS's own choice) and OPENBLAS_VERBOSE=2, one thread,
+// in a process of its own, so that a core the CPU cannot run (SIGILL)
+// fails only the probe.
+func (p *PyTorch) ProbeCore(ctx context.Context, core string) (CoreReport, error) {
+	q := *p
+	q.CoreType = core
+	cmd := q.command(ctx, p.Script, "--probe-gemm")
+	cmd.Env = append(cmd.Env, "OPENBLAS_VERBOSE=2", "OMP_NUM_THREADS=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return CoreReport{}, fmt.Errorf("probe crashed: %w: %s", err, lastLine(errb.String()))
+	}
+	r, err := ParseCoreReport(errb.Bytes())
+	if err != nil && !errors.Is(err, ErrNoCoreReport) {
+		return CoreReport{}, err
+	}
+	var g struct {
+		GFLOPS float64 `json:"gflops"`
+		RelErr float64 `json:"rel_err"`
+	}
+	if err := parseLastJSON(out.Bytes(), &g); err != nil {
+		return CoreReport{}, fmt.Errorf("probe: %w", err)
+	}
+	r.GFLOPS, r.RelErr = g.GFLOPS, g.RelErr
+	return r, nil
+}
+
+// ChooseCore chooses the OpenBLAS core type of every later run
+// (ChooseOpenBLASCore on this CPU, force as -openblas-core gives it) and
+// sets p.CoreType.
+func (p *PyTorch) ChooseCore(ctx context.Context, force string) (OpenBLASChoice, error) {
+	ch, err := ChooseOpenBLASCore(ctx, HostCPU(), p.ProbeCore, force, 2)
+	if err != nil {
+		return OpenBLASChoice{}, err
+	}
+	p.CoreType = ch.Env
+	return ch, nil
+}
+
 // Step times PyTorch's training step of the same model (PyTorchArgs) at
-// the given batch and threads, in a process of its own.
-func (p *PyTorch) Step(ctx context.Context, s specs.Spec, batch, threads int) (PyTorchResult, error) {
+// the given batch and threads, in a process of its own; with bf16, under
+// torch.autocast("cpu", dtype=torch.bfloat16).
+func (p *PyTorch) Step(ctx context.Context, s specs.Spec, batch, threads int, bf16 bool) (PyTorchResult, error) {
 	args := append([]string{p.Script}, PyTorchArgs(s, batch, threads)...)
+	what := s.Name
+	if bf16 {
+		args = append(args, "--autocast", "bf16")
+		what += " (bf16 autocast)"
+	}
 	cmd := p.command(ctx, args...)
 	cmd.Env = append(cmd.Env, fmt.Sprintf("OMP_NUM_THREADS=%d", threads))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return PyTorchResult{}, fmt.Errorf("pytorch %s: %w: %s", s.Name, err, lastLine(errb.String()))
+		return PyTorchResult{}, fmt.Errorf("pytorch %s: %w: %s", what, err, lastLine(errb.String()))
 	}
 	var r PyTorchResult
 	if err := parseLastJSON(out.Bytes(), &r); err != nil {
-		return PyTorchResult{}, fmt.Errorf("pytorch %s: %w", s.Name, err)
+		return PyTorchResult{}, fmt.Errorf("pytorch %s: %w", what, err)
+	}
+	return r, nil
+}
+
+// SoftmaxValueResult is PyTorch's softmax(causal_mask(B))·V on one
+// thread, GFLOP/s counted as for dense products (forward 2·n²·dh,
+// forward+backward 6·n²·dh per problem).
+type SoftmaxValueResult struct {
+	Forward         float64 `json:"forward_gflops"`
+	ForwardBackward float64 `json:"forward_backward_gflops"`
+	Version         string  `json:"torch"`
+}
+
+// SoftmaxValue times PyTorch's softmax-value at sequence length n and
+// head width dh over problems (sequence × head) problems, one thread, in
+// a process of its own (bench.py --softmax-value).
+func (p *PyTorch) SoftmaxValue(ctx context.Context, n, dh, problems int) (SoftmaxValueResult, error) {
+	cmd := p.command(ctx, p.Script, "--softmax-value", "--n", strconv.Itoa(n), "--dh", strconv.Itoa(dh), "--problems", strconv.Itoa(problems))
+	cmd.Env = append(cmd.Env, "OMP_NUM_THREADS=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return SoftmaxValueResult{}, fmt.Errorf("pytorch softmax-value: %w: %s", err, lastLine(errb.String()))
+	}
+	var r SoftmaxValueResult
+	if err := parseLastJSON(out.Bytes(), &r); err != nil {
+		return SoftmaxValueResult{}, fmt.Errorf("pytorch softmax-value: %w", err)
 	}
 	return r, nil
 }

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -20,6 +23,8 @@ func benchCmd(e *env, args []string) error {
 	trainSpecs := fs.String("train-specs", "", "comma-separated specs for the training step (default: the n 128, d 128, 4-head, 4-layer ones)")
 	batch := fs.Int("batch", 16, "batch of the training step")
 	skipTrain := fs.Bool("kernels-only", false, "measure only the kernels")
+	pytorch := fs.Bool("pytorch", true, "print PyTorch's softmax-value at the spec's n and head width beside the kernels (bench/pytorch/bench.py, 1 thread; skipped with a reason if python3-torch is missing)")
+	core := fs.String("openblas-core", "auto", openBLASCoreUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -33,10 +38,21 @@ func benchCmd(e *env, args []string) error {
 			names = strings.Split(*trainSpecs, ",")
 		}
 	}
-	return printBench(e.out, *spec, names, *batch)
+	var pt *bench.PyTorch
+	if *pytorch {
+		ctx, stop := signal.NotifyContext(e.context(), os.Interrupt)
+		defer stop()
+		var err error
+		if pt, _, err = findPyTorch(ctx, e.out, *core); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	return printBench(e.out, *spec, names, *batch, pt)
 }
 
-func printBench(w io.Writer, spec string, trainSpecs []string, batch int) error {
+// printBench prints the kernel tables of spec, PyTorch's softmax-value
+// beside them when pt is set, and the training steps of trainSpecs.
+func printBench(w io.Writer, spec string, trainSpecs []string, batch int, pt *bench.PyTorch) error {
 	cases, err := bench.KernelCases(spec)
 	if err != nil {
 		return err
@@ -78,6 +94,17 @@ func printBench(w io.Writer, spec string, trainSpecs []string, batch int) error 
 	rows, err := bench.RowKernelCases(spec, sp.N)
 	if err != nil {
 		return err
+	}
+	if pt != nil {
+		const problems = 32
+		dh := sp.DH()
+		sv, err := pt.SoftmaxValue(context.Background(), sp.N, dh, problems)
+		if err != nil {
+			fmt.Fprintf(w, "\nPyTorch softmax-value left out: %v\n", err)
+		} else {
+			fmt.Fprintf(w, "\nPyTorch %s softmax-value (n %d, dh %d, %d problems, 1 thread; GFLOP/s as dense: 2·n²·dh forward, 6·n²·dh forward+backward): forward %.1f, forward+backward %.1f\n",
+				sv.Version, sp.N, dh, problems, sv.Forward, sv.ForwardBackward)
+		}
 	}
 	fmt.Fprintf(w, "\nrow-wise kernels, %d rows, one core\n", sp.N)
 	tw = tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)

@@ -10,12 +10,22 @@ comparison table, and times on this CPU:
     in tokens/s, per variant;
   * with --one VARIANT, one configuration (any size), printed as one JSON
     line with the process's peak resident set: what `synth steps` runs for
-    each row of its table.
+    each row of its table; --autocast bf16 runs it under
+    torch.autocast("cpu", dtype=torch.bfloat16);
+  * with --softmax-value, the softmax-value alone as one JSON line (what
+    `synth bench` prints beside its kernels);
+  * with --probe-gemm, a float32 GEMM's GFLOP/s and error as one JSON line:
+    what synthgen's bench package runs under each OPENBLAS_CORETYPE to
+    choose OpenBLAS's kernels (bench/openblas.go).
 
 Run with Debian's PyTorch and OpenBLAS (reference BLAS is ~20× slower):
   apt-get install python3-torch libopenblas0-openmp
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS=2 \
-      /usr/bin/python3 bench/pytorch/bench.py [--n 128 --d 128 --heads 4 --layers 4]
+      OPENBLAS_CORETYPE=SKYLAKEX /usr/bin/python3 bench/pytorch/bench.py [--n 128 --d 128 --heads 4 --layers 4]
+OpenBLAS 0.3.21 picks its kernels by CPU model and falls back to generic
+ones (Core: Prescott, with OPENBLAS_VERBOSE=2) on CPUs it does not know:
+set OPENBLAS_CORETYPE to the core that `synth steps` or `synth bench`
+print as chosen, or run the figures through them.
 """
 import argparse
 import math
@@ -170,7 +180,24 @@ def time_it(fn, reps):
     return best
 
 
-def softmax_value(n=256, dh=64, problems=32):
+def probe_gemm(size=1024, reps=3):
+    """A float32 GEMM's best GFLOP/s, and its largest error on a corner
+    against a float64 product made without BLAS, relative to the largest
+    entry (a core that computes wrong results is no candidate)."""
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    c = a @ b
+    sec = time_it(lambda: a @ b, reps)
+    m = 48
+    ref = (a[:m].double().unsqueeze(2) * b[:, :m].double().unsqueeze(0)).sum(1)
+    err = ((c[:m, :m].double() - ref).abs().max() / ref.abs().max()).item()
+    return 2 * size**3 / sec / 1e9, err
+
+
+def softmax_value_rates(n=256, dh=64, problems=32):
+    """softmax(causal_mask(B))·V on one thread: forward and forward+backward
+    GFLOP/s, counted as 2·n²·dh and 6·n²·dh per problem."""
     torch.set_num_threads(1)
     b = torch.randn(problems, n, n, requires_grad=True)
     v = torch.randn(problems, n, dh, requires_grad=True)
@@ -180,11 +207,16 @@ def softmax_value(n=256, dh=64, problems=32):
         y = fwd()
         y.backward(torch.ones_like(y))
     tf, tb = time_it(lambda: fwd(), 20), time_it(both, 20)
-    print(f"softmax-value n {n} dh {dh} x{problems}, 1 thread: forward {problems*2*n*n*dh/tf/1e9:.1f} GFLOP/s, "
-          f"forward+backward {problems*6*n*n*dh/tb/1e9:.1f} GFLOP/s")
+    return problems*2*n*n*dh/tf/1e9, problems*6*n*n*dh/tb/1e9
 
 
-def train_step(variant, n, d, heads, layers, batch, threads, reps=5, **kw):
+def softmax_value(n=256, dh=64, problems=32):
+    f, fb = softmax_value_rates(n, dh, problems)
+    print(f"softmax-value n {n} dh {dh} x{problems}, 1 thread: forward {f:.1f} GFLOP/s, "
+          f"forward+backward {fb:.1f} GFLOP/s")
+
+
+def train_step(variant, n, d, heads, layers, batch, threads, reps=5, autocast=None, **kw):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     m = LM(variant, n, d, heads, layers, **kw)
@@ -193,7 +225,14 @@ def train_step(variant, n, d, heads, layers, batch, threads, reps=5, **kw):
     tgt = torch.randint(0, 256, (batch, n))
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = m(idx, tgt)
+        if autocast == "bf16":
+            # Mixed precision as PyTorch recommends it on CPU: the forward
+            # (and the loss) under autocast, backward and AdamW outside it,
+            # the weights staying float32.
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = m(idx, tgt)
+        else:
+            loss = m(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
@@ -218,11 +257,24 @@ def main():
     p.add_argument("--b", type=int, default=8, help="factorized_dense's b")
     p.add_argument("--window", type=int, default=16, help="aft_local's and aft_conv's window")
     p.add_argument("--reps", type=int, default=5, help="timed steps (the best counts)")
+    p.add_argument("--autocast", choices=["bf16"], help="with --one: the step under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
+    p.add_argument("--softmax-value", action="store_true", help="time softmax-value only (--n, --dh, --problems; 1 thread) and print one JSON line")
+    p.add_argument("--dh", type=int, default=64, help="with --softmax-value: head width")
+    p.add_argument("--problems", type=int, default=32, help="with --softmax-value: (sequence × head) problems")
+    p.add_argument("--probe-gemm", action="store_true", help="time a 1024² float32 GEMM on 1 thread and print one JSON line (OpenBLAS core choice)")
     a = p.parse_args()
+    import json
+    if a.probe_gemm:
+        gflops, err = probe_gemm()
+        print(json.dumps({"gflops": gflops, "rel_err": err, "torch": torch.__version__}))
+        return
+    if a.softmax_value:
+        f, fb = softmax_value_rates(a.n, a.dh, a.problems)
+        print(json.dumps({"forward_gflops": f, "forward_backward_gflops": fb, "torch": torch.__version__}))
+        return
     if a.one:
-        import json
         import resource
-        tps = train_step(a.one, a.n, a.d, a.heads, a.layers, a.batch, a.threads, reps=a.reps,
+        tps = train_step(a.one, a.n, a.d, a.heads, a.layers, a.batch, a.threads, reps=a.reps, autocast=a.autocast,
                          ffn=a.ffn or None, k=a.k, a=a.a, b=a.b, window=a.window)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
         print(json.dumps({"tokens_per_s": tps, "peak_rss_kib": rss, "torch": torch.__version__}))

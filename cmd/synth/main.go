@@ -10,8 +10,8 @@
 //	synth attn    [-ckpt x.safetensors] [-prompt text] [-out folder]
 //	synth serve   [-ckpt x.safetensors …] [-addr 127.0.0.1:8080]
 //	synth info
-//	synth bench
-//	synth steps   [-specs a,b] [-min-time 3s] [-pytorch=false] [-md]
+//	synth bench   [-spec mid] [-kernels-only] [-pytorch=false] [-openblas-core auto]
+//	synth steps   [-specs a,b] [-min-time 3s] [-rounds N] [-pytorch=false] [-openblas-core auto] [-bf16=false] [-md]
 //
 // Run "synth help <command>" for a command's flags, "synth version" for the
 // versions it was built from.
@@ -48,6 +48,14 @@
 // probabilities, linear attention's implicit weights or AFT's normalised
 // position biases) as one PNG grid per layer.
 //
+// synth steps and synth bench measure PyTorch beside (Debian's
+// python3-torch on OpenBLAS, bench/pytorch/bench.py). OpenBLAS picks its
+// kernels by CPU model and falls back to slower ones on CPUs it does not
+// know, so before a table they ask it which core it chose and, when the
+// CPU has wider vectors than that core uses, time a float32 GEMM under
+// each candidate OPENBLAS_CORETYPE and run PyTorch on the fastest; the
+// line above the table names the core and how it was chosen, and
+// -openblas-core NAME forces one (bench.ChooseOpenBLASCore).
 // The command is package cli run over this repository's generated
 // packages; a module with specs of its own builds the same command over
 // its packages with a main.go like this one (see package cli).
