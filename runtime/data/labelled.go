@@ -24,7 +24,7 @@ import (
 //	CSV   label,text                 RFC 4180 quoting (encoding/csv); exactly two fields
 //	JSONL {"label": …, "text": …}    label a string or an integer; other keys ignored
 //
-// Blank lines are skipped, as is a first line that reads exactly
+// Blank lines are skipped, as is a first record that reads exactly
 // "label<TAB>text" (TSV) or "label,text" (CSV): a header. A UTF-8 byte order
 // mark at the start of the file is dropped; a line's final "\r" (TSV,
 // JSONL) too. Labels are mapped to classes in order of first appearance.
@@ -319,15 +319,23 @@ func lines(b []byte, fn func(line int, s []byte) error) error {
 	return nil
 }
 
+// isHeader reports whether the first record of a TSV or CSV file is the
+// header "label", "text" (WriteLabelled writes one before an example that
+// reads so, so that the example is not taken for a header).
+func isHeader(label string, text []byte) bool { return label == "label" && string(text) == "text" }
+
 func parseTSV(path string, b []byte, add func(int, string, []byte) error) error {
+	first := true
 	return lines(b, func(n int, s []byte) error {
 		label, text, ok := bytes.Cut(s, []byte{'\t'})
 		if !ok {
 			return &LineError{Path: path, Line: n, Err: errors.New("missing label: no tab between a label and the text")}
 		}
-		if n == 1 && string(label) == "label" && string(text) == "text" {
-			return nil // a header
+		if first && isHeader(string(label), text) {
+			first = false
+			return nil
 		}
+		first = false
 		return add(n, string(label), text)
 	})
 }
@@ -358,8 +366,8 @@ func parseCSV(path string, b []byte, add func(int, string, []byte) error) error 
 		case len(rec) > 2:
 			return &LineError{Path: path, Line: line, Err: fmt.Errorf("%d fields, want 2: label,text (quote a text that holds commas)", len(rec))}
 		}
-		if first && rec[0] == "label" && rec[1] == "text" {
-			continue // a header
+		if first && isHeader(rec[0], []byte(rec[1])) {
+			continue
 		}
 		if err := add(line, rec[0], []byte(rec[1])); err != nil {
 			return err
@@ -491,6 +499,11 @@ func WriteLabelled(w io.Writer, f Format, ex []Example) error {
 	switch f {
 	case FormatTSV:
 		var buf []byte
+		if len(ex) > 0 && isHeader(ex[0].Label, ex[0].Text) {
+			if _, err := io.WriteString(w, "label\ttext\n"); err != nil {
+				return err
+			}
+		}
 		for i, e := range ex {
 			if err := checkLabel(e.Label); err != nil {
 				return fmt.Errorf("example %d: %w", i+1, err)
@@ -506,6 +519,9 @@ func WriteLabelled(w io.Writer, f Format, ex []Example) error {
 		return nil
 	case FormatCSV:
 		cw := csv.NewWriter(w)
+		if len(ex) > 0 && isHeader(ex[0].Label, ex[0].Text) {
+			cw.Write([]string{"label", "text"})
+		}
 		for i, e := range ex {
 			if err := checkLabel(e.Label); err != nil {
 				return fmt.Errorf("example %d: %w", i+1, err)

@@ -39,6 +39,7 @@ func TestReadLabelledFormats(t *testing.T) {
 	}{
 		{"a.tsv", "pos\tgood film\nneg\tbad\tfilm\r\n\npos\tyes\n", "1@0 pos=good film|2@1 neg=bad\tfilm|4@0 pos=yes|", []string{"pos", "neg"}},
 		{"h.tsv", "label\ttext\nb\tx\na\ty", "2@0 b=x|3@1 a=y|", []string{"b", "a"}},
+		{"h2.tsv", "\r\nlabel\ttext\nlabel\ttext\n", "3@0 label=text|", []string{"label"}},
 		{"bom.tsv", "\uFEFFz\tx\n", "1@0 z=x|", []string{"z"}},
 		{"a.csv", "pos,good film\nneg,\"bad, \"\"really\"\"\nfilm\"\n\npos,yes\n", "1@0 pos=good film|2@1 neg=bad, \"really\"\nfilm|5@0 pos=yes|", []string{"pos", "neg"}},
 		{"h.CSV", "label,text\r\n3,x\r\n", "2@0 3=x|", []string{"3"}},
@@ -274,7 +275,12 @@ func TestWriteLabelledRoundTrip(t *testing.T) {
 		{Label: "7", Text: []byte("é\ttab")},
 		{Label: "neg label", Text: []byte("x")},
 	}
-	for _, f := range []Format{FormatTSV, FormatCSV, FormatJSONL} {
+	header := []Example{{Label: "label", Text: []byte("text")}, {Label: "b", Text: []byte("y")}}
+	for _, f := range []Format{FormatTSV, FormatCSV, FormatJSONL, -FormatTSV, -FormatCSV, -FormatJSONL} {
+		ex := ex
+		if f < 0 { // an example that reads as a header comes first
+			f, ex = -f, header
+		}
 		var buf bytes.Buffer
 		if err := WriteLabelled(&buf, f, ex); err != nil {
 			t.Fatalf("%v: %v", f, err)
@@ -283,6 +289,9 @@ func TestWriteLabelledRoundTrip(t *testing.T) {
 		s, err := ReadLabelled(p, LabelledOptions{N: 64, Vocab: 256})
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", f, err, buf.String())
+		}
+		if len(s.Examples) != len(ex) {
+			t.Fatalf("%v: %d examples read back, want %d", f, len(s.Examples), len(ex))
 		}
 		for i, e := range s.Examples {
 			if e.Label != ex[i].Label || !bytes.Equal(e.Text, ex[i].Text) || e.Class != i {
