@@ -275,6 +275,13 @@ type Counts struct {
 	Train, Val, Test int
 }
 
+// Bounds of a generated set, which is held in memory (LRA's is 100000
+// sequences of up to 2000 bytes).
+const (
+	MaxCount = 10_000_000 // sequences in all
+	MaxBytes = 1 << 32    // sequences × MaxLen
+)
+
 // Splits are the three generated splits.
 type Splits struct {
 	Train, Val, Test []Example
@@ -285,12 +292,19 @@ type Splits struct {
 // (LRA's defaults: 96000, 2000, 2000). The same seed, options and counts
 // give the same splits.
 func Generate(seed uint64, o Options, c Counts) (*Splits, error) {
+	if c.Train > MaxCount || c.Val > MaxCount || c.Test > MaxCount { // before the sum can overflow
+		return nil, fmt.Errorf("listops: counts %d/%d/%d (train/validation/test): at most %d sequences in all", c.Train, c.Val, c.Test, MaxCount)
+	}
 	if c.Train < 0 || c.Val < 0 || c.Test < 0 || c.Train+c.Val+c.Test < 1 {
 		return nil, fmt.Errorf("listops: counts %d/%d/%d (train/validation/test) must be ≥ 0 with at least one sequence", c.Train, c.Val, c.Test)
 	}
 	g, err := NewGenerator(seed, o)
 	if err != nil {
 		return nil, err
+	}
+	total := c.Train + c.Val + c.Test
+	if total > MaxCount || total*g.o.MaxLen > MaxBytes {
+		return nil, fmt.Errorf("listops: %d sequences of up to %d bytes: at most %d sequences and %d bytes (count × MaxLen) in all", total, g.o.MaxLen, MaxCount, MaxBytes)
 	}
 	all := make([]Example, c.Train+c.Val+c.Test)
 	for i := range all {

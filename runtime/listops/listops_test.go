@@ -292,6 +292,11 @@ func TestOptionErrors(t *testing.T) {
 	if _, err := Generate(1, Options{}, Counts{Train: 5, Val: -1}); err == nil {
 		t.Error("negative count: no error")
 	}
+	for _, c := range []Counts{{Train: MaxCount + 1}, {Train: MaxCount, Test: 1}, {Train: 1 << 62, Val: 1 << 62, Test: 1 << 62}, {Train: MaxBytes/DefaultMaxLen + 1}} {
+		if _, err := Generate(1, Options{}, c); err == nil || !strings.Contains(err.Error(), "at most") {
+			t.Errorf("counts %+v: %v", c, err)
+		}
+	}
 	// Only ten sequences have length 1.
 	_, err := Generate(1, Options{MinLen: 1, MaxLen: 1}, Counts{Train: 11})
 	if !errors.Is(err, ErrExhausted) {
