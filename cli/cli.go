@@ -1,6 +1,6 @@
 // Package cli is the synth command: train, eval, sample, inspect, attn,
-// compare, info, bench, steps and listops over the specs whose generated packages
-// the program links. The repository's cmd/synth links every shipped spec;
+// compare, info, bench, steps and listops over the specs whose generated
+// packages the program links. The repository's cmd/synth links every shipped spec;
 // a module with specs of its own gets the same command over its specs with
 // a main.go of a few lines that imports its generated packages (the
 // imports register their kernels) and calls Main:
