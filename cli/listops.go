@@ -64,9 +64,13 @@ LRA's "[MAX 2 9 [MIN 4 7 ] 0 ]" is "X29N47]0]". The same flags give the same fil
 		}
 		return err
 	}
+	counts := listops.Counts{Train: train, Val: val, Test: test}
+	if err := listops.CheckFiles(out, counts, f, force); err != nil {
+		return err
+	}
 	fmt.Fprintf(e.out, "listops: seed %d, depth ≤ %d, ≤ %d arguments, lengths %d…%d, %d/%d/%d sequences (train/val/test)\n",
 		seed, depth, nargs, minLen, maxLen, train, val, test)
-	s, err := listops.Generate(seed, o, listops.Counts{Train: train, Val: val, Test: test})
+	s, err := listops.Generate(seed, o, counts)
 	if err != nil {
 		return err
 	}

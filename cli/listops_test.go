@@ -132,6 +132,9 @@ func TestListOps(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "test.tsv exists") || !strings.Contains(err.Error(), "-force") {
 		t.Fatalf("existing file: %v\n%s", err, buf)
 	}
+	if strings.Contains(buf.String(), "listops: seed") {
+		t.Errorf("the existing file was found after generating the set:\n%s", buf)
+	}
 	if b := fileBytes(t, filepath.Join(keep, "test.tsv")); string(b) != "precious" {
 		t.Fatal("the existing file was changed")
 	}
@@ -201,7 +204,7 @@ func TestListOpsBadFlags(t *testing.T) {
 		{[]string{"-format", "xml"}, `-format "xml"`},
 		{[]string{"-format", "auto"}, `-format "auto"`},
 		{[]string{"-min-len", "1", "-max-len", "1", "-train", "11", "-val", "0", "-test", "0"}, "no new sequence in the length range"},
-		{[]string{"-out", file, "-train", "5", "-min-len", "5", "-max-len", "50"}, "afile"},
+		{[]string{"-out", file, "-train", "5", "-min-len", "5", "-max-len", "50"}, "output folder " + file + " is a file, not a folder"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-train", "9223372036854775807"}, "at most 10000000 sequences"},
 		{[]string{"-train", "3000000"}, "at most 10000000 sequences and 4294967296 bytes"},
