@@ -120,8 +120,13 @@ func (l *Labels) Len() int { return len(l.names) }
 // Names returns the labels in class order (a copy).
 func (l *Labels) Names() []string { return slices.Clone(l.names) }
 
-// Name is the label of class i.
-func (l *Labels) Name(i int) string { return l.names[i] }
+// Name is the label of class i ("" when i is not a class).
+func (l *Labels) Name(i int) string {
+	if i < 0 || i >= len(l.names) {
+		return ""
+	}
+	return l.names[i]
+}
 
 // Index returns the class of label and whether it is one.
 func (l *Labels) Index(label string) (int, bool) {

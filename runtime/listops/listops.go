@@ -161,8 +161,12 @@ type Example struct {
 }
 
 // MaxTries bounds the consecutive draws that give no new sequence (too
-// short, too long or drawn before) before Generate gives up.
-const MaxTries = 1 << 20
+// short, too long or drawn before) before Generate gives up; MaxWork bounds
+// the bytes those draws generate (a draw stops once it passes MaxLen).
+const (
+	MaxTries = 1 << 20
+	MaxWork  = 1 << 27
+)
 
 // Generator draws distinct sequences.
 type Generator struct {
@@ -198,9 +202,11 @@ var ErrExhausted = errors.New("listops: no new sequence in the length range afte
 // length in [MinLen, MaxLen], and different from every sequence this
 // generator returned before.
 func (g *Generator) Next() (Example, error) {
-	for try := 0; try < MaxTries; try++ {
+	work, try := 0, 0
+	for ; try < MaxTries && work <= MaxWork; try++ {
 		g.buf = g.buf[:0]
 		v, ok := g.tree(1)
+		work += len(g.buf)
 		if !ok || len(g.buf) < g.o.MinLen {
 			continue
 		}
@@ -211,8 +217,8 @@ func (g *Generator) Next() (Example, error) {
 		g.seen[string(text)] = struct{}{}
 		return Example{Text: text, Value: v}, nil
 	}
-	return Example{}, fmt.Errorf("%w (%d draws; %d distinct sequences so far; depth %d, %d arguments, lengths %d…%d)",
-		ErrExhausted, MaxTries, len(g.seen), g.o.MaxDepth, g.o.MaxArgs, g.o.MinLen, g.o.MaxLen)
+	return Example{}, fmt.Errorf("%w (%d draws, %d bytes drawn; %d distinct sequences so far; depth %d, %d arguments, lengths %d…%d)",
+		ErrExhausted, try, work, len(g.seen), g.o.MaxDepth, g.o.MaxArgs, g.o.MinLen, g.o.MaxLen)
 }
 
 // tree appends a tree at depth to g.buf and returns its value; false when

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bruteEval evaluates an expression in LRA's token form ("[MAX 2 9 ]"),
@@ -297,8 +298,16 @@ func TestOptionErrors(t *testing.T) {
 			t.Errorf("counts %+v: %v", c, err)
 		}
 	}
+	// Trees of depth 100 and 100 arguments mostly overshoot a narrow range
+	// near the largest length: the work bound ends the search.
+	start := time.Now()
+	_, err := Generate(1, Options{MaxDepth: MaxMaxDepth, MaxArgs: MaxMaxArgs, MinLen: MaxMaxLen - 3, MaxLen: MaxMaxLen}, Counts{Train: 1})
+	if !errors.Is(err, ErrExhausted) {
+		t.Errorf("a near-impossible range: %v, want ErrExhausted", err)
+	}
+	t.Logf("gave up after %v: %v", time.Since(start), err)
 	// Only ten sequences have length 1.
-	_, err := Generate(1, Options{MinLen: 1, MaxLen: 1}, Counts{Train: 11})
+	_, err = Generate(1, Options{MinLen: 1, MaxLen: 1}, Counts{Train: 11})
 	if !errors.Is(err, ErrExhausted) {
 		t.Errorf("11 distinct digits: %v, want ErrExhausted", err)
 	}
