@@ -1,6 +1,6 @@
 // Package cli is the synth command: train, eval, sample, inspect, attn,
-// compare, info, bench and steps over the specs whose generated packages
-// the program links. The repository's cmd/synth links every shipped spec;
+// compare, info, bench, steps and listops over the specs whose generated
+// packages the program links. The repository's cmd/synth links every shipped spec;
 // a module with specs of its own gets the same command over its specs with
 // a main.go of a few lines that imports its generated packages (the
 // imports register their kernels) and calls Main:
@@ -15,7 +15,7 @@
 //
 //	func main() { cli.Main() }
 //
-// inspect and info need no linked kernels; the other commands need the
+// inspect, info and listops need no linked kernels; the other commands need the
 // package of the spec they train or load. Run "synth help" for the
 // commands and "synth help <command>" for a command's flags.
 package cli
@@ -50,6 +50,7 @@ var commands = map[string]command{
 	"steps":   {stepsCmd, "tabulate training-step speed and memory per spec beside PyTorch"},
 	"compare": {runCompare, "train a list of specs on the same data and tabulate and plot their losses"},
 	"attn":    {attnCmd, "draw a checkpoint's attention maps per layer and head as PNG heatmaps"},
+	"listops": {listopsCmd, "generate Long Range Arena's ListOps task as labelled train/val/test files"},
 	"serve":   {runServe, "serve checkpoints over HTTP, streaming generated text"},
 	"version": {versionCmd, "print the versions of synthgen and of this program"},
 }

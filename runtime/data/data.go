@@ -2,7 +2,9 @@
 // models: a file read as bytes (one token per byte, vocabulary 256), split
 // into a training part (the first 90%) and a held-out validation part (the
 // last 10%), random training windows drawn deterministically from
-// (seed, step), and the consecutive evaluation windows of the model card.
+// (seed, step), and the consecutive evaluation windows of the model card;
+// and for classifiers, labelled text files (TSV, CSV or JSON Lines: see
+// ReadLabelled) with their labels mapped to classes.
 package data
 
 import (
