@@ -9,6 +9,7 @@
 //	synth compare [-specs a,b,specs/aft_*.json] [-data file] [-steps N] [-batch B] [-seeds N] [-out folder] [-resume]
 //	synth attn    [-ckpt x.safetensors] [-prompt text] [-out folder]
 //	synth serve   [-ckpt x.safetensors …] [-addr 127.0.0.1:8080]
+//	synth listops [-out folder] [-seed S] [-train N] [-min-len L] [-max-len L] [-format tsv|csv|jsonl]
 //	synth info
 //	synth bench   [-spec mid] [-kernels-only] [-pytorch=false] [-openblas-core auto]
 //	synth steps   [-specs a,b] [-min-time 3s] [-rounds N] [-pytorch=false] [-openblas-core auto] [-bf16=false] [-md]
