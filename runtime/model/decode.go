@@ -474,12 +474,13 @@ func (dc *Decoder) putV(dl *decLayer, v []float32, i0, rows int) {
 	}
 }
 
-// The one-row products run on the micro-kernel padded to a whole tile of
-// its MR rows: an edge tile of A narrower than MR is packed, zero-padded,
-// into the engine's buffer for every tile and inner block of the
-// product, which costs as much as the product itself at one row, while a
-// full tile is read where it lies, and the kernel computes MR rows either
-// way. So the row is copied into the first row of pa and the product
+// The step's other few-row products (the attention's over the cached
+// positions, dense's w2, and every product where the one-row kernels are
+// not used) run on the micro-kernel padded to a whole tile of its MR
+// rows: an edge tile of A narrower than MR is packed, zero-padded, into
+// the engine's buffer for every tile and inner block of the product,
+// which costs as much as the product itself at one row, while a full tile
+// is read where it lies, and the kernel computes MR rows either way. So the row is copied into the first row of pa and the product
 // written into pc: the other rows of pa hold anything (each row of C
 // depends on its own row of A only) and their rows of pc are not read.
 
