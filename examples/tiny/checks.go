@@ -270,6 +270,82 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 }
 
+// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
+func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("tiny.GemvDD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 64, 64) {
+		panic(fmt.Sprintf("tiny.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
+	}
+	if len(w) < need(t, 1, 0, 4096) {
+		panic(fmt.Sprintf("tiny.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 4096), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
+		panic(fmt.Sprintf("tiny.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
+	}
+	if len(y) < need(t, t, 64, 64) {
+		panic(fmt.Sprintf("tiny.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
+	}
+}
+
+// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
+func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("tiny.GemvDF: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 64, 64) {
+		panic(fmt.Sprintf("tiny.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
+	}
+	if len(w) < need(t, 1, 0, 16384) {
+		panic(fmt.Sprintf("tiny.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
+		panic(fmt.Sprintf("tiny.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
+	}
+	if len(y) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("tiny.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
+	}
+}
+
+// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
+func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("tiny.GemvFD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("tiny.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 256, 256), t))
+	}
+	if len(w) < need(t, 1, 0, 16384) {
+		panic(fmt.Sprintf("tiny.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
+		panic(fmt.Sprintf("tiny.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
+	}
+	if len(y) < need(t, t, 64, 64) {
+		panic(fmt.Sprintf("tiny.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
+	}
+}
+
+// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
+func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("tiny.GemvDV: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 64, 64) {
+		panic(fmt.Sprintf("tiny.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
+	}
+	if len(w) < need(t, 1, 0, 16384) {
+		panic(fmt.Sprintf("tiny.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
+		panic(fmt.Sprintf("tiny.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
+	}
+	if len(y) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("tiny.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

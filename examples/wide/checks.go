@@ -378,6 +378,82 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 }
 
+// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
+func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("wide.GemvDD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 96, 96) {
+		panic(fmt.Sprintf("wide.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 96, 96), t))
+	}
+	if len(w) < need(t, 1, 0, 9216) {
+		panic(fmt.Sprintf("wide.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 9216), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 96) {
+		panic(fmt.Sprintf("wide.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 96), t))
+	}
+	if len(y) < need(t, t, 96, 96) {
+		panic(fmt.Sprintf("wide.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 96, 96), t))
+	}
+}
+
+// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
+func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("wide.GemvDF: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 96, 96) {
+		panic(fmt.Sprintf("wide.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 96, 96), t))
+	}
+	if len(w) < need(t, 1, 0, 36864) {
+		panic(fmt.Sprintf("wide.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 36864), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 384) {
+		panic(fmt.Sprintf("wide.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 384), t))
+	}
+	if len(y) < need(t, t, 384, 384) {
+		panic(fmt.Sprintf("wide.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 384, 384), t))
+	}
+}
+
+// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
+func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("wide.GemvFD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 384, 384) {
+		panic(fmt.Sprintf("wide.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 384, 384), t))
+	}
+	if len(w) < need(t, 1, 0, 36864) {
+		panic(fmt.Sprintf("wide.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 36864), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 96) {
+		panic(fmt.Sprintf("wide.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 96), t))
+	}
+	if len(y) < need(t, t, 96, 96) {
+		panic(fmt.Sprintf("wide.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 96, 96), t))
+	}
+}
+
+// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
+func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("wide.GemvDV: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 96, 96) {
+		panic(fmt.Sprintf("wide.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 96, 96), t))
+	}
+	if len(w) < need(t, 1, 0, 24576) {
+		panic(fmt.Sprintf("wide.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 24576), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
+		panic(fmt.Sprintf("wide.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
+	}
+	if len(y) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("wide.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

@@ -102,6 +102,7 @@ var emitters = map[catalog.Kind]emitter{
 	catalog.AFTFactors:       emitAFTFactors,
 	catalog.AFTQuotBack:      emitAFTQuotBack,
 	catalog.AFTKVBack:        emitAFTKVBack,
+	catalog.Gemv:             emitGemv,
 }
 
 // Name is the assembly function's name for op at level isa.

@@ -60,6 +60,8 @@ type Op struct {
 	W, LX, LW int
 	// Tile kinds: FA, FB and the row strides LA, LB of fa and fb.
 	FA, FB, LA, LB int
+	// Gemv: the inner size GK and the output width GN.
+	GK, GN int
 	// AFTLocal and AFTConv kinds: the window s (keys with i − j < s get the
 	// learned bias).
 	Window int
@@ -83,7 +85,7 @@ func ConfigOf(s *specs.Spec) Config {
 func Ops(s *specs.Spec) []Op {
 	c := ConfigOf(s)
 	if specs.IsAttentionFree(s.Variant) {
-		return append(append(attentionFreeOps(s, c), gemmOp), rowOps(c)...)
+		return append(append(append(attentionFreeOps(s, c), gemmOp), rowOps(c)...), gemvOps(c)...)
 	}
 	if !s.IsSynthesizer() {
 		return nil
@@ -135,7 +137,27 @@ func Ops(s *specs.Spec) []Op {
 		Op{Field: "TriDot", Func: "triDot", Kind: TriDot, Slices: []Param{{"x", tri}, {"y", tri}}},
 		gemmOp,
 	)
-	return append(ops, rowOps(c)...)
+	return append(append(ops, rowOps(c)...), gemvOps(c)...)
+}
+
+// gemvOps are the decoder's one-row linear layers, which every spec gets,
+// one kernel per (K, N) pair: D→D (the attention's projections), D→FFN
+// and FFN→D (the feed-forward), D→Vocab (the output).
+func gemvOps(c Config) []Op {
+	op := func(field, fn string, k, n int) Op {
+		return Op{Field: field, Func: fn, Kind: Gemv, GK: k, GN: n, Slices: []Param{
+			{"x", Shape{Rows: -1, Stride: k, Width: k}},
+			{"w", Shape{Rows: 1, Stride: 0, Width: k * n}},
+			{"bias", Shape{Rows: 1, Stride: 0, Width: n, Optional: true}},
+			{"y", Shape{Rows: -1, Stride: n, Width: n}},
+		}}
+	}
+	return []Op{
+		op("GemvDD", "gemvDD", c.D, c.D),
+		op("GemvDF", "gemvDF", c.D, c.FFN),
+		op("GemvFD", "gemvFD", c.FFN, c.D),
+		op("GemvDV", "gemvDV", c.D, c.Vocab),
+	}
 }
 
 // rowOps are the row-wise kernels of the training step's other passes,

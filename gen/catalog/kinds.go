@@ -54,6 +54,7 @@ const (
 	AFTFactors    // kernels.AFTFactorsFunc
 	AFTQuotBack   // kernels.AFTQuotBackFunc
 	AFTKVBack     // kernels.AFTKVBackFunc
+	Gemv          // kernels.GemvFunc
 
 	numKinds
 )
@@ -645,6 +646,21 @@ var table = [numKinds]Entry{
 			ek, v, g1, g2, dk, dv := s("ek"), s("v"), s("g1"), s("g2"), s("dk"), s("dv")
 			return func() float32 { f(t, ek, v, g1, g2, dk, dv); return 0 }
 		}},
+	Gemv: {Name: "Gemv", Params: params(in("x", "w", "bias"), out("y")),
+		RowWise: true, Forward: NoKind, Flops: gemvFlops,
+		bind: func(fn any, t int, s sl, _ sc) func() float32 {
+			f, ok := fn.(kernels.GemvFunc)
+			if !ok {
+				return nil
+			}
+			x, w, bias, y := s("x"), s("w"), s("bias"), s("y")
+			return func() float32 { f(t, x, w, bias, y); return 0 }
+		}},
+}
+
+// gemvFlops is 2·t·K·N, a linear layer's on t rows.
+func gemvFlops(op Op, _ Config, t int) float64 {
+	return 2 * float64(t) * float64(op.GK) * float64(op.GN)
 }
 
 func concat(parts ...[]Arg) []Arg {

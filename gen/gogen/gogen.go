@@ -57,6 +57,7 @@ var emitters = map[catalog.Kind]emitter{
 	catalog.AFTFactors:       emitAFTFactors,
 	catalog.AFTQuotBack:      emitAFTQuotBack,
 	catalog.AFTKVBack:        emitAFTKVBack,
+	catalog.Gemv:             emitGemv,
 }
 
 // Emit adds op's Go function, named Name(op), to f.

@@ -324,6 +324,82 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 }
 
+// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
+func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("big.GemvDD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("big.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 512, 512), t))
+	}
+	if len(w) < need(t, 1, 0, 262144) {
+		panic(fmt.Sprintf("big.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 262144), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 512) {
+		panic(fmt.Sprintf("big.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 512), t))
+	}
+	if len(y) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("big.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 512, 512), t))
+	}
+}
+
+// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
+func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("big.GemvDF: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("big.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 512, 512), t))
+	}
+	if len(w) < need(t, 1, 0, 1048576) {
+		panic(fmt.Sprintf("big.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 1048576), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 2048) {
+		panic(fmt.Sprintf("big.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 2048), t))
+	}
+	if len(y) < need(t, t, 2048, 2048) {
+		panic(fmt.Sprintf("big.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 2048, 2048), t))
+	}
+}
+
+// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
+func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("big.GemvFD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 2048, 2048) {
+		panic(fmt.Sprintf("big.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 2048, 2048), t))
+	}
+	if len(w) < need(t, 1, 0, 1048576) {
+		panic(fmt.Sprintf("big.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 1048576), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 512) {
+		panic(fmt.Sprintf("big.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 512), t))
+	}
+	if len(y) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("big.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 512, 512), t))
+	}
+}
+
+// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
+func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("big.GemvDV: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("big.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 512, 512), t))
+	}
+	if len(w) < need(t, 1, 0, 131072) {
+		panic(fmt.Sprintf("big.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 131072), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
+		panic(fmt.Sprintf("big.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
+	}
+	if len(y) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("big.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

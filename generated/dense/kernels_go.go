@@ -946,3 +946,195 @@ func adamWGo(t int, p, g, m, v []float32, decay, gscale, b1, c1, b2, c2, eps, st
 		p[i] = p[i]*decay - step*mi/den
 	}
 }
+
+// gemvDDGo is a linear layer on t rows (kernels.GemvFunc) for K = 128, N = 128:
+// y[r·N+j] = Σ_p x[r·K+p]·W(j, p) (+ bias[j]), W packed in column blocks of 64.
+func gemvDDGo(t int, x, w, bias, y []float32) {
+	const (
+		K  = 128 // inner size
+		N  = 128 // output width
+		C  = 64  // columns of a block of w
+		KC = 256 // inner indices summed in one accumulator
+	)
+	w = w[:K*N]
+	hasBias := len(bias) != 0
+	var acc [C]float32
+	for r := 0; r < t; r++ {
+		xr := x[r*K : r*K+K]
+		yr := y[r*N : r*N+N]
+		for j0 := 0; j0 < N; j0 += C {
+			cols := min(C, N-j0)
+			blk := w[j0*K : j0*K+cols*K]
+			yb := yr[j0 : j0+cols]
+			a := acc[:cols]
+			for p0 := 0; p0 < K; p0 += KC {
+				clear(a)
+				for p := p0; p < min(p0+KC, K); p++ {
+					xp := xr[p]
+					wr := blk[p*cols : p*cols+cols]
+					wr = wr[:len(a)]
+					for j, wv := range wr {
+						a[j] += xp * wv
+					}
+				}
+				if p0 == 0 {
+					copy(yb, a)
+				} else {
+					for j, s := range a {
+						yb[j] += s
+					}
+				}
+			}
+			if hasBias {
+				bb := bias[j0 : j0+len(yb)]
+				for j, b := range bb {
+					yb[j] += b
+				}
+			}
+		}
+	}
+}
+
+// gemvDFGo is a linear layer on t rows (kernels.GemvFunc) for K = 128, N = 512:
+// y[r·N+j] = Σ_p x[r·K+p]·W(j, p) (+ bias[j]), W packed in column blocks of 64.
+func gemvDFGo(t int, x, w, bias, y []float32) {
+	const (
+		K  = 128 // inner size
+		N  = 512 // output width
+		C  = 64  // columns of a block of w
+		KC = 256 // inner indices summed in one accumulator
+	)
+	w = w[:K*N]
+	hasBias := len(bias) != 0
+	var acc [C]float32
+	for r := 0; r < t; r++ {
+		xr := x[r*K : r*K+K]
+		yr := y[r*N : r*N+N]
+		for j0 := 0; j0 < N; j0 += C {
+			cols := min(C, N-j0)
+			blk := w[j0*K : j0*K+cols*K]
+			yb := yr[j0 : j0+cols]
+			a := acc[:cols]
+			for p0 := 0; p0 < K; p0 += KC {
+				clear(a)
+				for p := p0; p < min(p0+KC, K); p++ {
+					xp := xr[p]
+					wr := blk[p*cols : p*cols+cols]
+					wr = wr[:len(a)]
+					for j, wv := range wr {
+						a[j] += xp * wv
+					}
+				}
+				if p0 == 0 {
+					copy(yb, a)
+				} else {
+					for j, s := range a {
+						yb[j] += s
+					}
+				}
+			}
+			if hasBias {
+				bb := bias[j0 : j0+len(yb)]
+				for j, b := range bb {
+					yb[j] += b
+				}
+			}
+		}
+	}
+}
+
+// gemvFDGo is a linear layer on t rows (kernels.GemvFunc) for K = 512, N = 128:
+// y[r·N+j] = Σ_p x[r·K+p]·W(j, p) (+ bias[j]), W packed in column blocks of 64.
+func gemvFDGo(t int, x, w, bias, y []float32) {
+	const (
+		K  = 512 // inner size
+		N  = 128 // output width
+		C  = 64  // columns of a block of w
+		KC = 256 // inner indices summed in one accumulator
+	)
+	w = w[:K*N]
+	hasBias := len(bias) != 0
+	var acc [C]float32
+	for r := 0; r < t; r++ {
+		xr := x[r*K : r*K+K]
+		yr := y[r*N : r*N+N]
+		for j0 := 0; j0 < N; j0 += C {
+			cols := min(C, N-j0)
+			blk := w[j0*K : j0*K+cols*K]
+			yb := yr[j0 : j0+cols]
+			a := acc[:cols]
+			for p0 := 0; p0 < K; p0 += KC {
+				clear(a)
+				for p := p0; p < min(p0+KC, K); p++ {
+					xp := xr[p]
+					wr := blk[p*cols : p*cols+cols]
+					wr = wr[:len(a)]
+					for j, wv := range wr {
+						a[j] += xp * wv
+					}
+				}
+				if p0 == 0 {
+					copy(yb, a)
+				} else {
+					for j, s := range a {
+						yb[j] += s
+					}
+				}
+			}
+			if hasBias {
+				bb := bias[j0 : j0+len(yb)]
+				for j, b := range bb {
+					yb[j] += b
+				}
+			}
+		}
+	}
+}
+
+// gemvDVGo is a linear layer on t rows (kernels.GemvFunc) for K = 128, N = 256:
+// y[r·N+j] = Σ_p x[r·K+p]·W(j, p) (+ bias[j]), W packed in column blocks of 64.
+func gemvDVGo(t int, x, w, bias, y []float32) {
+	const (
+		K  = 128 // inner size
+		N  = 256 // output width
+		C  = 64  // columns of a block of w
+		KC = 256 // inner indices summed in one accumulator
+	)
+	w = w[:K*N]
+	hasBias := len(bias) != 0
+	var acc [C]float32
+	for r := 0; r < t; r++ {
+		xr := x[r*K : r*K+K]
+		yr := y[r*N : r*N+N]
+		for j0 := 0; j0 < N; j0 += C {
+			cols := min(C, N-j0)
+			blk := w[j0*K : j0*K+cols*K]
+			yb := yr[j0 : j0+cols]
+			a := acc[:cols]
+			for p0 := 0; p0 < K; p0 += KC {
+				clear(a)
+				for p := p0; p < min(p0+KC, K); p++ {
+					xp := xr[p]
+					wr := blk[p*cols : p*cols+cols]
+					wr = wr[:len(a)]
+					for j, wv := range wr {
+						a[j] += xp * wv
+					}
+				}
+				if p0 == 0 {
+					copy(yb, a)
+				} else {
+					for j, s := range a {
+						yb[j] += s
+					}
+				}
+			}
+			if hasBias {
+				bb := bias[j0 : j0+len(yb)]
+				for j, b := range bb {
+					yb[j] += b
+				}
+			}
+		}
+	}
+}

@@ -287,6 +287,82 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 }
 
+// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
+func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 36, 36) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 36, 36), t))
+	}
+	if len(w) < need(t, 1, 0, 1296) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 1296), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 36) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 36), t))
+	}
+	if len(y) < need(t, t, 36, 36) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 36, 36), t))
+	}
+}
+
+// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
+func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDF: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 36, 36) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 36, 36), t))
+	}
+	if len(w) < need(t, 1, 0, 5184) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 5184), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 144) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 144), t))
+	}
+	if len(y) < need(t, t, 144, 144) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 144, 144), t))
+	}
+}
+
+// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
+func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvFD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 144, 144) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 144, 144), t))
+	}
+	if len(w) < need(t, 1, 0, 5184) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 5184), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 36) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 36), t))
+	}
+	if len(y) < need(t, t, 36, 36) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 36, 36), t))
+	}
+}
+
+// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
+func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDV: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 36, 36) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 36, 36), t))
+	}
+	if len(w) < need(t, 1, 0, 9216) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 9216), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
+	}
+	if len(y) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("odd_aft_local_w1.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

@@ -270,6 +270,82 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 }
 
+// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
+func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_ffn.GemvDD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 84, 84) {
+		panic(fmt.Sprintf("odd_ffn.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 84, 84), t))
+	}
+	if len(w) < need(t, 1, 0, 7056) {
+		panic(fmt.Sprintf("odd_ffn.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 7056), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 84) {
+		panic(fmt.Sprintf("odd_ffn.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 84), t))
+	}
+	if len(y) < need(t, t, 84, 84) {
+		panic(fmt.Sprintf("odd_ffn.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 84, 84), t))
+	}
+}
+
+// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
+func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_ffn.GemvDF: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 84, 84) {
+		panic(fmt.Sprintf("odd_ffn.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 84, 84), t))
+	}
+	if len(w) < need(t, 1, 0, 4200) {
+		panic(fmt.Sprintf("odd_ffn.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 4200), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 50) {
+		panic(fmt.Sprintf("odd_ffn.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 50), t))
+	}
+	if len(y) < need(t, t, 50, 50) {
+		panic(fmt.Sprintf("odd_ffn.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 50, 50), t))
+	}
+}
+
+// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
+func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_ffn.GemvFD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 50, 50) {
+		panic(fmt.Sprintf("odd_ffn.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 50, 50), t))
+	}
+	if len(w) < need(t, 1, 0, 4200) {
+		panic(fmt.Sprintf("odd_ffn.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 4200), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 84) {
+		panic(fmt.Sprintf("odd_ffn.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 84), t))
+	}
+	if len(y) < need(t, t, 84, 84) {
+		panic(fmt.Sprintf("odd_ffn.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 84, 84), t))
+	}
+}
+
+// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
+func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_ffn.GemvDV: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 84, 84) {
+		panic(fmt.Sprintf("odd_ffn.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 84, 84), t))
+	}
+	if len(w) < need(t, 1, 0, 6300) {
+		panic(fmt.Sprintf("odd_ffn.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 6300), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 75) {
+		panic(fmt.Sprintf("odd_ffn.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 75), t))
+	}
+	if len(y) < need(t, t, 75, 75) {
+		panic(fmt.Sprintf("odd_ffn.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 75, 75), t))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

@@ -324,6 +324,82 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 }
 
+// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
+func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("random_dense.GemvDD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("random_dense.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 128, 128), t))
+	}
+	if len(w) < need(t, 1, 0, 16384) {
+		panic(fmt.Sprintf("random_dense.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 128) {
+		panic(fmt.Sprintf("random_dense.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 128), t))
+	}
+	if len(y) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("random_dense.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 128, 128), t))
+	}
+}
+
+// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
+func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("random_dense.GemvDF: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("random_dense.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 128, 128), t))
+	}
+	if len(w) < need(t, 1, 0, 65536) {
+		panic(fmt.Sprintf("random_dense.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 65536), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 512) {
+		panic(fmt.Sprintf("random_dense.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 512), t))
+	}
+	if len(y) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("random_dense.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 512, 512), t))
+	}
+}
+
+// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
+func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("random_dense.GemvFD: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("random_dense.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 512, 512), t))
+	}
+	if len(w) < need(t, 1, 0, 65536) {
+		panic(fmt.Sprintf("random_dense.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 65536), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 128) {
+		panic(fmt.Sprintf("random_dense.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 128), t))
+	}
+	if len(y) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("random_dense.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 128, 128), t))
+	}
+}
+
+// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
+func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("random_dense.GemvDV: t = %d, want t ≥ 0", t))
+	}
+	if len(x) < need(t, t, 128, 128) {
+		panic(fmt.Sprintf("random_dense.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 128, 128), t))
+	}
+	if len(w) < need(t, 1, 0, 32768) {
+		panic(fmt.Sprintf("random_dense.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 32768), t))
+	}
+	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
+		panic(fmt.Sprintf("random_dense.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
+	}
+	if len(y) < need(t, t, 256, 256) {
+		panic(fmt.Sprintf("random_dense.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
+	}
+}
+
 // need is the length a matrix of rows rows, each width wide and stride apart, needs.
 func need(t, rows, stride, width int) int {
 	if t == 0 || rows == 0 {

@@ -360,6 +360,49 @@ type AFTKVBackFunc func(t int, ek, v, g1, g2, dk, dv []float32)
 // apack and bpack must not overlap the other slices.
 type GemmTileFunc func(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool)
 
+// GemvFunc is a linear layer on t rows, the decoder's one-row products
+// (K→N: D→D, D→FFN, FFN→D, D→Vocab, baked in): for every row r < t and
+// column j < N,
+//
+//	y[r·N+j] = Σ_{p<K} x[r·K+p] · W(j, p)  (+ bias[j] when bias is not empty)
+//
+// with x [t, K] and y [t, N] row-major and W (N × K, the model's weight)
+// packed as column blocks of GemvCols: block b holds columns j0 = b·GemvCols
+// … j0+w−1, w = min(GemvCols, N − j0), as Wᵀ's [K, w] row-major part,
+// w[b·GemvCols·K + p·w + (j − j0)] = W(j, p), the blocks one after another
+// (K·N floats; GemvPack builds it). Each block is then one contiguous stream
+// read once per row of x. The sum follows the GEMM micro-kernel's order
+// (runtime/mat's products): over blocks of GemvKC inner indices, each
+// block's sum formed in one accumulator from 0 over p in increasing order
+// with fused multiply-adds, the blocks' sums added in increasing order,
+// then the bias added; so a row's result is bit for bit the micro-kernel
+// product's plus the bias (the Go level, without fused multiply-adds, may
+// round differently). y must not overlap x, w or bias.
+type GemvFunc func(t int, x, w, bias, y []float32)
+
+// GemvCols is the width of GemvFunc's column blocks; GemvKC its block of the
+// inner dimension, runtime/mat's kcBlock (the decoder's exactness tests
+// compare the two paths bit for bit).
+const (
+	GemvCols = 64
+	GemvKC   = 256
+)
+
+// GemvPack packs w (n × k, row-major, the layout of the model's linear
+// weights) into dst (n·k floats) as GemvFunc reads it.
+func GemvPack(dst, w []float32, n, k int) {
+	for j0 := 0; j0 < n; j0 += GemvCols {
+		cols := min(GemvCols, n-j0)
+		blk := dst[j0*k : j0*k+cols*k]
+		for j := 0; j < cols; j++ {
+			row := w[(j0+j)*k : (j0+j)*k+k]
+			for p, v := range row {
+				blk[p*cols+j] = v
+			}
+		}
+	}
+}
+
 // GemmShapeFunc returns the tile shape MR×NR of the GemmTileFunc of the same
 // level.
 type GemmShapeFunc func() (mr, nr int)
@@ -429,6 +472,13 @@ type Set struct {
 	// Every aft variant's σ(Q) gate, forward and backward.
 	Gate     GateFunc
 	GateBack GateBackFunc
+
+	// The decoder's one-row linear layers (GemvFunc), in every spec: D→D,
+	// D→FFN, FFN→D and D→Vocab (the tied output projection).
+	GemvDD GemvFunc
+	GemvDF GemvFunc
+	GemvFD GemvFunc
+	GemvDV GemvFunc
 
 	// The linear layers' GEMM micro-kernel, in every spec. GemmTile and
 	// GemmShape are always provided together, at the same levels, so

@@ -63,12 +63,20 @@ import (
 // in place of K), from which the running sums above are formed in
 // position order, as the steps would have formed them.
 //
-// Steps run on the decoder's own matrix engine, one row padded to the
-// micro-kernel's MR rows (the kernel computes MR rows whatever the
-// count), so that a DecodeBatch, which steps several decoders of one model
-// (Siblings, sharing the packed weights) at once, gets up to MR rows'
-// linear layers for the price of one; each decoder's logits in a batch
-// are bit for bit those of its own step.
+// Steps run on the decoder's own matrix engine. A decoder's own step (one
+// row) runs its linear layers (D→D, D→FFN, FFN→D, D→Vocab) on the spec's
+// one-row kernels (kernels.GemvFunc), which stream each weight once, packed
+// for them: on the GEMM micro-kernel one row costs what MR rows cost (it
+// computes whole tiles), and these products were most of a step. A
+// DecodeBatch, which steps several decoders of one model (Siblings,
+// sharing the packed weights) at once, runs its rows padded to the
+// micro-kernel's MR rows, and gets up to MR rows' linear layers for the
+// price of one. The one-row kernel forms every sum in the micro-kernel's
+// order (runtime/kernels' GemvFunc), so each decoder's logits in a batch
+// are bit for bit those of its own step (TestDecodeBatch). The one-row
+// kernels are used only beside the micro-kernel, at an assembly level
+// (where both use fused multiply-adds); otherwise every step runs on the
+// engine's products, padded as a batch's.
 //
 // Beyond n tokens: positions are absolute (pos_emb has n rows), so the
 // window cannot slide. When the window is full (n tokens) and another
@@ -121,6 +129,10 @@ type decLin struct {
 	pn      mat.Panels
 	b       []float32
 	in, out int
+	// The one-row kernel of the layer's shape and the weight packed for
+	// it (kernels.GemvPack); nil without one.
+	gemv kernels.GemvFunc
+	gw   []float32
 }
 
 type decLayer struct {
@@ -156,6 +168,11 @@ type prefillShared struct {
 type decWeights struct {
 	out mat.Panels // tok_emb, the tied output projection
 	lay []decLayerW
+	// gemv: the one-row kernels run a decoder's own steps (see the
+	// comment above); outG is tok_emb packed for outGemv.
+	gemv    bool
+	outGemv kernels.GemvFunc
+	outG    []float32
 }
 
 type decLayerW struct {
@@ -170,21 +187,28 @@ type decLayerW struct {
 func (m *Model) NewDecoder() *Decoder {
 	eng, mk := m.decodeEngine()
 	d, n := m.d, m.n
-	w := &decWeights{lay: make([]decLayerW, len(m.layers))}
-	pack := func(l linear) *decLin {
+	w := &decWeights{lay: make([]decLayerW, len(m.layers)), gemv: m.hasGemv(mk)}
+	pack := func(l linear, gemv bool) *decLin {
 		if l.w == nil {
 			return nil
 		}
 		p := &decLin{b: l.b.Data, in: l.in, out: l.out}
 		eng.PackB(&p.pn, l.w.Data, l.out, l.in, true)
+		if w.gemv && gemv {
+			p.gemv, p.gw = m.gemvPack(l.w.Data, l.out, l.in)
+		}
 		return p
 	}
 	eng.PackB(&w.out, m.tokEmb.Data, m.vocab, d, true)
+	if w.gemv {
+		w.outGemv, w.outG = m.gemvPack(m.tokEmb.Data, m.vocab, d)
+	}
 	for l := range m.layers {
 		ly, lw := &m.layers[l], &w.lay[l]
-		lw.q, lw.k, lw.v, lw.o = pack(ly.q), pack(ly.k), pack(ly.v), pack(ly.o)
-		lw.w1, lw.fa, lw.fb = pack(ly.w1), pack(ly.fa), pack(ly.fb)
-		lw.fc1, lw.fc2 = pack(ly.fc1), pack(ly.fc2)
+		lw.q, lw.k, lw.v, lw.o = pack(ly.q, true), pack(ly.k, true), pack(ly.v, true), pack(ly.o, true)
+		// fa and fb run on the rows of G per head (Heads rows a step).
+		lw.w1, lw.fa, lw.fb = pack(ly.w1, true), pack(ly.fa, false), pack(ly.fb, false)
+		lw.fc1, lw.fc2 = pack(ly.fc1, true), pack(ly.fc2, true)
 		if ly.w2.w != nil {
 			eng.PackB(&lw.w2, ly.w2.w.Data, n, m.dh, true)
 		}
@@ -214,6 +238,43 @@ func (m *Model) decodeEngine() (eng *mat.Engine, mk bool) {
 		mk = true
 	}
 	return eng, mk
+}
+
+// hasGemv reports whether the decoder's own steps run on the one-row
+// kernels: the spec has them all at an assembly level, beside the
+// micro-kernel (mk), whose sums they reproduce bit for bit.
+func (m *Model) hasGemv(mk bool) bool {
+	if !mk {
+		return false
+	}
+	for _, f := range []string{"GemvDD", "GemvDF", "GemvFD", "GemvDV"} {
+		if m.Kernels.Chosen[f] <= kernels.Go {
+			return false
+		}
+	}
+	return true
+}
+
+// gemvPack returns the one-row kernel for a weight w [n, k] (out × in) and
+// w packed for it.
+func (m *Model) gemvPack(w []float32, n, k int) (kernels.GemvFunc, []float32) {
+	var f kernels.GemvFunc
+	ks := m.Kernels
+	switch d := m.d; {
+	case k == d && n == d:
+		f = ks.GemvDD
+	case k == d && n == m.ffn:
+		f = ks.GemvDF
+	case k == m.ffn && n == d:
+		f = ks.GemvFD
+	case k == d && n == m.vocab:
+		f = ks.GemvDV
+	default:
+		panic(fmt.Sprintf("model: no one-row kernel for a %d → %d layer", k, n))
+	}
+	g := mat.Alloc(n * k)
+	kernels.GemvPack(g, w[:n*k], n, k)
+	return f, g
 }
 
 // padBuffers sizes the decoder's padded product buffers: rows up to
@@ -413,12 +474,13 @@ func (dc *Decoder) putV(dl *decLayer, v []float32, i0, rows int) {
 	}
 }
 
-// The one-row products run on the micro-kernel padded to a whole tile of
-// its MR rows: an edge tile of A narrower than MR is packed, zero-padded,
-// into the engine's buffer for every tile and inner block of the
-// product, which costs as much as the product itself at one row, while a
-// full tile is read where it lies, and the kernel computes MR rows either
-// way. So the row is copied into the first row of pa and the product
+// The step's other few-row products (the attention's over the cached
+// positions, dense's w2, and every product where the one-row kernels are
+// not used) run on the micro-kernel padded to a whole tile of its MR
+// rows: an edge tile of A narrower than MR is packed, zero-padded, into
+// the engine's buffer for every tile and inner block of the product,
+// which costs as much as the product itself at one row, while a full tile
+// is read where it lies, and the kernel computes MR rows either way. So the row is copied into the first row of pa and the product
 // written into pc: the other rows of pa hold anything (each row of C
 // depends on its own row of A only) and their rows of pc are not read.
 
@@ -487,8 +549,13 @@ type decRunner struct {
 	rows *decRows
 }
 
-// lin computes y = x·wᵀ + b for rows rows of x (a multiple of MR).
+// lin computes y = x·wᵀ + b for rows rows of x (a multiple of MR, or one
+// row on the one-row kernel).
 func (r *decRunner) lin(y, x []float32, p *decLin, rows int) {
+	if rows == 1 && p.gemv != nil {
+		p.gemv(1, x[:p.in], p.gw, p.b, y[:p.out])
+		return
+	}
 	r.eng.MulPanels(y[:rows*p.out], x[:rows*p.in], &p.pn, rows, p.out, p.in, false)
 	for i := 0; i < rows; i++ {
 		yr := y[i*p.out : i*p.out+p.out]
@@ -514,6 +581,9 @@ func (r *decRunner) stepRows(decs []*Decoder, toks []int32) {
 	d, v := m.d, m.vocab
 	rs := r.rows
 	R := r.padRows(len(decs))
+	if len(decs) == 1 && r.w.gemv {
+		R = 1 // a decoder's own step: the one-row kernels, no padding
+	}
 	for b, dc := range decs {
 		i, tok := dc.pos, toks[b]
 		dc.toks[i] = tok
@@ -582,7 +652,11 @@ func (r *decRunner) stepRows(decs []*Decoder, toks []int32) {
 		}
 	}
 	k.LayerNorm(R, x, m.lnfW.Data, m.lnfB.Data, rs.xf[:R*d], rs.mu[:R], rs.rs[:R])
-	r.eng.MulPanels(rs.logits[:R*v], rs.xf[:R*d], &r.w.out, R, v, d, false)
+	if R == 1 && r.w.outGemv != nil {
+		r.w.outGemv(1, rs.xf[:d], r.w.outG, nil, rs.logits[:v])
+	} else {
+		r.eng.MulPanels(rs.logits[:R*v], rs.xf[:R*d], &r.w.out, R, v, d, false)
+	}
 	for b, dc := range decs {
 		copy(dc.logits, rs.logits[b*v:b*v+v])
 		dc.pos++
