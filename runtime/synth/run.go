@@ -300,6 +300,12 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if !o.set["large-memory"] {
+		need, ws := runBytes(m.net, cfg.Batch)
+		if rule := overMemory(need, ws); rule != "" {
+			return nil, optionErr("batch", cfg.Batch, "a run of spec %s at this batch %s: lower the batch, or allow it with the AllowLargeMemory option (synth train: -force)", m.net.Spec.Name, rule)
+		}
+	}
 	m.net.SetWorkers(o.workers)
 	start := m.step
 	out := o.out
