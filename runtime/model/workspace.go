@@ -20,6 +20,9 @@ type Workspace struct {
 	fwdDone    bool
 	backDone   bool // a Backward has run since: the attention blocks hold dB
 
+	interrupt   func() bool // SetInterrupt's: checked between layers
+	interrupted bool        // the last pass returned early
+
 	xs     [][]float32 // residual stream: xs[l] enters layer l, xs[L] leaves the last one
 	lay    []layerWS
 	muF    []float32
