@@ -554,8 +554,10 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 			saved = s
 		}
 		if ctx.Err() != nil {
-			if err := r.save(lg); err != nil {
-				return finish(), err
+			if saved != s { // not just saved by SaveEvery
+				if err := r.save(lg); err != nil {
+					return finish(), err
+				}
 			}
 			return finish(), fmt.Errorf("training stopped after step %d of %d (saved to %s): %w", s, t.Cfg.Steps, r.plan.Out, context.Cause(ctx))
 		}
