@@ -11,11 +11,13 @@ func evalCmd(e *env, args []string) error {
 	fs := newFlagSet(e, "eval", "Prints the mean next-byte cross-entropy of a checkpoint on a text (loss in nats, and bits\nper byte) over its consecutive, non-overlapping windows of n+1 bytes.")
 	var ckpt, dataArg string
 	var windows, batch, workers int
+	var force bool
 	ckptUsage(fs, &ckpt)
 	fs.StringVar(&dataArg, "data", "", "text to score, whole, as bytes (default: the held-out last 10% of Go's Isaac.Newton-Opticks.txt, the default training text)")
 	fs.IntVar(&windows, "windows", 0, "score at most this many windows (0: all)")
 	fs.IntVar(&batch, "batch", 16, "windows per forward pass (speed and memory only)")
 	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS)")
+	fs.BoolVar(&force, "force", false, "allow a -batch whose memory estimate exceeds the machine's memory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -51,7 +53,7 @@ func evalCmd(e *env, args []string) error {
 		}
 		fmt.Fprintf(e.out, "data: %s (%d bytes)\n", dataArg, len(text))
 	}
-	res, err := m.Evaluate(e.context(), text, synth.EvalOptions{Windows: windows, Batch: batch})
+	res, err := m.Evaluate(e.context(), text, synth.EvalOptions{Windows: windows, Batch: batch, AllowLargeMemory: force})
 	if err != nil {
 		if dataArg != "" {
 			return fmt.Errorf("data file %s: %w", dataArg, err)

@@ -55,6 +55,9 @@ func FuzzCommandLine(f *testing.F) {
 		{"eval", "-ckpt c.safetensors -data text.txt -windows 2"},
 		{"sample", "-ckpt c.safetensors -len 4 -temp 0.5"},
 		{"compare", "-specs small -seeds 1000000000"},
+		{"train", "-spec small -steps 1 -batch 65536"},
+		{"eval", "-ckpt c.safetensors -data text.txt -batch 65536"},
+		{"compare", "-specs small -seeds 1 -steps 1 -batch 65536"},
 	} {
 		f.Add(s[0], s[1])
 	}

@@ -10,11 +10,11 @@ import (
 )
 
 // interruptContext is signal.NotifyContext for Ctrl-C and SIGTERM with a
-// way out. The first signal cancels the context (the command finishes its
-// step, saves and stops) and says so on w at once; a second one exits
-// immediately with status 130, saying that the last saved checkpoint is
-// intact: every save replaces its files atomically, so an exit at any
-// instant leaves the previous save whole.
+// way out. The first signal cancels the context (training abandons the
+// step in progress, saves the last completed one and stops) and says so
+// on w at once; a second one exits immediately with status 130, saying
+// that the last saved checkpoint is intact: every save replaces its files
+// atomically, so an exit at any instant leaves the previous save whole.
 func interruptContext(w io.Writer) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 2)
@@ -23,7 +23,7 @@ func interruptContext(w io.Writer) (context.Context, func()) {
 	go func() {
 		select {
 		case s := <-ch:
-			fmt.Fprintf(w, "\nsynth: %v: stopping after the current step, then saving (signal again to quit at once: the last saved checkpoint stays intact)\n", s)
+			fmt.Fprintf(w, "\nsynth: %v: stopping: the step in progress is abandoned (under mpirun: finished), then the last completed step is saved (signal again to quit at once: the last saved checkpoint stays intact)\n", s)
 			cancel(signalCause(s.String() + " signal received"))
 		case <-done:
 			return

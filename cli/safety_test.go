@@ -146,7 +146,7 @@ func TestInterruptTwice(t *testing.T) {
 	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) || !strings.Contains(cause.Error(), "interrupt") {
 		t.Errorf("cause %v", cause)
 	}
-	if !strings.Contains(out.String(), "stopping after the current step") {
+	if !strings.Contains(out.String(), "the step in progress is abandoned") {
 		t.Errorf("first interrupt says %q", out.String())
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGINT)

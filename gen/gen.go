@@ -102,6 +102,9 @@ func Render(s *specs.Spec, o Options) (*Package, error) {
 			if err := asmgen.Emit(af, op, isa); err != nil {
 				return nil, fmt.Errorf("spec %s: %w", s.Name, err)
 			}
+			if err := checkSize(s, af); err != nil {
+				return nil, err
+			}
 			emitted[isa] = append(emitted[isa], op)
 			p.Levels[op.Field] = append(p.Levels[op.Field], isa)
 		}

@@ -3,7 +3,9 @@ package model
 import "runtime"
 
 // Backward computes, after a Forward with targets, d(mean loss)/d(param)
-// into every non-frozen Param.Grad (overwriting it).
+// into every non-frozen Param.Grad (overwriting it). Interrupted
+// (Workspace.SetInterrupt), it returns early with the gradients
+// incomplete.
 func (m *Model) Backward(ws *Workspace) {
 	if ws == nil || ws.m != m || !ws.fwdDone || !ws.hasTargets {
 		panic("model: Backward needs a Forward with targets on this workspace first")
@@ -12,7 +14,10 @@ func (m *Model) Backward(ws *Workspace) {
 	// keep m reachable until every job of this pass has finished, or the
 	// cleanup could stop them in the middle of one.
 	defer runtime.KeepAlive(m)
-	ws.backDone = true // the attention blocks become gradients
+	ws.backDone, ws.interrupted = true, false // the attention blocks become gradients
+	if ws.stopHere() {
+		return
+	}
 	for _, p := range m.Params {
 		clear(p.Grad)
 	}
@@ -26,6 +31,9 @@ func (m *Model) Backward(ws *Workspace) {
 	m.layerNormBack(ws.dh, ws.xs[len(m.layers)], ws.muF, ws.rsF, ws.dx, m.lnfW, m.lnfB, rows, false)
 
 	for l := len(m.layers) - 1; l >= 0; l-- {
+		if ws.stopHere() {
+			return
+		}
 		ly, lw := &m.layers[l], &ws.lay[l]
 		// Feed-forward: ws.dx is ∂loss/∂xs[l+1].
 		m.fc2BackGelu(ws.dgl, lw.gd, ws.dx, ly.fc2.w.Data, rows)

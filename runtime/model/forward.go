@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 )
 
@@ -9,7 +10,7 @@ import (
 // batch·t tokens each, sequence-major (t = len(inputs)/batch, 1 ≤ t ≤ N).
 // It returns the mean cross-entropy in nats over the batch·t positions
 // (summed in float64), or 0 when targets is nil (the logits are still
-// available through ws.Logits). Misuse (sizes, tokens out of range, a
+// available through ws.Logits); NaN when interrupted (Workspace.SetInterrupt). Misuse (sizes, tokens out of range, a
 // workspace of another model) panics.
 func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float64 {
 	m.checkForward(ws, inputs, targets, batch)
@@ -21,7 +22,7 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 	t := len(inputs) / batch
 	rows := batch * t
 	ws.b, ws.t, ws.rows = batch, t, rows
-	ws.fwdDone, ws.backDone = false, false
+	ws.fwdDone, ws.backDone, ws.interrupted = false, false, false
 	copy(ws.tokens, inputs)
 	ws.hasTargets = targets != nil
 	if ws.hasTargets {
@@ -30,6 +31,9 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 	e := m.eng
 	m.embed(ws)
 	for l := range m.layers {
+		if ws.stopHere() {
+			return math.NaN()
+		}
 		ly, lw := &m.layers[l], &ws.lay[l]
 		x := ws.xs[l][:rows*d]
 		m.layerNorm(x, lw.h1, lw.mu1, lw.rs1, ly.ln1w, ly.ln1b, rows)
@@ -56,6 +60,9 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 		m.fc1Gelu(lw.gd, lw.gl, lw.h2, ly.fc1.w.Data, ly.fc1.b.Data, rows) // gd: GELU's derivative
 		next := ws.xs[l+1]
 		e.LinearRes(next, lw.xm, lw.gl, ly.fc2.w.Data, ly.fc2.b.Data, rows, m.ffn, d)
+	}
+	if ws.stopHere() {
+		return math.NaN()
 	}
 	m.layerNorm(ws.xs[len(m.layers)], ws.xf, ws.muF, ws.rsF, m.lnfW, m.lnfB, rows)
 	e.Linear(ws.logits, ws.xf, m.tokEmb.Data, nil, rows, d, m.vocab)

@@ -20,6 +20,9 @@ type Workspace struct {
 	fwdDone    bool
 	backDone   bool // a Backward has run since: the attention blocks hold dB
 
+	interrupt   func() bool // SetInterrupt's: checked between layers
+	interrupted bool        // the last pass returned early
+
 	xs     [][]float32 // residual stream: xs[l] enters layer l, xs[L] leaves the last one
 	lay    []layerWS
 	muF    []float32
@@ -80,8 +83,15 @@ type layerWS struct {
 }
 
 // NewWorkspace allocates the buffers for up to batch sequences of up to
-// spec.N tokens.
+// spec.N tokens. WorkspaceBytes is its size.
 func (m *Model) NewWorkspace(batch int) *Workspace {
+	return m.buildWorkspace(batch, &wsAlloc{})
+}
+
+// buildWorkspace makes the workspace of batch sequences with a's
+// allocations: the buffers, or (a counting) only their sizes. It is the one
+// place that sizes a workspace, for NewWorkspace and WorkspaceBytes alike.
+func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 	if batch < 1 {
 		batch = 1
 	}
@@ -89,100 +99,103 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 	rows := batch * n
 	tasks := batch * h
 	ws := &Workspace{m: m, batch: batch}
-	ws.tokens = make([]int32, rows)
-	ws.targets = make([]int32, rows)
-	ws.xs = make([][]float32, len(m.layers)+1)
+	ws.tokens = a.i32(rows)
+	ws.targets = a.i32(rows)
+	ws.xs = a.slices(len(m.layers) + 1)
 	for i := range ws.xs {
-		ws.xs[i] = mat.Alloc(rows * d)
+		ws.xs[i] = a.f32(rows * d)
 	}
-	ws.lay = make([]layerWS, len(m.layers))
+	ws.lay = a.layers(len(m.layers))
 	for l := range ws.lay {
 		lw := &ws.lay[l]
-		lw.mu1, lw.rs1 = mat.Alloc(rows), mat.Alloc(rows)
-		lw.mu2, lw.rs2 = mat.Alloc(rows), mat.Alloc(rows)
-		lw.h1 = mat.Alloc(rows * d)
+		lw.mu1, lw.rs1 = a.f32(rows), a.f32(rows)
+		lw.mu2, lw.rs2 = a.f32(rows), a.f32(rows)
+		lw.h1 = a.f32(rows * d)
 		if m.hasQK {
-			lw.q, lw.k = mat.Alloc(rows*d), mat.Alloc(rows*d)
+			lw.q, lw.k = a.f32(rows*d), a.f32(rows*d)
 		}
-		lw.v = mat.Alloc(rows * d)
+		lw.v = a.f32(rows * d)
 		if m.hasG {
-			lw.g = mat.Alloc(rows * d)
+			lw.g = a.f32(rows * d)
 		}
 		if m.Spec.Has("factorized_dense") {
-			lw.fa = mat.Alloc(rows * h * m.fa)
-			lw.fb = mat.Alloc(rows * h * m.fb)
+			lw.fa = a.f32(rows * h * m.fa)
+			lw.fb = a.f32(rows * h * m.fb)
 		}
 		if m.kind == kindSynth {
-			lw.a = mat.Alloc(tasks * n * n)
+			lw.a = a.f32(tasks * n * n)
 		}
 		switch m.kind {
 		case kindLinear:
-			lw.rd = mat.Alloc(rows * h)
+			lw.rd = a.f32(rows * h)
 		case kindAFTFull:
-			lw.z = mat.Alloc(rows * d)
+			lw.z = a.f32(rows * d)
 			if m.aftKernels {
-				lw.ms, lw.rd = mat.Alloc(rows*d), mat.Alloc(rows*d)
+				lw.ms, lw.rd = a.f32(rows*d), a.f32(rows*d)
 				break
 			}
-			lw.ew = mat.Alloc(aftEwSize(n))
-			lw.x, lw.nd = mat.Alloc(rows*2*d), mat.Alloc(rows*2*d)
+			lw.ew = a.f32(aftEwSize(n))
+			lw.x, lw.nd = a.f32(rows*2*d), a.f32(rows*2*d)
 		case kindAFTLocal, kindAFTSimple, kindAFTConv:
-			lw.z, lw.ms, lw.rd = mat.Alloc(rows*d), mat.Alloc(rows*d), mat.Alloc(rows*d)
+			lw.z, lw.ms, lw.rd = a.f32(rows*d), a.f32(rows*d), a.f32(rows*d)
 		}
-		lw.y = mat.Alloc(rows * d)
-		lw.xm = mat.Alloc(rows * d)
-		lw.h2 = mat.Alloc(rows * d)
-		lw.gd = mat.Alloc(rows * m.ffn)
-		lw.gl = mat.Alloc(rows * m.ffn)
-		lw.w = make([]float32, len(m.comps))
+		lw.y = a.f32(rows * d)
+		lw.xm = a.f32(rows * d)
+		lw.h2 = a.f32(rows * d)
+		lw.gd = a.f32(rows * m.ffn)
+		lw.gl = a.f32(rows * m.ffn)
+		lw.w = a.f32plain(len(m.comps))
 	}
-	ws.muF, ws.rsF = mat.Alloc(rows), mat.Alloc(rows)
-	ws.xf = mat.Alloc(rows * d)
-	ws.logits = mat.Alloc(rows * m.vocab)
-	ws.lse, ws.ceMax, ws.ceSum = mat.Alloc(rows), mat.Alloc(rows), mat.Alloc(rows)
-	ws.rowNLL = make([]float64, rows)
+	ws.muF, ws.rsF = a.f32(rows), a.f32(rows)
+	ws.xf = a.f32(rows * d)
+	ws.logits = a.f32(rows * m.vocab)
+	ws.lse, ws.ceMax, ws.ceSum = a.f32(rows), a.f32(rows), a.f32(rows)
+	ws.rowNLL = a.f64(rows)
 
-	ws.dlogits = mat.Alloc(rows * m.vocab)
-	ws.dx = mat.Alloc(rows * d)
-	ws.dh = mat.Alloc(rows * d)
-	ws.dy = mat.Alloc(rows * d)
-	ws.dv = mat.Alloc(rows * d)
+	ws.dlogits = a.f32(rows * m.vocab)
+	ws.dx = a.f32(rows * d)
+	ws.dh = a.f32(rows * d)
+	ws.dy = a.f32(rows * d)
+	ws.dv = a.f32(rows * d)
 	if m.hasQK {
-		ws.dq, ws.dk = mat.Alloc(rows*d), mat.Alloc(rows*d)
+		ws.dq, ws.dk = a.f32(rows*d), a.f32(rows*d)
 	}
 	if m.hasG {
-		ws.dg = mat.Alloc(rows * d)
+		ws.dg = a.f32(rows * d)
 	}
 	if m.Spec.Has("factorized_dense") {
-		ws.dfa = mat.Alloc(rows * h * m.fa)
-		ws.dfb = mat.Alloc(rows * h * m.fb)
+		ws.dfa = a.f32(rows * h * m.fa)
+		ws.dfb = a.f32(rows * h * m.fb)
 	}
-	ws.dgl = mat.Alloc(rows * m.ffn)
+	ws.dgl = a.f32(rows * m.ffn)
 	if m.Spec.Has("dense") {
-		ws.pW2 = mat.Alloc(tasks * (n*m.dh + n))
+		ws.pW2 = a.f32(tasks * (n*m.dh + n))
 	}
 	if m.Spec.Has("factorized_random") {
-		ws.pR1 = mat.Alloc(tasks * n * m.fk)
-		ws.pR2 = mat.Alloc(tasks * n * m.fk)
+		ws.pR1 = a.f32(tasks * n * m.fk)
+		ws.pR2 = a.f32(tasks * n * m.fk)
 	}
-	ws.pMix = make([]float32, tasks*len(m.comps))
+	ws.pMix = a.f32plain(tasks * len(m.comps))
 	switch m.kind {
 	case kindAFTFull:
 		if m.aftKernels {
-			ws.pW = mat.Alloc(tasks * n * n)
+			ws.pW = a.f32(tasks * n * n)
 			break
 		}
-		ws.aKappa = mat.Alloc(batch * d)
-		ws.aTiny = make([]bool, len(m.layers)*batch)
-		ws.aD, ws.aG = mat.Alloc(rows*2*d), mat.Alloc(rows*2*d)
-		ws.aDEw = mat.Alloc(min(n, aftBlock) * n)
-		ws.aTerms = make([]mat.TNTerm, 0, (n+aftBlock-1)/aftBlock)
+		ws.aKappa = a.f32(batch * d)
+		ws.aTiny = a.bools(len(m.layers) * batch)
+		ws.aD, ws.aG = a.f32(rows*2*d), a.f32(rows*2*d)
+		ws.aDEw = a.f32(min(n, aftBlock) * n)
+		ws.aTerms = a.terms((n + aftBlock - 1) / aftBlock)
+		// ws.aX: the engine packs X [n, batch·2d] on first use, into
+		// panels of up to 32 rows or columns.
+		a.lazy((n + 32) * (batch*2*d + 32))
 	case kindAFTLocal:
-		ws.pW = mat.Alloc(tasks * n * n)
+		ws.pW = a.f32(tasks * n * n)
 	case kindAFTConv:
-		ws.pU = mat.Alloc(tasks * m.window)
+		ws.pU = a.f32(tasks * m.window)
 	}
-	ws.dmixW = make([]float64, len(m.comps))
+	ws.dmixW = a.f64(len(m.comps))
 
 	// The matrix engine's scratch for the largest linear layer.
 	s := 0
@@ -195,7 +208,7 @@ func (m *Model) NewWorkspace(batch int) *Workspace {
 	if m.kind == kindAFTFull {
 		s = max(s, mat.ScratchSize(min(n, aftBlock), batch*2*d, n))
 	}
-	m.eng.Reserve(s)
+	a.scratch(m.eng, s)
 	return ws
 }
 

@@ -165,6 +165,9 @@ func (r EvalResult) BPB() float64 { return r.Loss / math.Ln2 }
 type EvalOptions struct {
 	Windows int // score at most this many windows (0: all)
 	Batch   int // windows per forward pass: speed and memory only (0: 16)
+	// AllowLargeMemory skips the check that the evaluation's workspace
+	// fits in MemoryLimit (without it, a batch too large is an error).
+	AllowLargeMemory bool
 }
 
 // Evaluate is the model card's loss of the model on text: its consecutive,
@@ -187,6 +190,12 @@ func (m *Model) Evaluate(ctx context.Context, text []byte, opts EvalOptions) (Ev
 		return EvalResult{}, fmt.Errorf("evaluate: %d bytes is too short: a window needs n+1 = %d bytes", len(text), n+1)
 	}
 	k := data.NumWindows(text, n, opts.Windows)
+	if !opts.AllowLargeMemory {
+		ws := m.net.WorkspaceBytes(min(batch, k))
+		if rule := overMemory(m.net.ParamBytes()+ws, ws); rule != "" {
+			return EvalResult{}, fmt.Errorf("evaluate: batch %d: %s at %d windows per pass %s: lower the batch, or allow it with EvalOptions.AllowLargeMemory (synth eval: -force)", batch, m.net.Spec.Name, min(batch, k), rule)
+		}
+	}
 	ev := train.NewEvaluator(m.net, min(batch, k))
 	res, err := ev.EvaluateContext(ctx, text, opts.Windows)
 	return EvalResult(res), err

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -67,6 +68,8 @@ type Run struct {
 	ds    *data.Dataset
 	extra map[string]string
 	dist  *dist // data-parallel state (Ranks); nil on one process
+
+	layerHook func() // tests: called at each check of the interrupt between layers
 }
 
 // Train trains a new model of spec s with the given options, writing its
@@ -300,6 +303,12 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if !o.set["large-memory"] {
+		need, ws := runBytes(m.net, cfg.Batch)
+		if rule := overMemory(need, ws); rule != "" {
+			return nil, optionErr("batch", cfg.Batch, "a run of spec %s at this batch %s: lower the batch, or allow it with the AllowLargeMemory option (synth train: -force)", m.net.Spec.Name, rule)
+		}
+	}
 	m.net.SetWorkers(o.workers)
 	start := m.step
 	out := o.out
@@ -430,10 +439,14 @@ type Summary struct {
 // saving every SaveEvery steps and at the end, reporting through OnEvent
 // and Log, and writing the CSV log, whose rows reach the disk (synced)
 // before each save and which a resume in place cuts back to the resumed
-// checkpoint's step, so that it holds each step once. When ctx is cancelled it
-// finishes the current step, saves a resumable checkpoint, and returns the
-// summary with an error wrapping ctx's cause (errors.Is(err,
-// context.Canceled) for a plain cancel). Any other error leaves the last
+// checkpoint's step, so that it holds each step once. When ctx is cancelled
+// it abandons the current step (or evaluation) at its next layer, before
+// the step's update, saves a resumable checkpoint of the last completed
+// step (unless it is on disk already: a new run cancelled during its first
+// step writes nothing), and returns the summary with an error wrapping
+// ctx's cause (errors.Is(err, context.Canceled) for a plain cancel). Over
+// several ranks (Ranks), the ranks instead finish the current step and
+// agree on the step to stop after. Any other error leaves the last
 // saved checkpoint intact. On one process, a ctx cancelled before Train
 // starts trains no step and writes nothing: the summary's Step is its
 // Start. (Over several ranks, the ranks agree on the step to stop after,
@@ -446,6 +459,17 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	}
 	ctx, release := r.collective(ctx) // on several ranks: every rank stops after the same step
 	defer release()
+	if r.dist == nil {
+		// On one process, a cancel also stops the step (or evaluation) in
+		// flight, between two layers: see the workspace's interrupt.
+		r.t.WS.SetInterrupt(func() bool {
+			if r.layerHook != nil {
+				r.layerHook()
+			}
+			return ctx.Err() != nil
+		})
+		defer r.t.WS.SetInterrupt(nil)
+	}
 	// Resumed in place, the log continues the run's; else it starts anew.
 	inPlace := r.plan.Resume != "" && sameFile(r.plan.Out, r.plan.Resume)
 	lg := newCSVLog(r.csvLogPath(), inPlace, r.t.Step)
@@ -460,6 +484,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	start := time.Now()
 	var trainDur time.Duration
 	first := t.Step
+	saved := first // the step of the checkpoint on disk (first: the resumed one, or none)
 	sum = &Summary{Start: first, Steps: t.Cfg.Steps, ValLoss: math.NaN(), Out: r.plan.Out, OptOut: r.plan.OptOut, CSV: r.plan.CSV}
 	tps := func() float64 {
 		if trainDur <= 0 {
@@ -499,6 +524,9 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	for t.Step < r.plan.Stop {
 		t0 := time.Now()
 		if err := t.TrainStep(); err != nil {
+			if errors.Is(err, train.ErrInterrupted) && ctx.Err() != nil {
+				return finish(), r.abandon(ctx, lg, first, saved)
+			}
 			return finish(), err
 		}
 		trainDur += time.Since(t0)
@@ -523,10 +551,13 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 			if err := r.save(lg); err != nil {
 				return finish(), err
 			}
+			saved = s
 		}
 		if ctx.Err() != nil {
-			if err := r.save(lg); err != nil {
-				return finish(), err
+			if saved != s { // not just saved by SaveEvery
+				if err := r.save(lg); err != nil {
+					return finish(), err
+				}
 			}
 			return finish(), fmt.Errorf("training stopped after step %d of %d (saved to %s): %w", s, t.Cfg.Steps, r.plan.Out, context.Cause(ctx))
 		}
@@ -539,6 +570,29 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 		fmt.Fprintln(o.log, sum)
 	}
 	return sum, nil
+}
+
+// abandon ends a run whose ctx was cancelled during a step, which the
+// interrupt abandoned before its update: the weights are those of the
+// last completed step, t.Step, which it saves unless that checkpoint is
+// on disk already (saved: the step of the last save, or the run's first
+// step, whose checkpoint is the one resumed or, for a new run, none: then
+// nothing is written). It returns the run's error.
+func (r *Run) abandon(ctx context.Context, lg *csvLog, first, saved int) error {
+	t := r.t
+	cause := context.Cause(ctx)
+	switch {
+	case t.Step == first && r.plan.Resume == "":
+		return fmt.Errorf("training stopped during step %d of %d, abandoned (nothing written): %w", t.Step+1, t.Cfg.Steps, cause)
+	case t.Step == first:
+		return fmt.Errorf("training stopped during step %d of %d, abandoned (nothing written: the resumed checkpoint %s of step %d is kept): %w", t.Step+1, t.Cfg.Steps, r.plan.Resume, t.Step, cause)
+	case t.Step == saved:
+		return fmt.Errorf("training stopped during step %d of %d, abandoned (step %d was saved to %s): %w", t.Step+1, t.Cfg.Steps, t.Step, r.plan.Out, cause)
+	}
+	if err := r.save(lg); err != nil {
+		return err
+	}
+	return fmt.Errorf("training stopped during step %d of %d, abandoned (saved step %d to %s): %w", t.Step+1, t.Cfg.Steps, t.Step, r.plan.Out, cause)
 }
 
 // save writes the log's rows to disk, then the checkpoint and optimizer

@@ -47,7 +47,8 @@ func (e *Evaluator) Evaluate(text []byte, limit int) (Result, error) {
 }
 
 // EvaluateContext is Evaluate, stopping with ctx's error between forward
-// passes once ctx is done.
+// passes once ctx is done (and within one, between layers, when the
+// workspace's interrupt says so: model.Workspace.SetInterrupt).
 func (e *Evaluator) EvaluateContext(ctx context.Context, text []byte, limit int) (Result, error) {
 	n := e.Model.Spec.N
 	k := data.NumWindows(text, n, limit)
@@ -71,6 +72,12 @@ func (e *Evaluator) EvaluateContext(ctx context.Context, text []byte, limit int)
 			data.Window(text, n, w+i, e.in[i*n:(i+1)*n], e.tg[i*n:(i+1)*n])
 		}
 		loss := e.Model.Forward(e.WS, e.in[:b*n], e.tg[:b*n], b)
+		if e.WS.Interrupted() {
+			if ctx.Err() != nil {
+				return Result{}, fmt.Errorf("evaluation stopped: %w", context.Cause(ctx))
+			}
+			return Result{}, fmt.Errorf("evaluation stopped: %w", ErrInterrupted)
+		}
 		sum += loss * float64(b*n)
 	}
 	r := Result{Windows: k, Tokens: k * n}

@@ -13,6 +13,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -237,8 +238,17 @@ func (e *NonFiniteError) Error() string {
 	return fmt.Sprintf("step %d: loss %g, gradient norm %g is not finite (lower -lr?); weights kept from the step before", e.Step, e.Loss, e.GradNorm)
 }
 
+// ErrInterrupted is matched (errors.Is) by TrainStep's error when the
+// workspace's interrupt (model.Workspace.SetInterrupt on t.WS) stopped the
+// step's forward or backward pass: the step is abandoned before its
+// update, so the weights, the optimizer state and t.Step are those of the
+// step before.
+var ErrInterrupted = errors.New("interrupted")
+
 // TrainStep runs step t.Step (batch, forward, backward, clipping, AdamW)
-// and advances t.Step. It allocates nothing unless it fails.
+// and advances t.Step. It allocates nothing unless it fails. An interrupt
+// (ErrInterrupted) abandons the step, leaving the weights and t.Step as
+// they were.
 func (t *Trainer) TrainStep() error {
 	step := t.Step
 	t.Sampler.Batch(step)
@@ -248,7 +258,13 @@ func (t *Trainer) TrainStep() error {
 		}
 	} else {
 		t.Loss = t.Model.Forward(t.WS, t.Sampler.Inputs, t.Sampler.Targets, t.Cfg.Batch)
-		t.Model.Backward(t.WS)
+		if !t.WS.Interrupted() {
+			t.Model.Backward(t.WS)
+		}
+		if t.WS.Interrupted() {
+			t.Loss = math.NaN()
+			return fmt.Errorf("step %d abandoned before its update: %w", step+1, ErrInterrupted)
+		}
 	}
 	t.GradNorm = t.Opt.GradNorm()
 	if math.IsNaN(t.Loss) || math.IsInf(t.Loss, 0) || math.IsNaN(t.GradNorm) || math.IsInf(t.GradNorm, 0) {

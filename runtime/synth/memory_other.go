@@ -1,0 +1,5 @@
+//go:build !unix
+
+package synth
+
+func addressSpaceLimit() int64 { return 0 }
