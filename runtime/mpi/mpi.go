@@ -2,7 +2,9 @@
 // training: the world communicator's rank and size, broadcast and in-place
 // sum-allreduce of float32 and float64 buffers, barrier, finalize and
 // abort, plus a watchdog that aborts the job when a collective call waits
-// too long for the other ranks.
+// too long for the other ranks, and a reaper that kills a rank's Open MPI
+// daemon when it has not ended an aborted job AbortGrace later (as when a
+// machine is unreachable).
 //
 // The binding is compiled only with the build tag mpi, which needs cgo and
 // the Open MPI headers and library (Debian: apt-get install openmpi-bin
@@ -251,9 +253,10 @@ func (c *Comm) Finalize() error {
 // unreachable, that confirmation never comes: mpirun and the remote orted
 // wait on TCP connections whose loss the kernel reports only when Open
 // MPI's out-of-band keepalive gives up (oob_tcp_keepalive_time 300 s + 9
-// probes × 20 s with Open MPI 4.1, and not at all while a message is
-// unacknowledged, as the abort's are) — in practice until the link comes
-// back. So Init, in a job of several ranks on Linux ≥ 5.3, starts a small
+// probes × 20 s with Open MPI 4.1) or, while a message is unacknowledged,
+// as the abort's are, when the kernel's retransmissions do
+// (net.ipv4.tcp_retries2: about 15 minutes) — in practice until the link
+// comes back. So Init, in a job of several ranks on Linux ≥ 5.3, starts a small
 // process per rank, its reaper, which holds the rank's daemon by a pidfd
 // (a recycled pid is never signalled) and, if the rank ends without
 // Finalize and the daemon still runs AbortGrace later, kills it (SIGKILL:
@@ -314,9 +317,9 @@ func (c *Comm) Stats() map[string]Stat {
 // the others blocked forever; the daemons that would wait for an
 // unreachable machine are killed AbortGrace after the abort (see
 // AbortGrace). (A rank that exits or is killed needs no watchdog: mpirun
-// ends the job at once.) The timeout must exceed the
-// longest time a rank may legitimately wait, such as rank 0's evaluations
-// and saves. A second call replaces the first; timeout ≤ 0 stops it.
+// ends the job at once.) The timeout must exceed the longest time a rank
+// may legitimately wait, such as rank 0's evaluations and saves. A second
+// call replaces the first; timeout ≤ 0 stops it.
 func (c *Comm) Watchdog(timeout time.Duration, w io.Writer) {
 	c.StopWatchdog()
 	if timeout <= 0 || c.size < 2 {
