@@ -2,7 +2,9 @@
 // training: the world communicator's rank and size, broadcast and in-place
 // sum-allreduce of float32 and float64 buffers, barrier, finalize and
 // abort, plus a watchdog that aborts the job when a collective call waits
-// too long for the other ranks.
+// too long for the other ranks, and a reaper that kills a rank's Open MPI
+// daemon when it has not ended an aborted job AbortGrace later (as when a
+// machine is unreachable).
 //
 // The binding is compiled only with the build tag mpi, which needs cgo and
 // the Open MPI headers and library (Debian: apt-get install openmpi-bin
@@ -75,6 +77,8 @@ type Comm struct {
 	stats   map[string]*Stat
 
 	wdStop chan struct{}
+
+	reaper *reaper // nil when none was started
 }
 
 // Stat is the time spent in one kind of collective call.
@@ -107,6 +111,9 @@ func Init() (*Comm, error) {
 		return nil, worldErr
 	}
 	world = &Comm{rank: rank, size: size, stats: map[string]*Stat{}}
+	if size > 1 {
+		world.reaper = startReaper(AbortGrace)
+	}
 	return world, nil
 }
 
@@ -226,17 +233,68 @@ func (c *Comm) Finalize() error {
 		return nil
 	}
 	c.finalized = true
-	if err := finalize(); err != nil {
+	err := finalize()
+	if r := c.reaper; r != nil && r.released.CompareAndSwap(false, true) {
+		releaseReaper(r) // a normal end: the daemon is not to be killed
+	}
+	if err != nil {
 		return fmt.Errorf("mpi: rank %d of %d: MPI_Finalize: %w", c.rank, c.size, err)
 	}
 	return nil
 }
 
+// AbortGrace is how long the Open MPI daemon of a rank that ended
+// abnormally (MPI_Abort, killed, or exited without MPI_Finalize) may take
+// to end before the rank's reaper kills it (SIGKILL).
+//
+// An abnormal end of a rank makes its daemon (mpirun on the launching
+// machine, orted on the others) end the job, and mpirun then waits until
+// every remote daemon confirms that its ranks are gone. When a machine is
+// unreachable, that confirmation never comes: mpirun and the remote orted
+// wait on TCP connections whose loss the kernel reports only when Open
+// MPI's out-of-band keepalive gives up (oob_tcp_keepalive_time 300 s + 9
+// probes × 20 s with Open MPI 4.1) or, while a message is unacknowledged,
+// as the abort's are, when the kernel's retransmissions do
+// (net.ipv4.tcp_retries2: about 15 minutes) — in practice until the link
+// comes back. So Init, in a job of several ranks on Linux ≥ 5.3, starts a small
+// process per rank, its reaper, which holds the rank's daemon by a pidfd
+// (a recycled pid is never signalled) and, if the rank ends without
+// Finalize and the daemon still runs AbortGrace later, kills it (SIGKILL:
+// a daemon stuck this way is deaf to SIGTERM, which Open MPI 4.1's mpirun
+// answers with "abort is already in progress" or a crash in
+// PMIx_Finalize). Every rank of a job cut in two reaches its watchdog, or
+// is killed by its daemon, so the daemons on both sides go. A working
+// daemon ends an aborted job in well under a second, and the reaper then
+// exits without doing anything; so does it after Finalize, or when the
+// daemon ends first. It is started only when the rank's parent is an Open
+// MPI daemon (mpirun, mpiexec, orterun, orted, prterun, prted).
+const AbortGrace = 5 * time.Second
+
+// reaper is a rank's reaper process (see AbortGrace).
+type reaper struct {
+	daemon    string // the daemon's name: mpirun, orted…
+	daemonPID int
+	pid       int // the reaper's
+	wfd       int // the pipe that tells it the rank ends normally
+
+	released atomic.Bool // told so (by Finalize)
+}
+
 // Abort ends every rank of the job with exit status code (MPI_Abort); it
 // does not return. It does not wait for a call in progress, so it may be
-// called while another goroutine is blocked in one. In a one-rank world
-// without MPI it exits the process.
+// called while another goroutine is blocked in one. This rank's Open MPI
+// daemon is killed if it still runs AbortGrace later (see AbortGrace). In
+// a one-rank world without MPI it exits the process.
 func (c *Comm) Abort(code int) {
+	c.abort(code, nil)
+}
+
+// abort is Abort, saying on w (when not nil) which daemon the reaper ends.
+func (c *Comm) abort(code int, w io.Writer) {
+	if r := c.reaper; r != nil && !r.released.Load() && w != nil {
+		fmt.Fprintf(w, "mpi: rank %d of %d: calling MPI_Abort; this machine's %s (pid %d) is killed if it has not ended the job %s later (as when a machine is unreachable)\n",
+			c.rank, c.size, r.daemon, r.daemonPID, AbortGrace)
+	}
 	abort(code)
 	os.Exit(code) // not reached with MPI
 }
@@ -256,10 +314,12 @@ func (c *Comm) Stats() map[string]Stat {
 // Watchdog aborts the job (Abort(1)) when one call has waited longer than
 // timeout for the other ranks, after writing why to w: a rank that is
 // stopped, deadlocked or on an unreachable machine would otherwise leave
-// the others blocked forever. (A rank that exits or is killed needs no
-// watchdog: mpirun ends the job at once.) The timeout must exceed the
-// longest time a rank may legitimately wait, such as rank 0's evaluations
-// and saves. A second call replaces the first; timeout ≤ 0 stops it.
+// the others blocked forever; the daemons that would wait for an
+// unreachable machine are killed AbortGrace after the abort (see
+// AbortGrace). (A rank that exits or is killed needs no watchdog: mpirun
+// ends the job at once.) The timeout must exceed the longest time a rank
+// may legitimately wait, such as rank 0's evaluations and saves. A second
+// call replaces the first; timeout ≤ 0 stops it.
 func (c *Comm) Watchdog(timeout time.Duration, w io.Writer) {
 	c.StopWatchdog()
 	if timeout <= 0 || c.size < 2 {
@@ -286,7 +346,7 @@ func (c *Comm) Watchdog(timeout time.Duration, w io.Writer) {
 					op, _ := c.busyOp.Load().(string)
 					fmt.Fprintf(w, "mpi: rank %d of %d: %s has waited %s for the other ranks (watchdog timeout %s): a rank is stopped, stuck or unreachable; aborting the job\n",
 						c.rank, c.size, op, waited.Round(time.Second), timeout)
-					c.Abort(1)
+					c.abort(1, w)
 				}
 			}
 		}

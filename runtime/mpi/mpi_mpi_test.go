@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,10 @@ import (
 
 // childEnv names the scenario a test binary started by mpirun runs.
 const childEnv = "SYNTHGEN_MPI_CHILD"
+
+// pidsEnv names a folder where the ranks of scenario "loop" write
+// rank-<r>.pid.
+const pidsEnv = "SYNTHGEN_MPI_PIDS"
 
 // mpirun runs this test binary's test named test under mpirun -np np with
 // scenario in childEnv, and returns its combined output, how long it took
@@ -66,6 +71,9 @@ func TestMPIDeadRank(t *testing.T) {
 	if !strings.Contains(out, "signal 9") {
 		t.Errorf("mpirun's output does not name the killed rank's signal:\n%s", out)
 	}
+	if killed(err) {
+		t.Errorf("mpirun was killed (by a rank's reaper?) rather than ending the job itself: %v", err)
+	}
 	t.Logf("ended after %s: %v\n%s", d, err, out)
 }
 
@@ -85,14 +93,98 @@ func TestMPIWatchdog(t *testing.T) {
 	if !strings.Contains(out, "watchdog timeout 1s") || !strings.Contains(out, "aborting the job") {
 		t.Errorf("no watchdog message:\n%s", out)
 	}
+	if !strings.Contains(out, "this machine's mpirun (pid") {
+		t.Errorf("the abort does not say that its reaper watches mpirun:\n%s", out)
+	}
+	if killed(err) {
+		t.Errorf("mpirun was killed (by a rank's reaper?) rather than ending the job itself: %v", err)
+	}
 	t.Logf("ended after %s: %v\n%s", d, err, out)
+}
+
+// TestMPIReaper: when a rank ends abnormally (here killed) and its daemon
+// does not end the job (here mpirun is stopped, as one waiting forever for
+// an unreachable machine would be), the rank's reaper kills the daemon
+// AbortGrace later.
+func TestMPIReaper(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in an mpirun child")
+	}
+	bin, err := exec.LookPath("mpirun")
+	if err != nil {
+		t.Skip("skipped: mpirun is not installed (Debian: apt-get install openmpi-bin libopenmpi-dev)")
+	}
+	dir := t.TempDir()
+	args := []string{"-np", "2", "--oversubscribe"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	args = append(args, os.Args[0], "-test.run=^TestWorld$", "-test.count=1")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), childEnv+"=loop", "SYNTHGEN_MPI_TIMEOUT=1m", pidsEnv+"="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var pids [2]int
+	defer func() {
+		cmd.Process.Kill()
+		for _, pid := range pids {
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for r := range pids {
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("%s/rank-%d.pid", dir, r))
+			if err == nil {
+				if pids[r], err = strconv.Atoi(string(b)); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %d has not started within a minute", r)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	select {
+	case err = <-done:
+	case <-time.After(AbortGrace + 10*time.Second):
+		t.Fatalf("the stopped mpirun still runs %s after rank 1 was killed", AbortGrace+10*time.Second)
+	}
+	took := time.Since(t0)
+	t.Logf("the stopped mpirun ended %s after rank 1 was killed: %v", took.Round(time.Millisecond), err)
+	if !killed(err) {
+		t.Errorf("mpirun ended with %v, not killed by the reaper", err)
+	}
+	if took < AbortGrace-time.Second {
+		t.Errorf("mpirun was killed %s after the rank, before the grace of %s", took, AbortGrace)
+	}
+}
+
+// killed reports whether err is that of a process killed by SIGKILL.
+func killed(err error) bool {
+	ee, ok := err.(*exec.ExitError)
+	return ok && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
 }
 
 // TestWorld is one rank of the scenarios above; it skips outside mpirun.
 func TestWorld(t *testing.T) {
 	scenario := os.Getenv(childEnv)
 	if scenario == "" {
-		t.Skip("runs under mpirun, started by TestMPIRun, TestMPIDeadRank and TestMPIWatchdog")
+		t.Skip("runs under mpirun, started by TestMPIRun, TestMPIDeadRank, TestMPIWatchdog and TestMPINetns")
 	}
 	c, err := Init()
 	if err != nil {
@@ -113,6 +205,29 @@ func TestWorld(t *testing.T) {
 			if err := c.AllreduceFloat32(buf); err != nil {
 				t.Fatal(err)
 			}
+		}
+	case "loop":
+		// Sums until the job is ended, the watchdog's timeout in
+		// SYNTHGEN_MPI_TIMEOUT (TestMPINetns).
+		d, err := time.ParseDuration(os.Getenv("SYNTHGEN_MPI_TIMEOUT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Watchdog(d, os.Stderr)
+		if dir := os.Getenv(pidsEnv); dir != "" {
+			if err := os.WriteFile(fmt.Sprintf("%s/rank-%d.pid", dir, r), []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		buf := make([]float32, 1000)
+		for i := 1; ; i++ {
+			if err := c.AllreduceFloat32(buf); err != nil {
+				t.Fatal(err)
+			}
+			if i == 100 {
+				fmt.Printf("rank %d: 100 sums\n", r)
+			}
+			time.Sleep(time.Millisecond)
 		}
 	case "stuck":
 		c.Watchdog(time.Second, os.Stderr)
