@@ -15,3 +15,12 @@ func maxRSSKiB(ps *os.ProcessState) int64 {
 	}
 	return 0
 }
+
+// cpuSeconds is the CPU time (user and system) this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
