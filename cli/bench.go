@@ -25,8 +25,26 @@ func benchCmd(e *env, args []string) error {
 	skipTrain := fs.Bool("kernels-only", false, "measure only the kernels")
 	pytorch := fs.Bool("pytorch", true, "print PyTorch's softmax-value at the spec's n and head width beside the kernels (bench/pytorch/bench.py, 1 thread; skipped with a reason if python3-torch is missing)")
 	core := fs.String("openblas-core", "auto", openBLASCoreUsage)
+	gen := fs.String("generate", "", "measure generation only, for these comma-separated specs: the old path (a forward over the last n bytes per byte), the incremental decoder and PyTorch with a key/value cache (bench/pytorch/generate.py, 1 and 2 threads), from a full-window prompt")
+	genWorkers := fs.Int("generate-workers", 1, "with -generate: synthgen's workers (the decoder's steps run on one core; its prefill and the old path on the workers)")
+	genReps := fs.Int("generate-reps", 3, "with -generate: runs per figure, the fastest counts")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *gen != "" {
+		if *genWorkers < 1 || *genReps < 1 {
+			return fmt.Errorf("bench: -generate-workers %d and -generate-reps %d must be ≥ 1", *genWorkers, *genReps)
+		}
+		var pt *bench.PyTorch
+		if *pytorch {
+			ctx, stop := signal.NotifyContext(e.context(), os.Interrupt)
+			defer stop()
+			var err error
+			if pt, _, err = findPyTorch(ctx, e.out, *core); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+		}
+		return printGenerate(e.context(), e.out, strings.Split(*gen, ","), *genWorkers, *genReps, pt)
 	}
 	if *batch < 1 {
 		return fmt.Errorf("bench: -batch %d must be ≥ 1", *batch)
@@ -154,6 +172,45 @@ func printBench(w io.Writer, spec string, trainSpecs []string, batch int, pt *be
 			tps[i] = float64(tokens) * float64(r.N) / r.T.Seconds()
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2f×\t\n", name, tps[0], tps[1], tps[1]/tps[0])
+	}
+	return tw.Flush()
+}
+
+// printGenerate prints generation's table (bench.MeasureGenerate and
+// PyTorch.Generate): bytes per second of wall time and per CPU-second.
+func printGenerate(ctx context.Context, w io.Writer, names []string, workers, reps int, pt *bench.PyTorch) error {
+	fmt.Fprintf(w, "generation from a full-window prompt (n bytes), greedy; each cell bytes/s (wall) / bytes per CPU-second; old path %d bytes, decoder and PyTorch n bytes (prefill and re-encodes included); synthgen %d worker(s); best of %d\n",
+		bench.OldPathBytes, workers, reps)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "spec\told path\tdecoder\tdecoder/old\tPyTorch cached, 1 thread\tPyTorch cached, 2 threads\tdecoder/PyTorch 1 thread (CPU-s)\t")
+	for _, name := range names {
+		name = strings.TrimSpace(name)
+		r, err := bench.MeasureGenerate(name, workers, reps)
+		if err != nil {
+			return fmt.Errorf("bench: -generate: %w", err)
+		}
+		rate := func(wall, cpu float64) string { return fmt.Sprintf("%.1f / %.1f", wall, cpu) }
+		pts, vs := [2]string{"-", "-"}, "-"
+		if pt != nil {
+			s, err := bench.SpecOf(name)
+			if err != nil {
+				return err
+			}
+			for i, threads := range []int{1, 2} {
+				p, err := pt.Generate(ctx, s, threads, reps)
+				if err != nil {
+					pts[i] = "error"
+					fmt.Fprintf(w, "PyTorch left out: %v\n", err)
+					continue
+				}
+				pts[i] = rate(p.BytesPerSec, p.BytesPerCPUSec)
+				if i == 0 && p.BytesPerCPUSec > 0 {
+					vs = fmt.Sprintf("%.2f×", r.Decoder.PerCPUSec()/p.BytesPerCPUSec)
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f×\t%s\t%s\t%s\t\n", name, rate(r.Old.PerSec(), r.Old.PerCPUSec()),
+			rate(r.Decoder.PerSec(), r.Decoder.PerCPUSec()), r.Decoder.PerSec()/r.Old.PerSec(), pts[0], pts[1], vs)
 	}
 	return tw.Flush()
 }
