@@ -17,6 +17,8 @@ comparison table, and times on this CPU:
   * with --probe-gemm, a float32 GEMM's GFLOP/s and error as one JSON line:
     what synthgen's bench package runs under each OPENBLAS_CORETYPE to
     choose OpenBLAS's kernels (bench/openblas.go).
+generate.py, beside it, generates with a key/value cache on these models
+(the baseline of `synth bench -generate`).
 
 Run with Debian's PyTorch and OpenBLAS (reference BLAS is ~20× slower):
   apt-get install python3-torch libopenblas0-openmp
