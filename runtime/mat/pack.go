@@ -79,6 +79,10 @@ func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc)
 	e.reservePacks()
 }
 
+// Micro reports whether the engine runs its products on a GEMM
+// micro-kernel (SetGemm); without one, PackB packs nothing.
+func (e *Engine) Micro() bool { return e.mk.tile != nil }
+
 // reservePacks makes sure every worker has its buffer: an edge tile of A
 // (MR×kcBlock), a panel of B (kcBlock×NR: an edge panel, or a copy), and
 // the copy of a block of a transposed A (its rows, up to wideTarget, by

@@ -188,8 +188,11 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 		ws.aDEw = a.f32(min(n, aftBlock) * n)
 		ws.aTerms = a.terms((n + aftBlock - 1) / aftBlock)
 		// ws.aX: the engine packs X [n, batch·2d] on first use, into
-		// panels of up to 32 rows or columns.
-		a.lazy((n + 32) * (batch*2*d + 32))
+		// panels of up to 32 rows or columns (with a micro-kernel only:
+		// the plain-Go products read X in place).
+		if m.eng.Micro() {
+			a.lazy((n + 32) * (batch*2*d + 32))
+		}
 	case kindAFTLocal:
 		ws.pW = a.f32(tasks * n * n)
 	case kindAFTConv:
