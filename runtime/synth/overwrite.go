@@ -3,6 +3,7 @@ package synth
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 
@@ -27,12 +28,20 @@ func (o *options) checkNotStarted(out, resume string) error {
 	if resume != "" && sameFile(out, resume) {
 		return nil // resuming in place
 	}
+	_, cerr := os.Lstat(out)
+	noCheckpoint := errors.Is(cerr, fs.ErrNotExist)
 	for _, p := range []string{out, checkpoint.OptPath(out), csvPath(out)} {
 		if _, err := os.Lstat(p); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			return fmt.Errorf("output %s: %w", p, err)
+		}
+		if noCheckpoint && leftover(p, out) {
+			// A run killed in its first save (the state or the log
+			// written, the checkpoint not yet): nothing to resume, and
+			// the file is that run's own, not another file of the user's.
+			continue
 		}
 		what := "a file"
 		if p == out {
@@ -54,4 +63,28 @@ func sameFile(a, b string) bool {
 	}
 	fb, err := os.Stat(b)
 	return err == nil && os.SameFile(fa, fb)
+}
+
+// leftover reports whether p, the optimizer state or the CSV log of
+// checkpoint out, is what a run writes before its first checkpoint: an
+// optimizer state with its step in the metadata, or a log beginning with
+// the log's header. Such files without their checkpoint are left by a run
+// killed in its first save, and a new run may replace them.
+func leftover(p, out string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	if p == checkpoint.OptPath(out) {
+		meta, err := checkpoint.ReadMetadata(p)
+		return err == nil && meta[checkpoint.KeyStep] != ""
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(csvHeader))
+	_, err = io.ReadFull(f, head)
+	return err == nil && string(head) == csvHeader
 }

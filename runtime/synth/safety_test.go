@@ -294,3 +294,32 @@ func TestLimits(t *testing.T) {
 		t.Errorf("Clip(0): %v", err)
 	}
 }
+
+// TestLeftoverFirstSave: a run killed in its first save leaves its
+// optimizer state or log without the checkpoint; a new run replaces them
+// (there is nothing to resume), while a file of the same name that is not
+// a run's (a user's own x.csv) is still refused.
+func TestLeftoverFirstSave(t *testing.T) {
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	a := filepath.Join(dir, "a.safetensors")
+	r, err := synth.NewRun(context.Background(), small.Spec, tiny(data, a, synth.Steps(2))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(a); err != nil { // as if killed between the state and the checkpoint
+		t.Fatal(err)
+	}
+	if _, err := synth.NewRun(context.Background(), small.Spec, tiny(data, a, synth.Steps(2))...); err != nil {
+		t.Errorf("a new run over a first save's leftovers: %v", err)
+	}
+	b := filepath.Join(dir, "b.safetensors")
+	if err := os.WriteFile(filepath.Join(dir, "b.csv"), []byte("name,score\nx,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = synth.NewRun(context.Background(), small.Spec, tiny(data, b, synth.Steps(2))...)
+	wantErr(t, "a user's b.csv", err, "b.csv", "-force")
+}
