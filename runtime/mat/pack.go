@@ -79,9 +79,15 @@ func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc)
 	e.reservePacks()
 }
 
-// Micro reports whether the engine runs its products on a GEMM
-// micro-kernel (SetGemm); without one, PackB packs nothing.
-func (e *Engine) Micro() bool { return e.mk.tile != nil }
+// PanelFloats is the size, in float32s, of the buffer PackB allocates for
+// an n × k operand: 0 without a GEMM micro-kernel (SetGemm), whose plain-Go
+// products read B in place.
+func (e *Engine) PanelFloats(n, k int) int {
+	if e.mk.tile == nil || n == 0 || k == 0 {
+		return 0
+	}
+	return ceilDiv(n, e.mk.nr) * e.mk.nr * k
+}
 
 // reservePacks makes sure every worker has its buffer: an edge tile of A
 // (MR×kcBlock), a panel of B (kcBlock×NR: an edge panel, or a copy), and

@@ -24,7 +24,7 @@ func (e *Engine) PackB(pn *Panels, b []float32, n, k int, transposed bool) {
 		return
 	}
 	nr := e.mk.nr
-	size := ceilDiv(n, nr) * nr * k
+	size := e.PanelFloats(n, k)
 	if len(pn.data) < size {
 		pn.data = Alloc(size)
 	}

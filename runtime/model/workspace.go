@@ -187,11 +187,18 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 		ws.aD, ws.aG = a.f32(rows*2*d), a.f32(rows*2*d)
 		ws.aDEw = a.f32(min(n, aftBlock) * n)
 		ws.aTerms = a.terms((n + aftBlock - 1) / aftBlock)
-		// ws.aX: the engine packs X [n, batch·2d] on first use, into
-		// panels of up to 32 rows or columns (with a micro-kernel only:
-		// the plain-Go products read X in place).
-		if m.eng.Micro() {
-			a.lazy((n + 32) * (batch*2*d + 32))
+		// ws.aX: the engine packs X [n, batch·2d] on first use, as B of
+		// the forward's products (nx × t), then transposed as B of the
+		// backward's (t × nx); the buffer is allocated again when the
+		// second is larger (none without a micro-kernel, whose plain-Go
+		// products read X in place).
+		nx := batch * 2 * d
+		fwd, back := m.eng.PanelFloats(nx, n), m.eng.PanelFloats(n, nx)
+		if fwd > 0 {
+			a.lazy(fwd)
+		}
+		if back > fwd {
+			a.lazy(back)
 		}
 	case kindAFTLocal:
 		ws.pW = a.f32(tasks * n * n)
