@@ -33,6 +33,44 @@ type Spec struct {
 	A       int    `json:"a,omitempty"`
 	B       int    `json:"b,omitempty"`
 	Window  int    `json:"window,omitempty"`
+	// Task is "classify" for a classifier; "" (written "lm" or left out
+	// in a spec file) for the default next-byte language model.
+	Task string `json:"task,omitempty"`
+	// Classes is a classifier's number of labels K.
+	Classes int `json:"classes,omitempty"`
+	// Bidirectional is the card's "causal": false: every position sees
+	// every key of its sequence. The JSON field is "causal", written only
+	// when false (MarshalJSON).
+	Bidirectional bool `json:"-"`
+}
+
+// The tasks of the card's "task" field.
+const (
+	TaskLM       = "lm"
+	TaskClassify = "classify"
+)
+
+// Causal reports whether position i sees only keys j ≤ i (the card's
+// "causal", default true).
+func (s *Spec) Causal() bool { return !s.Bidirectional }
+
+// IsClassifier reports whether the spec's task is classify.
+func (s *Spec) IsClassifier() bool { return s.Task == TaskClassify }
+
+// MarshalJSON writes the spec's fields in the card's order, with "causal"
+// only when it is false (the default true is left out, so a language
+// model's JSON is what it was before the field existed).
+func (s Spec) MarshalJSON() ([]byte, error) {
+	type plain Spec
+	var causal *bool
+	if s.Bidirectional {
+		f := false
+		causal = &f
+	}
+	return json.Marshal(struct {
+		plain
+		Causal *bool `json:"causal,omitempty"`
+	}{plain(s), causal})
 }
 
 // DH is the head width d/heads.
@@ -160,7 +198,7 @@ func Load(path string) (*Spec, error) {
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
-var knownFields = []string{"name", "n", "d", "heads", "layers", "variant", "vocab", "ffn", "k", "a", "b", "window"}
+var knownFields = []string{"name", "n", "d", "heads", "layers", "variant", "vocab", "ffn", "k", "a", "b", "window", "causal", "task", "classes"}
 
 // Parse validates a spec document; file names it in errors.
 func Parse(file string, data []byte) (*Spec, error) {
@@ -228,6 +266,17 @@ func Parse(file string, data []byte) (*Spec, error) {
 		*dst = int(f)
 		return nil
 	}
+	boolean := func(field string, dst *bool) error {
+		v, ok := raw[field]
+		if !ok {
+			return nil
+		}
+		if err := json.Unmarshal(v, dst); err != nil || string(bytes.TrimSpace(v)) == "null" {
+			return &Error{File: file, Field: field, Value: string(v), Rule: "must be true or false"}
+		}
+		return nil
+	}
+	causal := true
 	for _, step := range []error{
 		str("name", &s.Name, true),
 		num("n", &s.N, true),
@@ -241,6 +290,9 @@ func Parse(file string, data []byte) (*Spec, error) {
 		num("a", &s.A, false),
 		num("b", &s.B, false),
 		num("window", &s.Window, false),
+		str("task", &s.Task, false),
+		num("classes", &s.Classes, false),
+		boolean("causal", &causal),
 	} {
 		if step != nil {
 			return nil, step
@@ -253,6 +305,10 @@ func Parse(file string, data []byte) (*Spec, error) {
 	}
 	if !hasFFN {
 		s.FFN = 4 * s.D
+	}
+	s.Bidirectional = !causal
+	if s.Task == TaskLM {
+		s.Task = "" // the default, left out of the canonical JSON
 	}
 	present := map[string]bool{}
 	for k := range raw {
@@ -267,7 +323,7 @@ func Parse(file string, data []byte) (*Spec, error) {
 // Validate checks every rule of the card on an already-built spec (for
 // example one read back from a checkpoint's metadata).
 func (s *Spec) Validate() error {
-	present := map[string]bool{"k": s.K != 0, "a": s.A != 0, "b": s.B != 0, "window": s.Window != 0}
+	present := map[string]bool{"k": s.K != 0, "a": s.A != 0, "b": s.B != 0, "window": s.Window != 0, "classes": s.Classes != 0}
 	return s.validate("", present)
 }
 
@@ -359,8 +415,29 @@ func (s *Spec) validate(file string, present map[string]bool) error {
 	if err := need("window", s.Window, seen["aft_local"] || seen["aft_conv"], 1, s.N, "must satisfy 1 ≤ window ≤ n"); err != nil {
 		return err
 	}
+	switch s.Task {
+	case "", TaskClassify:
+	default:
+		return fail("task", q(s.Task), `must be "lm" or "classify"`)
+	}
+	if s.IsClassifier() {
+		if !present["classes"] {
+			return &Error{File: file, Field: "classes", Rule: `required for task "classify"`}
+		}
+		if s.Classes < 2 || s.Classes > MaxClasses {
+			return fail("classes", s.Classes, fmt.Sprintf("must satisfy 2 ≤ classes ≤ %d", MaxClasses))
+		}
+	} else if present["classes"] {
+		return fail("classes", s.Classes, `only allowed with task "classify"`)
+	}
+	if s.Bidirectional && !s.IsClassifier() {
+		return fail("causal", false, `false needs task "classify" (a language model predicts the next byte, so it must not see it)`)
+	}
 	return nil
 }
+
+// MaxClasses is the largest number of labels a classifier may have.
+const MaxClasses = 4096
 
 func variantList() string {
 	var names []string

@@ -54,6 +54,44 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestEncoderFields: causal, task and classes parse, default, and
+// round-trip through the canonical JSON; a language model's JSON does not
+// change by their existence.
+func TestEncoderFields(t *testing.T) {
+	const base = `"name":"x","n":16,"d":32,"heads":4,"layers":1,"variant":"random"`
+	lm, err := Parse("", []byte(`{`+base+`,"task":"lm","causal":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lm.Causal() || lm.IsClassifier() || lm.Task != "" {
+		t.Errorf("lm spec: causal %v classifier %v task %q", lm.Causal(), lm.IsClassifier(), lm.Task)
+	}
+	if want := `{"name":"x","n":16,"d":32,"heads":4,"layers":1,"variant":"random","vocab":256,"ffn":128}`; lm.JSON() != want {
+		t.Errorf("lm JSON = %s, want %s", lm.JSON(), want)
+	}
+	enc, err := Parse("", []byte(`{`+base+`,"task":"classify","classes":10,"causal":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.Causal() || !enc.IsClassifier() || enc.Classes != 10 {
+		t.Errorf("encoder spec: causal %v classifier %v classes %d", enc.Causal(), enc.IsClassifier(), enc.Classes)
+	}
+	if !strings.Contains(enc.JSON(), `"causal":false`) || !strings.Contains(enc.JSON(), `"task":"classify","classes":10`) {
+		t.Errorf("encoder JSON = %s", enc.JSON())
+	}
+	back, err := Parse("", []byte(enc.JSON()))
+	if err != nil || *back != *enc {
+		t.Errorf("encoder JSON does not round-trip: %v %+v", err, back)
+	}
+	if err := back.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	causalCls, err := Parse("", []byte(`{`+base+`,"task":"classify","classes":2}`))
+	if err != nil || !causalCls.Causal() {
+		t.Errorf("a causal classifier: %v %+v", err, causalCls)
+	}
+}
+
 func TestBadSpecs(t *testing.T) {
 	const base = `"name":"x","n":16,"d":32,"heads":4,"layers":1`
 	for _, c := range []struct {
@@ -82,6 +120,15 @@ func TestBadSpecs(t *testing.T) {
 		{`{"name":"x","n":16,"d":32,"heads":0,"layers":1,"variant":"random"}`, "heads", "≥ 1"},
 		{`{"name":"x","n":16,"d":32,"heads":4,"layers":0,"variant":"random"}`, "layers", "≥ 1"},
 		{`{` + base + `,"variant":"random","vocab":300}`, "vocab", "vocab ≤ 256"},
+		{`{` + base + `,"variant":"random","task":"seq2seq"}`, "task", `"lm" or "classify"`},
+		{`{` + base + `,"variant":"random","task":"classify"}`, "classes", "required"},
+		{`{` + base + `,"variant":"random","task":"classify","classes":1}`, "classes", "2 ≤ classes ≤ 4096"},
+		{`{` + base + `,"variant":"random","task":"classify","classes":5000}`, "classes", "2 ≤ classes ≤ 4096"},
+		{`{` + base + `,"variant":"random","classes":3}`, "classes", "only allowed"},
+		{`{` + base + `,"variant":"random","causal":false}`, "causal", "needs task"},
+		{`{` + base + `,"variant":"random","task":"lm","causal":false}`, "causal", "needs task"},
+		{`{` + base + `,"variant":"random","causal":"no"}`, "causal", "true or false"},
+		{`{` + base + `,"variant":"random","causal":null}`, "causal", "true or false"},
 		{`{` + base + `,"variant":"random"`, "", "malformed JSON"},
 		{`[1,2]`, "", "malformed JSON"},
 		{`{` + base + `,"variant":"random"} {}`, "", "malformed JSON"},

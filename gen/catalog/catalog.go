@@ -74,11 +74,15 @@ type Config struct {
 	N, D, DH, Heads int
 	FFN             int // feed-forward width: the row length of the GELU kernels
 	Vocab           int // vocabulary: the row length of the cross-entropy kernels
+	// Bidirectional is the spec's "causal": false: the attention kernels
+	// (the Causal kinds, the attention-free and linear ones) run over all
+	// t keys of every row rather than the keys j ≤ i.
+	Bidirectional bool
 }
 
 // ConfigOf derives the emitters' sizes from a spec.
 func ConfigOf(s *specs.Spec) Config {
-	return Config{N: s.N, D: s.D, DH: s.DH(), Heads: s.Heads, FFN: s.FFN, Vocab: s.Vocab}
+	return Config{N: s.N, D: s.D, DH: s.DH(), Heads: s.Heads, FFN: s.FFN, Vocab: s.Vocab, Bidirectional: s.Bidirectional}
 }
 
 // Ops lists the kernels spec s needs, in a fixed order.

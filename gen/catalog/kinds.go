@@ -123,7 +123,8 @@ type Entry struct {
 	// with rows of one float.
 	Flat bool
 	// Causal kinds are the Synthesizer's attention kernels over the causal
-	// triangle: they execute about half of their nominal FLOPs.
+	// triangle: they execute about half of their nominal FLOPs. A
+	// bidirectional spec's (Config.Bidirectional) run over the whole square.
 	Causal bool
 	// Forward is the kind whose outputs (statistics) this backward kind
 	// reads, NoKind for none.
@@ -239,10 +240,10 @@ func (o Op) Flops(cfg Config, t int) float64 {
 }
 
 // Executed is the floating-point work one call of o at length t really
-// does: Flops, less the masked half for the Causal kinds.
+// does: Flops, less the masked half for the Causal kinds of a causal spec.
 func (o Op) Executed(cfg Config, t int) float64 {
 	f := o.Flops(cfg, t)
-	if o.Entry().Causal && t > 0 {
+	if o.Entry().Causal && !cfg.Bidirectional && t > 0 {
 		return f * float64(t+1) / float64(2*t) // the causal triangle's share
 	}
 	return f
