@@ -2,7 +2,8 @@ package model
 
 import "runtime"
 
-// Backward computes, after a Forward with targets, d(mean loss)/d(param)
+// Backward computes, after a Forward with targets (or a ForwardClassify
+// with labels), d(mean loss)/d(param)
 // into every non-frozen Param.Grad (overwriting it). Interrupted
 // (Workspace.SetInterrupt), it returns early with the gradients
 // incomplete.
@@ -24,10 +25,14 @@ func (m *Model) Backward(ws *Workspace) {
 	d, rows, heads := m.d, ws.rows, m.heads
 	e := m.eng
 
-	// Output: tied embedding, then lnf.
-	m.crossEntropy(ws, true)
-	e.LinearBackX(ws.dh, ws.dlogits, m.tokEmb.Data, rows, d, m.vocab, false)
-	e.LinearBackW(m.tokEmb.Grad, nil, ws.dlogits, ws.xf, rows, d, m.vocab)
+	// Output: tied embedding (a classifier's head and pooling), then lnf.
+	if m.classes > 0 {
+		m.classifyBack(ws)
+	} else {
+		m.crossEntropy(ws, true)
+		e.LinearBackX(ws.dh, ws.dlogits, m.tokEmb.Data, rows, d, m.vocab, false)
+		e.LinearBackW(m.tokEmb.Grad, nil, ws.dlogits, ws.xf, rows, d, m.vocab)
+	}
 	m.layerNormBack(ws.dh, ws.xs[len(m.layers)], ws.muF, ws.rsF, ws.dx, m.lnfW, m.lnfB, rows, false)
 
 	for l := len(m.layers) - 1; l >= 0; l-- {

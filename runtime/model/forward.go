@@ -14,25 +14,50 @@ import (
 // workspace of another model) panics.
 func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float64 {
 	m.checkForward(ws, inputs, targets, batch)
+	if m.classes > 0 {
+		panic(fmt.Sprintf("model: Forward: spec %q is a classifier: use ForwardClassify", m.Spec.Name))
+	}
 	// The pool's workers are stopped by a cleanup when m becomes unreachable;
 	// keep m reachable until every job of this pass has finished, or the
 	// cleanup could stop them in the middle of one.
 	defer runtime.KeepAlive(m)
+	ws.hasTargets = targets != nil
+	if ws.hasTargets {
+		copy(ws.targets, targets)
+	}
+	if !m.forwardBody(ws, inputs, batch) {
+		return math.NaN()
+	}
+	rows := ws.rows
+	e := m.eng
+	e.Linear(ws.logits, ws.xf, m.tokEmb.Data, nil, rows, m.d, m.vocab)
+	ws.fwdDone = true
+	if !ws.hasTargets {
+		return 0
+	}
+	m.crossEntropy(ws, false)
+	sum := 0.0
+	for _, v := range ws.rowNLL[:rows] {
+		sum += v
+	}
+	return sum / float64(rows)
+}
+
+// forwardBody runs the embedding, the blocks and lnf (into ws.xf) on batch
+// sequences of len(inputs)/batch tokens, and reports false when the
+// workspace's interrupt stopped it.
+func (m *Model) forwardBody(ws *Workspace, inputs []int32, batch int) bool {
 	d := m.d
 	t := len(inputs) / batch
 	rows := batch * t
 	ws.b, ws.t, ws.rows = batch, t, rows
 	ws.fwdDone, ws.backDone, ws.interrupted = false, false, false
 	copy(ws.tokens, inputs)
-	ws.hasTargets = targets != nil
-	if ws.hasTargets {
-		copy(ws.targets, targets)
-	}
 	e := m.eng
 	m.embed(ws)
 	for l := range m.layers {
 		if ws.stopHere() {
-			return math.NaN()
+			return false
 		}
 		ly, lw := &m.layers[l], &ws.lay[l]
 		x := ws.xs[l][:rows*d]
@@ -62,43 +87,38 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 		e.LinearRes(next, lw.xm, lw.gl, ly.fc2.w.Data, ly.fc2.b.Data, rows, m.ffn, d)
 	}
 	if ws.stopHere() {
-		return math.NaN()
+		return false
 	}
 	m.layerNorm(ws.xs[len(m.layers)], ws.xf, ws.muF, ws.rsF, m.lnfW, m.lnfB, rows)
-	e.Linear(ws.logits, ws.xf, m.tokEmb.Data, nil, rows, d, m.vocab)
-	ws.fwdDone = true
-	if !ws.hasTargets {
-		return 0
-	}
-	m.crossEntropy(ws, false)
-	sum := 0.0
-	for _, v := range ws.rowNLL[:rows] {
-		sum += v
-	}
-	return sum / float64(rows)
+	return true
 }
 
 func (m *Model) checkForward(ws *Workspace, inputs, targets []int32, batch int) {
-	if ws == nil || ws.m != m {
-		panic("model: Forward: the workspace was not made by this model's NewWorkspace")
-	}
-	if batch < 1 || batch > ws.batch {
-		panic(fmt.Sprintf("model: Forward: batch %d, want 1 ≤ batch ≤ %d (the workspace's size)", batch, ws.batch))
-	}
-	if len(inputs)%batch != 0 || len(inputs)/batch < 1 || len(inputs)/batch > m.n {
-		panic(fmt.Sprintf("model: Forward: %d input tokens do not make %d sequences of 1..%d tokens", len(inputs), batch, m.n))
-	}
+	m.checkInputs("Forward", ws, inputs, batch)
 	if targets != nil && len(targets) != len(inputs) {
 		panic(fmt.Sprintf("model: Forward: %d targets for %d inputs", len(targets), len(inputs)))
-	}
-	for i, v := range inputs {
-		if v < 0 || int(v) >= m.vocab {
-			panic(fmt.Sprintf("model: Forward: inputs[%d] = %d is out of the vocabulary [0, %d)", i, v, m.vocab))
-		}
 	}
 	for i, v := range targets {
 		if v < 0 || int(v) >= m.vocab {
 			panic(fmt.Sprintf("model: Forward: targets[%d] = %d is out of the vocabulary [0, %d)", i, v, m.vocab))
+		}
+	}
+}
+
+// checkInputs panics on a misused workspace, batch or inputs of fn.
+func (m *Model) checkInputs(fn string, ws *Workspace, inputs []int32, batch int) {
+	if ws == nil || ws.m != m {
+		panic("model: " + fn + ": the workspace was not made by this model's NewWorkspace")
+	}
+	if batch < 1 || batch > ws.batch {
+		panic(fmt.Sprintf("model: "+fn+": batch %d, want 1 ≤ batch ≤ %d (the workspace's size)", batch, ws.batch))
+	}
+	if len(inputs)%batch != 0 || len(inputs)/batch < 1 || len(inputs)/batch > m.n {
+		panic(fmt.Sprintf("model: "+fn+": %d input tokens do not make %d sequences of 1..%d tokens", len(inputs), batch, m.n))
+	}
+	for i, v := range inputs {
+		if v < 0 || int(v) >= m.vocab {
+			panic(fmt.Sprintf("model: "+fn+": inputs[%d] = %d is out of the vocabulary [0, %d)", i, v, m.vocab))
 		}
 	}
 }

@@ -88,7 +88,12 @@ type layer struct {
 type Model struct {
 	Spec    specs.Spec
 	Kernels *kernels.Kernels
-	Params  []*Param // fixed order: tok_emb, pos_emb, then layer by layer, then lnf
+	Params  []*Param // fixed order: tok_emb, pos_emb, then layer by layer, then lnf, then a classifier's head
+
+	// Labels are a classifier's label strings in class order (the
+	// checkpoint's "labels" metadata); nil for a language model, and for
+	// a classifier until the caller sets them (len(Labels) = Spec.Classes).
+	Labels []string
 
 	comps []comp
 	kind  attnKind // kindSynth, or the attention-free / linear variant
@@ -103,6 +108,9 @@ type Model struct {
 	posEmb     *Param
 	lnfW       *Param
 	lnfB       *Param
+	headW      *Param // a classifier's head.weight [classes, d]
+	headB      *Param // a classifier's head.bias [classes]
+	classes    int    // a classifier's K; 0 for a language model
 	layers     []layer
 	n, d, dh   int
 	heads      int
@@ -125,8 +133,8 @@ type poolHolder struct{ pool *parallel.Pool }
 
 // New builds the network of spec on the dispatched kernels k (from
 // kernels.Lookup(spec.Name)), initialised per the card deterministically
-// from seed: N(0, 0.02²) linear weights, embeddings and synthesizer
-// matrices, zero biases, LayerNorm weight 1 and bias 0, fixed_random's R
+// from seed: N(0, 0.02²) linear weights (a classifier's head among them),
+// embeddings and synthesizer matrices, zero biases, LayerNorm weight 1 and bias 0, fixed_random's R
 // ~ N(0, 1), mix 0, the attention-free variants' w and u 0.
 func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
 	m, err := skeleton(spec)
@@ -176,6 +184,9 @@ func skeleton(spec specs.Spec) (*Model, error) {
 		Spec: spec,
 		n:    spec.N, d: spec.D, dh: spec.DH(), heads: spec.Heads, vocab: spec.Vocab, ffn: spec.FFN,
 		fk: spec.K, fa: spec.A, fb: spec.B, kind: kind, window: spec.Window,
+	}
+	if spec.IsClassifier() {
+		m.classes = spec.Classes
 	}
 	if kind == kindSynth {
 		for _, c := range spec.Components() {
@@ -322,6 +333,10 @@ func (m *Model) build() {
 	}
 	m.lnfW = add("lnf.weight", d)
 	m.lnfB = add("lnf.bias", d)
+	if m.classes > 0 {
+		m.headW = add("head.weight", m.classes, d)
+		m.headB = add("head.bias", m.classes)
+	}
 }
 
 // init fills the parameters per the card from one PCG stream, in Params order.

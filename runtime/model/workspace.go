@@ -34,6 +34,21 @@ type Workspace struct {
 	ceSum  []float32 // per row: Σ exp(logits − max) (SoftmaxStats)
 	rowNLL []float64 // per row: cross-entropy
 
+	// A classifier's head (classify.go).
+	labels    []int32   // [batch]: the last ForwardClassify's labels
+	pooled    []float32 // [batch, d]: mean of lnf's output over the sequence
+	cprob     []float64 // [batch, classes]: the logits, then (with labels) their softmax
+	clogits   []float32 // [batch, classes]: the logits as float32 (ClassLogits)
+	seqNLL    []float64 // [batch]: cross-entropy per sequence
+	ceDiv     float64   // the backward divides the head's gradient by it: the batch's size
+	acc       []float32 // ClassifyBatch's gradient sum over length groups (all parameters)
+	cin       []int32   // [batch, N]: ClassifyBatch's tokens of one length group
+	clab      []int32   // [batch]: its labels
+	cidx      []int32   // [batch]: the sequences sorted by length
+	order     []int32   // [batch]: sequence → its row of outLogits
+	outLogits []float32 // [batch, classes]: the logits ClassLogits returns
+	nClass    int       // sequences of the last classifier pass (0: none)
+
 	// Backward buffers, shared by the layers.
 	dlogits []float32 // [rows, vocab]
 	dx      []float32 // gradient of the residual stream
@@ -148,11 +163,26 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 	}
 	ws.muF, ws.rsF = a.f32(rows), a.f32(rows)
 	ws.xf = a.f32(rows * d)
-	ws.logits = a.f32(rows * m.vocab)
-	ws.lse, ws.ceMax, ws.ceSum = a.f32(rows), a.f32(rows), a.f32(rows)
-	ws.rowNLL = a.f64(rows)
-
-	ws.dlogits = a.f32(rows * m.vocab)
+	if m.classes == 0 {
+		ws.logits = a.f32(rows * m.vocab)
+		ws.lse, ws.ceMax, ws.ceSum = a.f32(rows), a.f32(rows), a.f32(rows)
+		ws.rowNLL = a.f64(rows)
+		ws.dlogits = a.f32(rows * m.vocab)
+	} else {
+		ws.labels = a.i32(batch)
+		ws.pooled = a.f32(batch * d)
+		ws.cprob = a.f64(batch * m.classes)
+		ws.clogits = a.f32(batch * m.classes)
+		ws.seqNLL = a.f64(batch)
+		np := 0
+		for _, p := range m.Params {
+			np += len(p.Grad)
+		}
+		ws.acc = a.f32(np)
+		ws.cin = a.i32(rows)
+		ws.clab, ws.cidx, ws.order = a.i32(batch), a.i32(batch), a.i32(batch)
+		ws.outLogits = a.f32(batch * m.classes)
+	}
 	ws.dx = a.f32(rows * d)
 	ws.dh = a.f32(rows * d)
 	ws.dy = a.f32(rows * d)
@@ -209,7 +239,11 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 
 	// The matrix engine's scratch for the largest linear layer.
 	s := 0
-	for _, sh := range [][2]int{{d, d}, {d, m.ffn}, {m.ffn, d}, {d, m.vocab}} {
+	vocabOut := m.vocab
+	if m.classes > 0 {
+		vocabOut = d // a classifier has no vocab logits
+	}
+	for _, sh := range [][2]int{{d, d}, {d, m.ffn}, {m.ffn, d}, {d, vocabOut}} {
 		s = max(s, mat.ScratchSize(rows, sh[0], sh[1]))
 	}
 	if m.Spec.Has("factorized_dense") {
@@ -225,6 +259,9 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 // Logits returns the vocab logits at position i of sequence b from the last
 // Forward (valid until the next Forward).
 func (ws *Workspace) Logits(b, i int) []float32 {
+	if ws.m.classes > 0 {
+		panic("model: Logits: the model is a classifier (ClassLogits)")
+	}
 	if !ws.fwdDone || b < 0 || b >= ws.b || i < 0 || i >= ws.t {
 		panic("model: Logits: position out of range of the last Forward")
 	}
