@@ -1,12 +1,14 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/synthgen/synthgen/runtime/data"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/model"
 	"github.com/synthgen/synthgen/runtime/optim"
@@ -18,6 +20,7 @@ const (
 	KeySpec   = "spec"   // the spec's canonical JSON (specs.Spec.JSON)
 	KeyStep   = "step"   // completed training steps, decimal
 	KeyFormat = "format" // "pt", as PyTorch-written safetensors say
+	KeyLabels = "labels" // a classifier's label strings in class order, a JSON list
 )
 
 // Prefixes of the optimizer-state tensors.
@@ -40,6 +43,16 @@ func Save(path string, m *model.Model, step int) error {
 		ts[i] = WriteTensor{Name: p.Name, Shape: p.Shape, Data: p.Data}
 	}
 	meta := map[string]string{KeySpec: m.Spec.JSON(), KeyStep: strconv.Itoa(step), KeyFormat: "pt"}
+	if m.Spec.IsClassifier() {
+		if err := checkLabels(m.Labels, m.Spec.Classes); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", path, err)
+		}
+		js, err := json.Marshal(m.Labels)
+		if err != nil {
+			return fmt.Errorf("save checkpoint %s: labels: %w", path, err)
+		}
+		meta[KeyLabels] = string(js)
+	}
 	if err := Write(path, ts, meta); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
@@ -48,9 +61,45 @@ func Save(path string, m *model.Model, step int) error {
 
 // Header is what a checkpoint says about itself.
 type Header struct {
-	File *File
-	Spec specs.Spec
-	Step int
+	File   *File
+	Spec   specs.Spec
+	Step   int
+	Labels []string // a classifier's labels in class order; nil for a language model
+}
+
+// checkLabels checks a classifier's labels: classes of them, each a valid
+// label (data.NewLabels), none twice.
+func checkLabels(labels []string, classes int) error {
+	if len(labels) != classes {
+		return fmt.Errorf("the classifier has %d labels for its %d classes", len(labels), classes)
+	}
+	if _, err := data.NewLabels(labels); err != nil {
+		return fmt.Errorf("labels: %w", err)
+	}
+	return nil
+}
+
+// specLabels reads f's "labels" metadata: required of a classifier (a JSON
+// list of s.Classes labels), refused for a language model.
+func specLabels(f *File, s *specs.Spec) ([]string, error) {
+	js, ok := f.Metadata[KeyLabels]
+	if !s.IsClassifier() {
+		if ok {
+			return nil, fmt.Errorf("%s: metadata %q is only for a classifier, and the spec's task is a language model", f.Path, KeyLabels)
+		}
+		return nil, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s: metadata has no %q entry, which a classifier's checkpoint must have", f.Path, KeyLabels)
+	}
+	var labels []string
+	if err := json.Unmarshal([]byte(js), &labels); err != nil {
+		return nil, fmt.Errorf("%s: metadata %q is not a JSON list of strings: %w", f.Path, KeyLabels, err)
+	}
+	if err := checkLabels(labels, s.Classes); err != nil {
+		return nil, fmt.Errorf("%s: metadata %q: %w", f.Path, KeyLabels, err)
+	}
+	return labels, nil
 }
 
 // ReadHeader reads path and validates its file structure, its spec and its
@@ -64,7 +113,11 @@ func ReadHeader(path string) (*Header, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-	return &Header{File: f, Spec: *s, Step: step}, nil
+	labels, err := specLabels(f, s)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	return &Header{File: f, Spec: *s, Step: step, Labels: labels}, nil
 }
 
 func specStep(f *File) (*specs.Spec, int, error) {
@@ -119,12 +172,20 @@ func Load(path string) (*model.Model, int, error) {
 }
 
 // Into copies the checkpoint's tensors into m's parameters, checking that
-// the names, dtypes and shapes are exactly the model's.
+// the names, dtypes and shapes are exactly the model's, and a classifier's
+// labels into m.Labels.
 func (h *Header) Into(m *model.Model) error {
 	if m.Spec.JSON() != h.Spec.JSON() {
 		return fmt.Errorf("load checkpoint %s: spec %s does not match the model's %s", h.File.Path, h.Spec.JSON(), m.Spec.JSON())
 	}
-	return loadTensors(h.File, "", m.Params, func(p *model.Param) []float32 { return p.Data })
+	if err := loadTensors(h.File, "", m.Params, func(p *model.Param) []float32 { return p.Data }); err != nil {
+		return err
+	}
+	m.Labels = append([]string(nil), h.Labels...)
+	if h.Labels == nil {
+		m.Labels = nil
+	}
+	return nil
 }
 
 // loadTensors copies the tensors prefix+p.Name of f into dst(p) for every

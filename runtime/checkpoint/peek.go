@@ -12,7 +12,7 @@ import (
 )
 
 // PeekHeader is ReadHeader reading only the file's header: the spec, the
-// step and the tensor table (names, dtypes, shapes and offsets), checked
+// step, a classifier's labels and the tensor table (names, dtypes, shapes and offsets), checked
 // against the file's size as Read checks them, but no tensor data, so it
 // costs the same for any size of checkpoint. The File's tensors hold no
 // data (Float32s fails on them).
@@ -25,7 +25,11 @@ func PeekHeader(path string) (*Header, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-	return &Header{File: f, Spec: *s, Step: step}, nil
+	labels, err := specLabels(f, s)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	return &Header{File: f, Spec: *s, Step: step, Labels: labels}, nil
 }
 
 // peekTable reads and validates the header of the safetensors file at path.

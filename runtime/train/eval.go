@@ -50,6 +50,9 @@ func (e *Evaluator) Evaluate(text []byte, limit int) (Result, error) {
 // passes once ctx is done (and within one, between layers, when the
 // workspace's interrupt says so: model.Workspace.SetInterrupt).
 func (e *Evaluator) EvaluateContext(ctx context.Context, text []byte, limit int) (Result, error) {
+	if e.Model.Classes() > 0 {
+		return Result{}, fmt.Errorf("spec %q is a classifier: evaluate it on a labelled file (EvaluateClassify)", e.Model.Spec.Name)
+	}
 	n := e.Model.Spec.N
 	k := data.NumWindows(text, n, limit)
 	if k == 0 {

@@ -66,6 +66,9 @@ func (t *Trainer) Distribute(r GradReducer, rank, ranks int, evaluate bool) erro
 	if r == nil {
 		return fmt.Errorf("data-parallel training: no gradient reducer")
 	}
+	if t.cls != nil {
+		return fmt.Errorf("data-parallel training: not implemented for a classifier (spec %q); train it in one process", t.Model.Spec.Name)
+	}
 	if t.Cfg.Batch < ranks {
 		return fmt.Errorf("data-parallel training: batch %d is smaller than the %d ranks: every rank needs at least one sequence per step", t.Cfg.Batch, ranks)
 	}

@@ -201,7 +201,8 @@ type Trainer struct {
 	LR       float64 // the learning rate it used
 
 	eval  *Evaluator
-	shard *shard // data-parallel training (Distribute); nil: the whole batch here
+	cls   *classBatches // a classifier's batches (classify.go); nil for a language model
+	shard *shard        // data-parallel training (Distribute); nil: the whole batch here
 }
 
 // New makes a trainer for m on the training text, starting at step 0 with
@@ -251,8 +252,13 @@ var ErrInterrupted = errors.New("interrupted")
 // they were.
 func (t *Trainer) TrainStep() error {
 	step := t.Step
-	t.Sampler.Batch(step)
-	if t.shard != nil { // one of several processes: its share, then the sum
+	if t.cls != nil {
+		t.classStep(step)
+		if t.WS.Interrupted() {
+			t.Loss = math.NaN()
+			return fmt.Errorf("step %d abandoned before its update: %w", step+1, ErrInterrupted)
+		}
+	} else if t.Sampler.Batch(step); t.shard != nil { // one of several processes: its share, then the sum
 		if err := t.shardStep(step); err != nil {
 			return err
 		}
