@@ -47,6 +47,10 @@ func (e Event) ETA() time.Duration {
 // or, for the initial evaluation, the held-out loss beside a uniform
 // guess's.
 func (e Event) String() string {
+	if e.Step == e.Start && e.Evaluated && math.IsNaN(e.Loss) && e.Eval.Examples > 0 {
+		return fmt.Sprintf("step %d: val loss %.4f, accuracy %.4f on %d examples; a uniform guess scores %.4f",
+			e.Step, e.Val, e.Eval.Accuracy, e.Eval.Examples, math.Log(float64(e.Vocab)))
+	}
 	if e.Step == e.Start && e.Evaluated && math.IsNaN(e.Loss) {
 		return fmt.Sprintf("step %d: val loss %.4f (%.4f bpb) on %d held-out windows; a uniform guess scores %.4f",
 			e.Step, e.Val, e.Eval.BPB(), e.Eval.Windows, math.Log(float64(e.Vocab)))
@@ -54,6 +58,9 @@ func (e Event) String() string {
 	val := ""
 	if e.Evaluated {
 		val = fmt.Sprintf("  val %.4f", e.Val)
+		if e.Eval.Examples > 0 {
+			val += fmt.Sprintf("  acc %.4f", e.Eval.Accuracy)
+		}
 	}
 	eta := "-"
 	if e.Step > e.Start {
@@ -76,8 +83,17 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, "data: %s\n", p.Data)
 	}
 	s, c := p.Spec, p.Config
-	fmt.Fprintf(&b, "data: %d bytes: %d for training, %d held out (%d windows of %d bytes)\n",
-		p.TrainBytes+p.ValBytes, p.TrainBytes, p.ValBytes, p.ValWindows, s.N+1)
+	switch {
+	case !s.IsClassifier():
+		fmt.Fprintf(&b, "data: %d bytes: %d for training, %d held out (%d windows of %d bytes)\n",
+			p.TrainBytes+p.ValBytes, p.TrainBytes, p.ValBytes, p.ValWindows, s.N+1)
+	case p.Valid != "":
+		fmt.Fprintf(&b, "data: %d labelled examples for training, %d for validation from %s; %d labels %q\n", p.TrainExamples, p.ValExamples, p.Valid, len(p.Labels), p.Labels)
+	case p.HoldOut != 0:
+		fmt.Fprintf(&b, "data: %d labelled examples for training, %d held out (a share of %g); %d labels %q\n", p.TrainExamples, p.ValExamples, p.HoldOut, len(p.Labels), p.Labels)
+	default:
+		fmt.Fprintf(&b, "data: %d labelled examples for training, no validation; %d labels %q\n", p.TrainExamples, len(p.Labels), p.Labels)
+	}
 	fmt.Fprintf(&b, "model: spec %s (%s, n %d, d %d, %d heads, %d layers), %s parameters, kernels %s\n",
 		s.Name, s.Variant, s.N, s.D, s.Heads, s.Layers, textfmt.Count(float64(p.NumParams)), p.ISA)
 	if p.Resume != "" {

@@ -150,11 +150,16 @@ func (m *Model) ISA() kernels.ISA { return m.net.Kernels.ISA }
 func (m *Model) SetWorkers(n int) { m.net.SetWorkers(n) }
 
 // EvalResult is an evaluation: the mean next-byte cross-entropy over the
-// scored bytes.
+// scored bytes (or, for a classifier's validation, the mean cross-entropy
+// and the accuracy over the examples).
 type EvalResult struct {
-	Loss    float64 // nats per byte
+	Loss    float64 // nats per byte (a classifier's: nats per example)
 	Windows int     // windows of n+1 bytes scored
 	Tokens  int     // bytes scored: Windows·n
+	// A classifier's validation during training: the examples scored and
+	// the share classified right (NaN for a language model).
+	Examples int
+	Accuracy float64
 }
 
 // BPB is the loss in bits per byte.
@@ -175,6 +180,9 @@ type EvalOptions struct {
 // dropped), each scored on predicting bytes 1..n from the bytes before.
 // It stops early with ctx's error when ctx is cancelled.
 func (m *Model) Evaluate(ctx context.Context, text []byte, opts EvalOptions) (EvalResult, error) {
+	if m.IsClassifier() {
+		return EvalResult{}, fmt.Errorf("evaluate: spec %q is a classifier: evaluate it on a labelled file (EvaluateLabelled)", m.net.Spec.Name)
+	}
 	if opts.Windows < 0 {
 		return EvalResult{}, fmt.Errorf("evaluate: windows %d must be ≥ 0", opts.Windows)
 	}
@@ -198,7 +206,7 @@ func (m *Model) Evaluate(ctx context.Context, text []byte, opts EvalOptions) (Ev
 	}
 	ev := train.NewEvaluator(m.net, min(batch, k))
 	res, err := ev.EvaluateContext(ctx, text, opts.Windows)
-	return EvalResult(res), err
+	return lmResult(res), err
 }
 
 // DefaultText is the path of the default training text, Isaac Newton's

@@ -33,7 +33,8 @@ type Option func(*options)
 type options struct {
 	set map[string]bool
 
-	data, out                                string
+	data, out, valid                         string
+	holdOut                                  float64
 	steps, lrSteps, batch, warmup            int
 	stopAt, workers                          int
 	evalEvery, evalWindows, saveEvery, every int

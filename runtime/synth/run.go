@@ -38,9 +38,17 @@ type Plan struct {
 	Data        string // the training text's path
 	DefaultData bool   // Data is the default text: no Data option, nothing saved
 	SavedData   bool   // Data came from the resumed run's saved settings
-	TrainBytes  int    // bytes trained on (the first 90%)
+	TrainBytes  int    // bytes trained on (the first 90%; a classifier's: its training texts' bytes)
 	ValBytes    int    // bytes held out (the last 10%)
 	ValWindows  int    // held-out windows of n+1 bytes
+
+	// A classifier's data: its labels in class order, its training and
+	// validation examples, and where the validation examples come from
+	// (Valid, or the HoldOut share of the training file; neither: none).
+	Labels                     []string
+	TrainExamples, ValExamples int
+	Valid                      string
+	HoldOut                    float64
 
 	Resume        string // the checkpoint resumed from ("" for a new run)
 	WithOptimizer bool   // the resume has its optimizer state: an exact continuation
@@ -65,7 +73,8 @@ type Run struct {
 	plan  Plan
 	model *Model
 	t     *train.Trainer
-	ds    *data.Dataset
+	ds    *data.Dataset     // a language model's text
+	cval  *data.LabelledSet // a classifier's validation examples (nil: none)
 	extra map[string]string
 	dist  *dist // data-parallel state (Ranks); nil on one process
 
@@ -219,6 +228,7 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 		if !set["data"] && meta[keyData] != "" {
 			o.data, plan.SavedData = meta[keyData], true
 		}
+		o.restoreClass(meta)
 	} else {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))
 	}
@@ -326,7 +336,18 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 		}
 		stop = o.stopAt
 	}
+	s := m.net.Spec
+	if !s.IsClassifier() && (o.set["valid"] || o.set["hold-out"]) {
+		key := "valid"
+		if o.set["hold-out"] {
+			key = "hold-out"
+		}
+		return nil, optionErr(key, map[string]any{"valid": o.valid, "hold-out": o.holdOut}[key], "only for a classifier (spec task \"classify\"); spec %q is a language model, validated on the last 10%% of its text", s.Name)
+	}
 	path := o.data
+	if path == "" && s.IsClassifier() {
+		return nil, optionErr("data", "", "spec %q is a classifier: it trains on a labelled file (TSV, CSV or JSON Lines), which Data must name", s.Name)
+	}
 	if path == "" {
 		p, err := data.DefaultFile()
 		if err != nil {
@@ -340,18 +361,31 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	if err := o.checkNotStarted(out, plan.Resume); err != nil {
 		return nil, err
 	}
-	s := m.net.Spec
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	ds, err := data.Load(path, s.N, s.Vocab)
+	var (
+		ds         *data.Dataset
+		cset, cval *data.LabelledSet
+		t          *train.Trainer
+		err        error
+	)
+	if s.IsClassifier() {
+		cset, cval, err = o.classData(m.net, path)
+	} else {
+		ds, err = data.Load(path, s.N, s.Vocab)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	t, err := train.New(m.net, ds.Train, cfg)
+	if s.IsClassifier() {
+		t, err = train.NewClassifier(m.net, cset, cfg)
+	} else {
+		t, err = train.New(m.net, ds.Train, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -365,11 +399,24 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 		abs = path
 	}
 	plan.Spec, plan.NumParams, plan.ISA = s, m.net.NumParams(), m.net.Kernels.ISA.String()
-	plan.Data, plan.TrainBytes, plan.ValBytes = path, len(ds.Train), len(ds.Val)
-	plan.ValWindows = data.NumWindows(ds.Val, s.N, 0)
+	plan.Data = path
+	if ds != nil {
+		plan.TrainBytes, plan.ValBytes = len(ds.Train), len(ds.Val)
+		plan.ValWindows = data.NumWindows(ds.Val, s.N, 0)
+	} else {
+		plan.Labels, plan.TrainExamples = m.net.Labels, len(cset.Examples)
+		for _, e := range cset.Examples {
+			plan.TrainBytes += len(e.Text)
+		}
+		if cval != nil {
+			plan.ValExamples = len(cval.Examples)
+		}
+		plan.Valid, plan.HoldOut = o.valid, o.holdOut
+	}
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, extra: map[string]string{keyData: abs}}
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cval: cval, extra: map[string]string{keyData: abs}}
+	o.classExtra(r.extra)
 	if err := r.distribute(); err != nil {
 		return nil, err
 	}
@@ -481,6 +528,11 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	t, o := r.t, r.o
 	spec := t.Model.Spec
 	tokensPerStep := t.Cfg.Batch * spec.N
+	vocab := spec.Vocab
+	if spec.IsClassifier() { // the mean example's length; a uniform guess scores ln classes
+		tokensPerStep = t.Cfg.Batch * r.plan.TrainBytes / max(1, r.plan.TrainExamples)
+		vocab = spec.Classes
+	}
 	start := time.Now()
 	var trainDur time.Duration
 	first := t.Step
@@ -506,15 +558,16 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 			o.onEvent(ev)
 		}
 	}
-	base := Event{Start: first, Stop: r.plan.Stop, Steps: t.Cfg.Steps, Vocab: spec.Vocab, Loss: math.NaN(), Val: math.NaN(), LastVal: math.NaN()}
+	base := Event{Start: first, Stop: r.plan.Stop, Steps: t.Cfg.Steps, Vocab: vocab, Loss: math.NaN(), Val: math.NaN(), LastVal: math.NaN()}
 
 	if t.Step == 0 && o.evalEvery > 0 {
-		res, err := t.EvaluateContext(ctx, r.ds.Val, o.evalWindows)
+		res, ok, err := r.evaluate(ctx)
 		switch {
+		case !ok:
 		case err == nil:
 			sum.ValLoss = res.Loss
 			ev := base
-			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, EvalResult(res)
+			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
 			emit(ev)
 			lg.printf("0,,%s,,\n", ftoa(res.Loss))
 		case ctx.Err() == nil:
@@ -536,11 +589,12 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 		ev.Step, ev.Loss, ev.LR, ev.TokensPerSec, ev.LastVal = s, t.Loss, t.LR, tps(), sum.ValLoss
 		ev.Elapsed = time.Since(start)
 		if o.evalEvery > 0 && (s%o.evalEvery == 0 || s == r.plan.Stop) {
-			res, err := t.EvaluateContext(ctx, r.ds.Val, o.evalWindows)
+			res, ok, err := r.evaluate(ctx)
 			switch {
+			case !ok:
 			case err == nil:
 				sum.ValLoss = res.Loss
-				ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, EvalResult(res)
+				ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
 			case ctx.Err() == nil:
 				return finish(), err
 			} // cancelled during the evaluation: save below, unevaluated
