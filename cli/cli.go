@@ -42,8 +42,9 @@ type command struct {
 // commands is the subcommand table.
 var commands = map[string]command{
 	"train":   {runTrain, "train a model (or resume a run) and write a checkpoint"},
-	"eval":    {evalCmd, "score a checkpoint on a data file: loss in nats and bits per byte"},
+	"eval":    {evalCmd, "score a checkpoint on a data file: loss in nats and bits per byte (a classifier: loss and accuracy)"},
 	"sample":  {sampleCmd, "generate text from a checkpoint and a prompt"},
+	"predict": {predictCmd, "classify texts with a classifier's checkpoint: label and probabilities"},
 	"inspect": {inspectCmd, "list a checkpoint's tensors, shapes, parameter count, spec and step"},
 	"info":    {infoCmd, "show the linked specs, the CPU and the kernels dispatch picks"},
 	"bench":   {benchCmd, "measure kernel and training throughput"},

@@ -8,12 +8,12 @@ import (
 )
 
 func evalCmd(e *env, args []string) error {
-	fs := newFlagSet(e, "eval", "Prints the mean next-byte cross-entropy of a checkpoint on a text (loss in nats, and bits\nper byte) over its consecutive, non-overlapping windows of n+1 bytes.")
+	fs := newFlagSet(e, "eval", "Prints the mean next-byte cross-entropy of a checkpoint on a text (loss in nats, and bits\nper byte) over its consecutive, non-overlapping windows of n+1 bytes; for a classifier, the\nmean cross-entropy (nats) and the accuracy on a labelled -data file.")
 	var ckpt, dataArg string
 	var windows, batch, workers int
 	var force bool
 	ckptUsage(fs, &ckpt)
-	fs.StringVar(&dataArg, "data", "", "text to score, whole, as bytes (default: the held-out last 10% of Go's Isaac.Newton-Opticks.txt, the default training text)")
+	fs.StringVar(&dataArg, "data", "", "text to score, whole, as bytes, or a classifier's labelled file (default: the held-out last 10% of Go's Isaac.Newton-Opticks.txt, the default training text)")
 	fs.IntVar(&windows, "windows", 0, "score at most this many windows (0: all)")
 	fs.IntVar(&batch, "batch", 16, "windows per forward pass (speed and memory only)")
 	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS)")
@@ -37,6 +37,19 @@ func evalCmd(e *env, args []string) error {
 		return err
 	}
 	m.SetWorkers(workers)
+	if m.IsClassifier() {
+		if dataArg == "" {
+			return fmt.Errorf("-data: checkpoint %s is a classifier (spec %s): give a labelled file to evaluate it on", ckpt, m.Spec().Name)
+		}
+		res, err := m.EvaluateLabelled(e.context(), dataArg, batch)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.out, "checkpoint: %s (spec %s, step %d, %d classes); %s: %d examples\n", ckpt, m.Spec().Name, m.Step(), m.Spec().Classes, dataArg, res.Examples)
+		fmt.Fprintf(e.out, "loss %.6f\n", res.Loss)
+		fmt.Fprintf(e.out, "accuracy %.6f (%d of %d)\n", res.Accuracy, res.Correct, res.Examples)
+		return nil
+	}
 	var text []byte
 	if dataArg == "" {
 		p, err := synth.DefaultText()

@@ -18,9 +18,10 @@ func runTrain(e *env, args []string) error {
 }
 
 func trainCmd(e *env, args []string) (err error) {
-	fs := newFlagSet(e, "train", "Trains a model of a linked spec on a text file (or continues a saved run with -resume),\nprinting progress, and writes a checkpoint, its optimizer state and a CSV log.")
+	fs := newFlagSet(e, "train", "Trains a model of a linked spec on a text file (or continues a saved run with -resume),\nprinting progress, and writes a checkpoint, its optimizer state and a CSV log.\nA classifier (spec \"task\": \"classify\") trains on a labelled file: TSV label<TAB>text, CSV\nlabel,text or JSON Lines {\"label\": …, \"text\": …}, by the extension; its labels become the\nclasses in order of first appearance, validated on -valid or a -hold-out share.")
 	var (
-		spec, dataPath, out, resume                    string
+		spec, dataPath, out, resume, valid             string
+		holdOut                                        float64
 		steps, lrSteps, batch, warmup, stopAt, workers int
 		evalEvery, evalWindows, logEvery, saveEvery    int
 		lr, clip, wd                                   float64
@@ -30,6 +31,8 @@ func trainCmd(e *env, args []string) (err error) {
 	)
 	fs.StringVar(&spec, "spec", defaultSpec(), "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
+	fs.StringVar(&valid, "valid", "", "a classifier's validation `file` (labelled; every label must be one of the training file's)")
+	fs.Float64Var(&holdOut, "hold-out", 0, "a classifier: hold out this share in (0, 1) of the training file for validation (not with -valid)")
 	fs.IntVar(&steps, "steps", synth.DefaultSteps, "total steps of the run (with -resume: continue up to this step); the schedule's horizon. With -resume, a -steps beyond the saved run's stretches its cosine to the new total, so the learning rate goes back up; add -lr-steps <the saved steps> to keep the saved schedule (the rate then stays at 10% of the peak)")
 	fs.IntVar(&lrSteps, "lr-steps", 0, "length of the learning-rate schedule (0: -steps); fix it to split one run into several: -steps 100 -lr-steps 200, then -resume -steps 200, ends with the weights of -steps 200")
 	fs.IntVar(&batch, "batch", synth.DefaultBatch, "sequences of n tokens per step")
@@ -77,6 +80,10 @@ func trainCmd(e *env, args []string) (err error) {
 			opts = append(opts, synth.Data(dataPath))
 		case "out":
 			opts = append(opts, synth.Out(out))
+		case "valid":
+			opts = append(opts, synth.Valid(valid))
+		case "hold-out":
+			opts = append(opts, synth.HoldOut(holdOut))
 		case "steps":
 			opts = append(opts, synth.Steps(steps))
 		case "lr-steps":

@@ -111,7 +111,11 @@ func (m *Model) Attention(ctx context.Context, prompt []byte) (*Attention, error
 		in[i] = int32(c)
 	}
 	ws := m.net.NewWorkspace(1)
-	m.net.Forward(ws, in, nil, 1)
+	if m.IsClassifier() {
+		m.net.ForwardClassify(ws, in, nil, 1)
+	} else {
+		m.net.Forward(ws, in, nil, 1)
+	}
 	what, dep := describeAttention(s, kind)
 	a := &Attention{Spec: s, Step: m.step, Prompt: append([]byte(nil), text...), Kind: attentionKinds[kind], What: what, InputDependent: dep}
 	heads := s.Heads

@@ -57,6 +57,9 @@ func (m *Model) Generate(ctx context.Context, w io.Writer, prompt []byte, opts S
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	if m.IsClassifier() {
+		return fmt.Errorf("sample: spec %q is a classifier, not a language model: classify texts with Predict (synth predict)", m.net.Spec.Name)
+	}
 	if len(prompt) == 0 {
 		return fmt.Errorf("sample: the prompt must not be empty: the model needs at least one byte to continue")
 	}

@@ -192,6 +192,9 @@ func NewServer(models map[string]*Model, o ServeOptions) (*Server, error) {
 		if name == "" || m == nil {
 			return nil, fmt.Errorf("serve: model %q: a model needs a name and weights", name)
 		}
+		if m.IsClassifier() {
+			return nil, fmt.Errorf("serve: model %q: spec %q is a classifier; serve generates text from language models only", name, m.net.Spec.Name)
+		}
 		first := newDecodeSampler(m.net, 0, 0, 0)
 		sm := &serveModel{name: name, m: m, first: first, free: make(chan *decodeSampler, o.MaxStreams), steps: make(chan *stepReq)}
 		sm.free <- first
