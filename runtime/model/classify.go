@@ -193,8 +193,11 @@ func (m *Model) ClassifyBatch(ws *Workspace, seqs [][]int32, labels []int32, bac
 		panic(fmt.Sprintf("model: ClassifyBatch: spec %q is a language model, not a classifier", m.Spec.Name))
 	}
 	nb := len(seqs)
-	if ws == nil || ws.m != m || nb < 1 || nb > ws.batch {
-		panic(fmt.Sprintf("model: ClassifyBatch: %d sequences for a workspace of this model with room for 1..%d", nb, ws.batch))
+	if ws == nil || ws.m != m {
+		panic("model: ClassifyBatch: the workspace was not made by this model's NewWorkspace")
+	}
+	if nb < 1 || nb > ws.batch {
+		panic(fmt.Sprintf("model: ClassifyBatch: %d sequences, want 1..%d (the workspace's size)", nb, ws.batch))
 	}
 	if labels != nil && len(labels) != nb {
 		panic(fmt.Sprintf("model: ClassifyBatch: %d labels for %d sequences", len(labels), nb))
