@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/internal/textfmt"
+	"github.com/synthgen/synthgen/runtime/data"
 	"github.com/synthgen/synthgen/runtime/synth"
+	"github.com/synthgen/synthgen/specs"
 )
 
 // ProgressKind says what a Progress reports.
@@ -70,6 +72,9 @@ func (p Progress) String() string {
 	val := "" // only on an evaluation: no stale value between them
 	if e.Evaluated {
 		val = fmt.Sprintf("  val %.4f", e.Val)
+		if e.Eval.Examples > 0 {
+			val += fmt.Sprintf("  acc %.4f", e.Eval.Accuracy)
+		}
 	}
 	return fmt.Sprintf("%s step %*d/%d  loss %.4f%s  %s tok/s | %s", head, len(fmt.Sprint(e.Stop)), e.Step, e.Stop, e.Loss, val, textfmt.Count(e.TokensPerSec), study)
 }
@@ -87,6 +92,10 @@ type RunResult struct {
 	BPB       float64 `json:"bpb"`      // ValLoss in bits per byte
 	// ValWindows is the number of held-out windows ValLoss covers.
 	ValWindows int `json:"val_windows"`
+	// A classification study's: the accuracy and number of the test
+	// examples (ValLoss is then the test loss; BPB 0).
+	Accuracy float64 `json:"accuracy,omitempty"`
+	Examples int     `json:"examples,omitempty"`
 	// TokensPerSec and WallSeconds are measured (training steps only, and
 	// all of the run's time including evaluations and saves, summed over
 	// its invocations): they vary from run to run.
@@ -97,6 +106,9 @@ type RunResult struct {
 
 // String is the result in one line.
 func (r *RunResult) String() string {
+	if r.Examples > 0 {
+		return fmt.Sprintf("train loss %.4f, test loss %.4f, test accuracy %.2f%%, %s tok/s, %s", r.TrainLoss, r.ValLoss, 100*r.Accuracy, textfmt.Count(r.TokensPerSec), textfmt.Duration(time.Duration(r.WallSeconds*float64(time.Second))))
+	}
 	return fmt.Sprintf("train loss %.4f, val loss %.4f (%.4f bpb), %s tok/s, %s", r.TrainLoss, r.ValLoss, r.BPB, textfmt.Count(r.TokensPerSec), textfmt.Duration(time.Duration(r.WallSeconds*float64(time.Second))))
 }
 
@@ -182,10 +194,17 @@ func (st *Study) train(ctx context.Context, rp RunPlan, rs *runState, onEvent fu
 	t0 := time.Now()
 	defer func() { rs.WallSeconds += time.Since(t0).Seconds() }()
 	var m *synth.Model
+	perStep, err := tokensPerStep(s, rp.Spec)
+	if err != nil {
+		return nil, err
+	}
 	if rp.Step < s.Steps {
 		opts := []synth.Option{
 			synth.Data(s.Data), synth.Out(rp.Checkpoint), synth.EvalEvery(s.EvalEvery), synth.EvalWindows(s.EvalWindows),
 			synth.Workers(st.o.workers), synth.OnEvent(onEvent),
+		}
+		if s.isClassify() {
+			opts = append(opts, synth.Valid(s.Valid))
 		}
 		var run *synth.Run
 		var err error
@@ -210,7 +229,7 @@ func (st *Study) train(ctx context.Context, rp RunPlan, rs *runState, onEvent fu
 		if sum != nil && sum.Step > sum.Start && sum.TokensPerSec > 0 {
 			steps := sum.Step - sum.Start
 			rs.TrainedSteps += steps
-			rs.TrainSeconds += float64(steps*s.Batch*rp.Spec.N) / sum.TokensPerSec
+			rs.TrainSeconds += float64(steps*perStep) / sum.TokensPerSec
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -226,13 +245,21 @@ func (st *Study) train(ctx context.Context, rp RunPlan, rs *runState, onEvent fu
 		}
 		m.SetWorkers(st.o.workers)
 	}
-	val, err := synth.HeldOut(s.Data, rp.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("spec %s: %w", rp.Spec.Name, err)
-	}
-	ev, err := m.Evaluate(ctx, val, synth.EvalOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("spec %s seed %d: final evaluation: %w", rp.Spec.Name, rp.Seed, err)
+	var ev synth.EvalResult
+	var cev synth.ClassEvalResult
+	if s.isClassify() {
+		var err error
+		if cev, err = m.EvaluateLabelled(ctx, s.Test, 0); err != nil {
+			return nil, fmt.Errorf("spec %s seed %d: final evaluation: %w", rp.Spec.Name, rp.Seed, err)
+		}
+	} else {
+		val, err := synth.HeldOut(s.Data, rp.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("spec %s: %w", rp.Spec.Name, err)
+		}
+		if ev, err = m.Evaluate(ctx, val, synth.EvalOptions{}); err != nil {
+			return nil, fmt.Errorf("spec %s seed %d: final evaluation: %w", rp.Spec.Name, rp.Seed, err)
+		}
 	}
 	log, err := readLog(runCSV(rp.Checkpoint), s.Steps)
 	if err != nil {
@@ -255,11 +282,32 @@ func (st *Study) train(ctx context.Context, rp RunPlan, rs *runState, onEvent fu
 		ValLoss: ev.Loss, BPB: ev.BPB(), ValWindows: ev.Windows,
 		Checkpoint: rp.Checkpoint,
 	}
+	if s.isClassify() {
+		r.ValLoss, r.BPB, r.Accuracy, r.Examples = cev.Loss, 0, cev.Accuracy, cev.Examples
+	}
 	if rs.TrainSeconds > 0 {
-		r.TokensPerSec = float64(rs.TrainedSteps*s.Batch*rp.Spec.N) / rs.TrainSeconds
+		r.TokensPerSec = float64(rs.TrainedSteps*perStep) / rs.TrainSeconds
 	}
 	r.WallSeconds = rs.WallSeconds + time.Since(t0).Seconds()
 	return r, nil
+}
+
+// tokensPerStep is the tokens of one training step, as synth counts them
+// for its throughput: batch × n, or for a classifier batch × the mean
+// length of the training file's texts.
+func tokensPerStep(s Settings, sp specs.Spec) (int, error) {
+	if !s.isClassify() {
+		return s.Batch * sp.N, nil
+	}
+	set, err := data.ReadLabelled(s.Data, data.LabelledOptions{N: sp.N, Vocab: sp.Vocab})
+	if err != nil {
+		return 0, fmt.Errorf("spec %s: %w", sp.Name, err)
+	}
+	bytes := 0
+	for _, e := range set.Examples {
+		bytes += len(e.Text)
+	}
+	return s.Batch * bytes / len(set.Examples), nil
 }
 
 // TrainTail is the number of last steps whose batch losses make a run's

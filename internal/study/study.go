@@ -77,6 +77,14 @@ type Settings struct {
 	Seed        uint64       `json:"seed"` // the first run's seed; run k uses Seed+k
 	EvalEvery   int          `json:"eval_every"`
 	EvalWindows int          `json:"eval_windows"`
+	// A classification study (Classify): the task, and the labelled
+	// validation and test files (absolute) with their hashes; Data is
+	// then the labelled training file.
+	Task        string `json:"task,omitempty"`
+	Valid       string `json:"valid,omitempty"`
+	ValidSHA256 string `json:"valid_sha256,omitempty"`
+	Test        string `json:"test,omitempty"`
+	TestSHA256  string `json:"test_sha256,omitempty"`
 }
 
 // An Option sets one setting of a study.
@@ -86,6 +94,8 @@ type options struct {
 	set        map[string]bool
 	s          Settings
 	data       string
+	valid      string // Classify's files
+	test       string
 	workers    int
 	onProgress func(Progress)
 }
@@ -221,6 +231,9 @@ func New(dir string, opts ...Option) (*Study, error) {
 	if err := checkSpecs(o.s.Specs); err != nil {
 		return nil, err
 	}
+	if err := o.resolveClassify(); err != nil {
+		return nil, err
+	}
 	if err := o.resolveData(); err != nil {
 		return nil, err
 	}
@@ -319,7 +332,22 @@ func Open(dir string, opts ...Option) (*Study, error) {
 	if size != saved.DataSize || sum != saved.DataSHA256 {
 		return nil, fmt.Errorf("resume %s: data file %s changed since the study began (%d bytes, sha256 %.12s…; was %d bytes, %.12s…)", dir, saved.Data, size, sum, saved.DataSize, saved.DataSHA256)
 	}
-	if err := checkData(saved.Data, saved.Specs); err != nil {
+	if saved.isClassify() {
+		for _, f := range [][2]string{{saved.Valid, saved.ValidSHA256}, {saved.Test, saved.TestSHA256}} {
+			if _, sum, err := fingerprint(f[0]); err != nil {
+				return nil, fmt.Errorf("resume %s: %w", dir, err)
+			} else if sum != f[1] {
+				return nil, fmt.Errorf("resume %s: labelled file %s changed since the study began", dir, f[0])
+			}
+		}
+	}
+	if o.set["task"] {
+		check("task", o.s.Task == saved.Task, o.s.Task, saved.Task)
+		if len(diff) > 0 {
+			return nil, fmt.Errorf("resume %s: %s: a resumed study keeps its settings", dir, strings.Join(diff, "; "))
+		}
+	}
+	if err := checkStudyData(saved); err != nil {
 		return nil, fmt.Errorf("resume %s: %w", dir, err)
 	}
 	st := &Study{dir: dir, o: o, resumed: true, state: &m}
@@ -369,7 +397,9 @@ func (o *options) resolveData() error {
 	if err != nil {
 		return fmt.Errorf("data file %s: %w", path, err)
 	}
-	if err := checkData(abs, o.s.Specs); err != nil {
+	s := o.s
+	s.Data = abs
+	if err := checkStudyData(s); err != nil {
 		return err
 	}
 	size, sum, err := fingerprint(abs)
@@ -379,6 +409,15 @@ func (o *options) resolveData() error {
 	o.data = abs
 	o.s.Data, o.s.DataSize, o.s.DataSHA256 = abs, size, sum
 	return nil
+}
+
+// checkStudyData checks the study's data against its specs: the text of a
+// language-model study, the labelled files of a classification study.
+func checkStudyData(s Settings) error {
+	if s.isClassify() {
+		return checkLabelled(s)
+	}
+	return checkData(s.Data, s.Specs)
 }
 
 // checkData checks that the text at path trains and evaluates every spec.
@@ -511,6 +550,11 @@ func (p Plan) String() string {
 	}
 	fmt.Fprintf(&b, "%s in %s: %d specs × %d seed(s) = %d runs (%d done)\n", verb, p.Dir, len(s.Specs), s.Seeds, len(p.Runs), done)
 	fmt.Fprintf(&b, "specs: %s\n", specNames(s.Specs))
+	if s.isClassify() {
+		fmt.Fprintf(&b, "task %s: train on %s, validation curve on %s, table on %s\n", s.Task, s.Data, s.Valid, s.Test)
+		fmt.Fprintf(&b, "each run: %d steps × batch %d, %s, validation every %d steps, final loss and accuracy on the test file", s.Steps, s.Batch, seedText(s), s.EvalEvery)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "data: %s (%d bytes, last 10%% held out)\n", s.Data, s.DataSize)
 	fmt.Fprintf(&b, "each run: %d steps × batch %d, %s, validation curve every %d steps on %s windows, final validation on every held-out window",
 		s.Steps, s.Batch, seedText(s), s.EvalEvery, windowText(s.EvalWindows))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +33,12 @@ type Row struct {
 	BPB          float64 `json:"bpb"`
 	BPBStd       float64 `json:"bpb_std"`
 	ValWindows   int     `json:"val_windows"`
+	// A classification study's: the test accuracy (mean and standard
+	// deviation over the seeds) and the test examples; ValLoss is then
+	// the test loss.
+	Accuracy    float64 `json:"accuracy,omitempty"`
+	AccuracyStd float64 `json:"accuracy_std,omitempty"`
+	Examples    int     `json:"examples,omitempty"`
 	// Measured, not reproducible: the mean training throughput over the
 	// runs, and their total wall time.
 	TokensPerSec float64 `json:"tokens_per_s"`
@@ -78,6 +85,10 @@ func (st *Study) table() *Table {
 		row.TrainLoss, row.TrainLossStd = pick(func(r RunResult) float64 { return r.TrainLoss })
 		row.ValLoss, row.ValLossStd = pick(func(r RunResult) float64 { return r.ValLoss })
 		row.BPB, row.BPBStd = pick(func(r RunResult) float64 { return r.BPB })
+		if st.o.s.isClassify() {
+			row.Accuracy, row.AccuracyStd = pick(func(r RunResult) float64 { return r.Accuracy })
+			row.Examples = rs[0].Examples
+		}
 		row.TokensPerSec, _ = pick(func(r RunResult) float64 { return r.TokensPerSec })
 		for _, r := range rs {
 			row.WallSeconds += r.WallSeconds
@@ -90,6 +101,9 @@ func (st *Study) table() *Table {
 // Markdown is the table in Markdown, with a line saying what the columns
 // are.
 func (t *Table) Markdown() string {
+	if t.Settings.isClassify() {
+		return t.classMarkdown()
+	}
 	var b strings.Builder
 	seeds := t.Settings.Seeds
 	pm := func(mean, std float64, runs int) string {
@@ -133,12 +147,23 @@ func (t *Table) Markdown() string {
 // CSVHeader is the first line of results.csv.
 const CSVHeader = "spec,variant,params,runs,train_loss,train_loss_std,val_loss,val_loss_std,bpb,bpb_std,val_windows,tokens_per_s,wall_s"
 
-// WriteCSV writes the table as CSV with the header CSVHeader; the last
+// WriteCSV writes the table as CSV with the header CSVHeader (a
+// classification study's: ClassCSVHeader); the last
 // two columns are measured, the others reproducible.
 func (t *Table) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write(strings.Split(CSVHeader, ","))
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 6, 64) }
+	if t.Settings.isClassify() {
+		cw.Write(strings.Split(ClassCSVHeader, ","))
+		for _, r := range t.Rows {
+			cw.Write([]string{r.Spec, r.Variant, strconv.Itoa(r.Params), strconv.Itoa(r.Runs),
+				f(r.TrainLoss), f(r.TrainLossStd), f(r.ValLoss), f(r.ValLossStd), f(r.Accuracy), f(r.AccuracyStd),
+				strconv.Itoa(r.Examples), strconv.FormatFloat(r.TokensPerSec, 'f', 0, 64), strconv.FormatFloat(r.WallSeconds, 'f', 1, 64)})
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	cw.Write(strings.Split(CSVHeader, ","))
 	for _, r := range t.Rows {
 		cw.Write([]string{r.Spec, r.Variant, strconv.Itoa(r.Params), strconv.Itoa(r.Runs),
 			f(r.TrainLoss), f(r.TrainLossStd), f(r.ValLoss), f(r.ValLossStd), f(r.BPB), f(r.BPBStd),
@@ -186,6 +211,9 @@ func (st *Study) writeResults() (*Result, error) {
 		Title:      fmt.Sprintf("%d specs, %d steps × batch %d (%s)", len(series), s.Steps, s.Batch, seedText(s)),
 		TrainTitle: "training loss (per step)",
 		ValTitle:   fmt.Sprintf("validation loss (%s held-out windows)", windowText(s.EvalWindows)),
+	}
+	if s.isClassify() {
+		opt.ValTitle = fmt.Sprintf("validation loss (nats per example, %s)", filepath.Base(s.Valid))
 	}
 	if w := smoothing(s.Steps); w > 1 {
 		opt.TrainTitle = fmt.Sprintf("training loss (running mean of %d steps)", w)
