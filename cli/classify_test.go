@@ -89,3 +89,33 @@ func TestClassifyCLI(t *testing.T) {
 	fail(predictCmd, []string{"longtexts.txt line 2", "longer"}, "-ckpt", full, "-file", longText)
 	fail(trainCmd, []string{"-hold-out", "only for a classifier"}, "-spec", "odd", "-data", trainF, "-hold-out", "0.1", "-out", filepath.Join(dir, "lm.safetensors"))
 }
+
+// TestCompareListOps: synth compare -task listops writes ListOps files
+// sized to the specs' n, trains the classifiers and prints the accuracy
+// table with LRA's column; -resume of the finished study changes nothing.
+func TestCompareListOps(t *testing.T) {
+	var names []string
+	for _, b := range []string{"odd", "odd_linear"} {
+		s, err := clstest.Spec(b, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, s.Name)
+	}
+	out := filepath.Join(t.TempDir(), "study")
+	got := mustRun(t, compareCmd, "-task", "listops", "-specs", strings.Join(names, ","), "-steps", "6", "-batch", "4", "-eval-every", "3",
+		"-listops-train", "300", "-listops-val", "30", "-listops-test", "40", "-out", out)
+	for _, w := range []string{"lengths 15…60", "test accuracy %", "LRA ListOps", "40 examples of test.tsv", "study done"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("output lacks %q:\n%s", w, got)
+		}
+	}
+	got = mustRun(t, compareCmd, "-resume", "-out", out)
+	if !strings.Contains(got, "already done") || !strings.Contains(got, "test accuracy %") {
+		t.Errorf("resume of a finished study:\n%s", got)
+	}
+	e, _ := testEnv()
+	if err := compareCmd(e, []string{"-task", "classify", "-specs", names[0], "-out", filepath.Join(t.TempDir(), "x")}); err == nil || !strings.Contains(err.Error(), "-valid and -test") {
+		t.Errorf("classify without files: %v", err)
+	}
+}
