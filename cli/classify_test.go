@@ -41,6 +41,10 @@ func TestClassifyCLI(t *testing.T) {
 		t.Fatal("the resumed classifier's checkpoint differs from the uninterrupted run's")
 	}
 
+	got = mustRun(t, inspectCmd, "-ckpt", full)
+	if !strings.Contains(got, "labels     10 classes:") || !strings.Contains(got, "head.weight") {
+		t.Errorf("inspect output lacks the labels or the head:\n%s", got)
+	}
 	got = mustRun(t, evalCmd, "-ckpt", full, "-data", testF)
 	for _, w := range []string{"50 examples", "loss ", "accuracy "} {
 		if !strings.Contains(got, w) {

@@ -30,6 +30,9 @@ func inspectCmd(e *env, args []string) error {
 	fmt.Fprintf(e.out, "           variant %s, n %d, d %d, %d heads (dh %d), %d layers, ffn %d, vocab %d\n",
 		s.Variant, s.N, s.D, s.Heads, s.DH(), s.Layers, s.FFN, s.Vocab)
 	fmt.Fprintf(e.out, "step       %d\n", in.Step)
+	if s.IsClassifier() {
+		fmt.Fprintf(e.out, "labels     %d classes: %q\n", len(in.Labels), in.Labels)
+	}
 	wName := len("tensor")
 	for _, t := range in.Tensors {
 		wName = max(wName, len(t.Name))

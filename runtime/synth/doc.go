@@ -42,6 +42,19 @@
 // replaces files it did not start from: an existing checkpoint at Out is
 // an error that says to resume it, unless Overwrite is given.
 //
+// A classifier (spec "task": "classify", "classes": K) runs the same
+// blocks, then mean pooling and a linear head (the card's "Encoders and
+// classification"). It trains on a labelled file (Data: TSV, CSV or JSON
+// Lines), its labels becoming the classes in order of first appearance and
+// saved in the checkpoint, validated on a file (Valid) or a held-out share
+// (HoldOut); Model.EvaluateLabelled gives its loss and accuracy on a
+// labelled file and Model.Predict its labels for texts:
+//
+//	sum, err := synth.Train(ctx, clsSpec, synth.Data("train.tsv"), synth.Valid("val.tsv"))
+//	m, err := synth.Load(ctx, "cls.safetensors")
+//	res, err := m.EvaluateLabelled(ctx, "test.tsv", 0) // res.Loss, res.Accuracy
+//	preds, err := m.Predict(ctx, [][]byte{[]byte("some text")}) // preds[0].Label, .Probs
+//
 // Errors are returned, wrapped with the file or setting they concern; the
 // package never exits the program. A spec whose generated package the
 // program does not link gives an error matching ErrNotLinked that says how

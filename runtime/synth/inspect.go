@@ -20,6 +20,7 @@ type Inspection struct {
 	Size      int64 // bytes
 	Spec      specs.Spec
 	Step      int
+	Labels    []string     // a classifier's labels in class order (nil for a language model)
 	Tensors   []TensorInfo // in the model's parameter order
 	NumParams int
 	Trainable int // parameters that training updates (not frozen)
@@ -62,7 +63,7 @@ func Inspect(path string) (*Inspection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: %w", err)
 	}
-	in := &Inspection{Path: path, Size: fi.Size(), Spec: h.Spec, Step: h.Step, OptPath: checkpoint.OptPath(path)}
+	in := &Inspection{Path: path, Size: fi.Size(), Spec: h.Spec, Step: h.Step, Labels: h.Labels, OptPath: checkpoint.OptPath(path)}
 	for _, p := range params {
 		t, ok := h.File.Tensors[p.Name]
 		elems := 1
