@@ -217,9 +217,12 @@ func GemmShape(isa kernels.ISA) (mr, nr int) {
 // (aft_full, aft_local, aft_conv, aft_simple) and of linear attention: a
 // forward and a backward per variant, each working on one (sequence, head).
 func attentionFreeOps(s *specs.Spec, c Config) []Op {
-	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}     // head slice of a [t, D] matrix
-	tri := Shape{Rows: -1, Stride: c.N, Width: -1}        // causal triangle of an [N, N] matrix
-	bias := Shape{Rows: 1, Stride: 0, Width: s.Window}    // head h's row of u [Heads, window]
+	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}  // head slice of a [t, D] matrix
+	tri := Shape{Rows: -1, Stride: c.N, Width: -1}     // causal triangle (bidirectional: [t, t] block) of an [N, N] matrix
+	bias := Shape{Rows: 1, Stride: 0, Width: s.Window} // head h's row of u [Heads, window]
+	if c.Bidirectional {
+		bias.Width = 2*s.Window - 1 // u [Heads, 2·window − 1], a window centred on the query
+	}
 	headCol := Shape{Rows: -1, Stride: c.Heads, Width: 1} // column h of a [t, Heads] matrix
 	p := func(name string, sh Shape) Param { return Param{Name: name, Shape: sh} }
 	fwd := []Param{p("z", head), p("m", head), p("rd", head)}
