@@ -108,6 +108,8 @@ var attnFreeSpecs = []struct {
 	{"odd_linear", 12}, {"odd_aft_local_w1", 9}, {"odd_aft_local_wn", 9},
 	// Bidirectional (unmasked) encoders: t beyond the window, t < n.
 	{"enc_aft_full", 21}, {"enc_aft_local", 37}, {"enc_aft_simple", 13}, {"enc_aft_conv", 37}, {"enc_linear", 13},
+	{"odd_enc_aft_full", 12}, {"odd_enc_aft_local", 17}, {"odd_enc_aft_simple", 12}, {"odd_enc_aft_conv", 17},
+	{"odd_enc_linear", 12},
 }
 
 // TestAttnFreeReference compares the forward pass with the naive float64

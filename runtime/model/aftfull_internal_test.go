@@ -15,7 +15,7 @@ import (
 // weights and on keys and biases spread so wide that some (i, c) fall back
 // to the direct computation; unmasked (enc_aft_full) too.
 func TestAFTFullProducts(t *testing.T) {
-	for _, name := range []string{"odd_aft_full", "aft_full", "enc_aft_full"} {
+	for _, name := range []string{"odd_aft_full", "aft_full", "enc_aft_full", "odd_enc_aft_full"} {
 		for _, scale := range []float64{1, 120} {
 			t.Run(fmt.Sprintf("%s/scale=%g", name, scale), func(t *testing.T) {
 				k, err := kernels.Lookup(name)
