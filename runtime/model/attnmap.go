@@ -47,8 +47,7 @@ func (m *Model) AttentionKind() AttentionKind {
 // sequence s of the last Forward on ws into dst, as a t×t row-major matrix
 // (t the sequence length of that Forward): dst[i·t+j] is the weight of key
 // position j for query position i, 0 for j > i unless the spec is
-// bidirectional; see AttentionKind for what
-// the weights are. It returns t, or 0 (writing nothing) when the variant
+// bidirectional; see AttentionKind for what the weights are. It returns t, or 0 (writing nothing) when the variant
 // has no attention weights. It must follow a Forward on ws (and precede
 // any Backward on it, which overwrites the probabilities); it costs the
 // training passes nothing. dst must hold t·t values.
