@@ -67,7 +67,7 @@ type Options struct {
 // do, a spec with "causal": false is refused rather than generated with
 // masked kernels.
 func unmaskedReady(s *specs.Spec) bool {
-	return false
+	return specs.IsAttentionFree(s.Variant)
 }
 
 // Render builds the package for spec s in memory.
@@ -393,10 +393,16 @@ func renderSpec(p *Package, header, specRel string, goGenerate bool, ops []catal
 	for _, kv := range []struct {
 		k string
 		v int
-	}{{"K", s.K}, {"A", s.A}, {"B", s.B}, {"Window", s.Window}} {
+	}{{"K", s.K}, {"A", s.A}, {"B", s.B}, {"Window", s.Window}, {"Classes", s.Classes}} {
 		if kv.v != 0 {
 			d[jen.Id(kv.k)] = jen.Lit(kv.v)
 		}
+	}
+	if s.Task != "" {
+		d[jen.Id("Task")] = jen.Lit(s.Task)
+	}
+	if s.Bidirectional {
+		d[jen.Id("Bidirectional")] = jen.True()
 	}
 	f.Var().Id("Spec").Op("=").Qual(specsPkg, "Spec").Values(d)
 	f.Func().Id("init").Params().Block(

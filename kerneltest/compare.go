@@ -311,7 +311,7 @@ func rowsOf(sh catalog.Shape, t int, visit func(r, p, i int)) {
 	for r := 0; r < rows; r++ {
 		w := sh.Width
 		switch {
-		case sh.Rows < 0 && sh.Width < 0:
+		case sh.Triangle():
 			w = r + 1
 		case w < 0:
 			w = t

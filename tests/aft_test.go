@@ -11,8 +11,11 @@ import (
 )
 
 // Tests of the attention-free kernels (AFTFull, AFTLocal, AFTConv,
-// AFTSimple and their backwards) and of causal linear attention (Linear,
-// LinearBack).
+// AFTSimple and their backwards) and of linear attention (Linear,
+// LinearBack), causal or, for a bidirectional spec ("causal": false),
+// unmasked: the references then sum over every key j < t (every row i < t
+// in the backward), aft_local's and aft_conv's window is |i − j| < S and
+// aft_conv's u has 2S − 1 entries, u[i − j + S − 1].
 //
 //   - The kernels join the repository-wide TestKernels: init registers them
 //     in kernelTests, so every level runs at t ∈ {1, 2, 7, 15, n−1, n} in the
@@ -52,6 +55,52 @@ func init() {
 type aftGeom struct {
 	mode string // "full", "local", "conv" or "simple"
 	s    int    // window (local, conv)
+	bi   bool   // unmasked: every row sees every key j < t
+}
+
+// keys is the range [lo, hi) of the keys row i sees at length t.
+func (g aftGeom) keys(i, t int) (lo, hi int) {
+	if g.bi {
+		return 0, t
+	}
+	return 0, i + 1
+}
+
+// rows is the range [lo, hi) of the rows that see key j at length t.
+func (g aftGeom) rows(j, t int) (lo, hi int) {
+	if g.bi {
+		return 0, t
+	}
+	return j, t
+}
+
+// uLen is the length of a head's row of aft_conv's u.
+func (g aftGeom) uLen() int {
+	if g.bi {
+		return 2*g.s - 1
+	}
+	return g.s
+}
+
+// uPairs is the number of (i, j), i, j < t, whose bias is u[l].
+func (g aftGeom) uPairs(l, t int) int {
+	off := l
+	if g.bi {
+		off = l - (g.s - 1)
+		if off < 0 {
+			off = -off
+		}
+	}
+	return max(t-off, 1)
+}
+
+// wLayout is w's (and dw's) layout at length t: the causal triangle, or
+// the [t, t] block.
+func (e *env) wLayout(t int) layout {
+	if e.bi {
+		return layout{rows: t, stride: e.n, width: t}
+	}
+	return triangle(t, e.n)
 }
 
 func aftGeomOf(e *env, field string) aftGeom {
@@ -59,15 +108,16 @@ func aftGeomOf(e *env, field string) aftGeom {
 	if err != nil {
 		panic(err)
 	}
+	bi := spec.Bidirectional
 	switch {
 	case strings.HasPrefix(field, "AFTFull"):
-		return aftGeom{mode: "full"}
+		return aftGeom{mode: "full", bi: bi}
 	case strings.HasPrefix(field, "AFTLocal"):
-		return aftGeom{mode: "local", s: spec.Window}
+		return aftGeom{mode: "local", s: spec.Window, bi: bi}
 	case strings.HasPrefix(field, "AFTConv"):
-		return aftGeom{mode: "conv", s: spec.Window}
+		return aftGeom{mode: "conv", s: spec.Window, bi: bi}
 	}
-	return aftGeom{mode: "simple"}
+	return aftGeom{mode: "simple", bi: bi}
 }
 
 // aftData are an AFT kernel's inputs in float64, dense: k, v [t][dh],
@@ -78,42 +128,55 @@ type aftData struct {
 	u       []float64
 }
 
-// bias returns b_ij (j ≤ i) and whether it is a learned parameter entry
-// (false: the card's 0 outside the window).
+// bias returns b_ij (a key j row i sees) and whether it is a learned
+// parameter entry (false: the card's 0 outside the window).
 func (g aftGeom) bias(d *aftData, i, j int) (float64, bool) {
+	dist := i - j
+	if g.bi && dist < 0 {
+		dist = -dist
+	}
 	switch g.mode {
 	case "full":
 		return d.w[i*d.t+j], true
 	case "local":
-		if i-j < g.s {
+		if dist < g.s {
 			return d.w[i*d.t+j], true
 		}
 	case "conv":
-		if i-j < g.s {
-			return d.u[i-j], true
+		if dist < g.s {
+			return d.u[g.uIndex(i, j)], true
 		}
 	}
 	return 0, false
 }
 
+// uIndex is the index in u of b_ij inside aft_conv's window.
+func (g aftGeom) uIndex(i, j int) int {
+	if g.bi {
+		return i - j + g.s - 1
+	}
+	return i - j
+}
+
 // aftForward64 is the model card's formula as written, in float64, without
 // the σ(Q) gate: for row i and channel c, with e_j = k_j + b_ij,
-// m = max_{j≤i} e_j, den = Σ_{j≤i} exp(e_j − m) and
-// z = Σ_{j≤i} exp(e_j − m)·v_j / den.
+// m = max_j e_j, den = Σ_j exp(e_j − m) and z = Σ_j exp(e_j − m)·v_j / den
+// over the keys j row i sees (j ≤ i; unmasked j < t).
 func aftForward64(g aftGeom, d *aftData) (z, m, den []float64) {
 	t, dh := d.t, d.dh
 	z, m, den = make([]float64, t*dh), make([]float64, t*dh), make([]float64, t*dh)
 	e := make([]float64, t)
 	for i := 0; i < t; i++ {
+		lo, hi := g.keys(i, t)
 		for c := 0; c < dh; c++ {
 			mx := math.Inf(-1)
-			for j := 0; j <= i; j++ {
+			for j := lo; j < hi; j++ {
 				b, _ := g.bias(d, i, j)
 				e[j] = d.k[j*dh+c] + b
 				mx = math.Max(mx, e[j])
 			}
 			var s, num float64
-			for j := 0; j <= i; j++ {
+			for j := lo; j < hi; j++ {
 				p := math.Exp(e[j] - mx)
 				s += p
 				num += p * d.v[j*dh+c]
@@ -126,15 +189,16 @@ func aftForward64(g aftGeom, d *aftData) (z, m, den []float64) {
 
 // aftBackward64 is the backward contract of runtime/kernels with the given
 // statistics (z, m, rd) and output gradient dz: p_ij = exp(k_j + b_ij −
-// m_i)·rd_i, g_ij = p_ij·dz_i·(v_j − z_i), dv_j = Σ_{i≥j} p_ij dz_i,
-// dk_j = Σ_{i≥j} g_ij, and Σ_c g_ij into dw[i][j] (full, local: in the
-// window) or du[i−j] (conv).
+// m_i)·rd_i, g_ij = p_ij·dz_i·(v_j − z_i), dv_j = Σ_i p_ij dz_i,
+// dk_j = Σ_i g_ij over the rows i that see key j (i ≥ j; unmasked i < t),
+// and Σ_c g_ij into dw[i][j] (full, local: in the window) or du (conv).
 func aftBackward64(g aftGeom, d *aftData, z, m, rd, dz []float64) (dk, dv, dw, du []float64) {
 	t, dh := d.t, d.dh
-	dk, dv, dw, du = make([]float64, t*dh), make([]float64, t*dh), make([]float64, t*t), make([]float64, max(g.s, 1))
+	dk, dv, dw, du = make([]float64, t*dh), make([]float64, t*dh), make([]float64, t*t), make([]float64, max(g.uLen(), 1))
 	for j := 0; j < t; j++ {
+		lo, hi := g.rows(j, t)
 		for c := 0; c < dh; c++ {
-			for i := j; i < t; i++ {
+			for i := lo; i < hi; i++ {
 				b, learned := g.bias(d, i, j)
 				p := math.Exp(d.k[j*dh+c]+b-m[i*dh+c]) * rd[i*dh+c]
 				pd := p * dz[i*dh+c]
@@ -143,7 +207,7 @@ func aftBackward64(g aftGeom, d *aftData, z, m, rd, dz []float64) (dk, dv, dw, d
 				dk[j*dh+c] += gg
 				if learned {
 					if g.mode == "conv" {
-						du[i-j] += gg
+						du[g.uIndex(i, j)] += gg
 					} else {
 						dw[i*t+j] += gg
 					}
@@ -183,11 +247,13 @@ func aftHeadVals(m mat, t, dh int) []float64 {
 	return out
 }
 
-// aftTriVals reads a causal triangle into a dense [t][t] slice (0 above it).
-func aftTriVals(m mat, t int) []float64 {
+// aftTriVals reads w's entries row i sees (a causal triangle, or the
+// [t, t] block) into a dense [t][t] slice (0 elsewhere).
+func aftTriVals(g aftGeom, m mat, t int) []float64 {
 	out := make([]float64, t*t)
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		lo, hi := g.keys(i, t)
+		for j := lo; j < hi; j++ {
 			out[i*t+j] = float64(m.at(i, j))
 		}
 	}
@@ -239,23 +305,26 @@ func makeAFTIn(e *env, g aftGeom, t int, mode string, rng *rand.Rand) aftIn {
 	in.d = &aftData{t: t, dh: e.dh, k: aftHeadVals(in.k, t, e.dh), v: aftHeadVals(in.v, t, e.dh)}
 	switch g.mode {
 	case "full", "local":
-		in.w = newMat(triangle(t, e.n))
+		in.w = newMat(e.wLayout(t))
+		in.d.w = make([]float64, t*t)
 		for i := 0; i < t; i++ {
-			for j := 0; j <= i; j++ {
+			lo, hi := g.keys(i, t)
+			for j := lo; j < hi; j++ {
 				x := aftDraw(rng, mode)
-				if g.mode == "local" && i-j >= g.s {
+				in.d.w[i*t+j] = float64(x)
+				if _, learned := g.bias(in.d, i, j); !learned {
 					x = float32(math.NaN())
 				}
 				in.w.v[in.w.lay.pos(i, j)] = x
 			}
 		}
-		in.d.w = aftTriVals(in.w, t)
+		in.d.w = aftTriVals(g, in.w, t)
 	case "conv":
-		in.uw = newMat(e.aftULayout(g.s))
+		in.uw = newMat(e.aftULayout(g.uLen()))
 		for l := range in.uw.v {
 			in.uw.v[l] = aftDraw(rng, mode)
 		}
-		in.d.u = make([]float64, g.s)
+		in.d.u = make([]float64, g.uLen())
 		for l := range in.d.u {
 			in.d.u[l] = float64(in.uw.v[l])
 		}
@@ -285,13 +354,14 @@ func refAFT(g aftGeom, d *aftData, lh layout) (z, m, rd *expect) {
 		for c := 0; c < d.dh; c++ {
 			x := i*d.dh + c
 			var errw, magv float64
-			for j := 0; j <= i; j++ {
+			lo, hi := g.keys(i, d.t)
+			for j := lo; j < hi; j++ {
 				b, _ := g.bias(d, i, j)
 				p := math.Exp(d.k[j*d.dh+c] + b - mm[x])
 				errw += p * aftDelta(d.k[j*d.dh+c], b, mm[x])
 				magv += p * math.Abs(d.v[j*d.dh+c])
 			}
-			rel := errw/den[x] + aftRel(i+1)
+			rel := errw/den[x] + aftRel(hi-lo)
 			z.set(i, c, zz[x], rel*(magv/den[x]+math.Abs(zz[x]))+0x1p-120)
 			m.set(i, c, mm[x], math.Abs(float64(float32(mm[x]))-mm[x]))
 			rd.set(i, c, 1/den[x], rel/den[x])
@@ -344,10 +414,11 @@ func refAFTBack(g aftGeom, d *aftData, zm, mm, rdm, dzm mat, dw0, du0 mat, lh la
 	wMag, wErr := make([]float64, t*t), make([]float64, t*t)
 	uMag, uErr := make([]float64, len(gu)), make([]float64, len(gu))
 	for j := 0; j < t; j++ {
-		rel := aftRel(t - j)
+		lo, hi := g.rows(j, t)
+		rel := aftRel(hi - lo)
 		for c := 0; c < dh; c++ {
 			var tv, tk float64
-			for i := j; i < t; i++ {
+			for i := lo; i < hi; i++ {
 				b, learned := g.bias(d, i, j)
 				x := i*dh + c
 				pd := math.Abs(math.Exp(d.k[j*dh+c]+b-m[x]) * rd[x] * dz[x])
@@ -357,8 +428,8 @@ func refAFTBack(g aftGeom, d *aftData, zm, mm, rdm, dzm mat, dw0, du0 mat, lh la
 				tk += mg * (dl + rel)
 				if learned {
 					if g.mode == "conv" {
-						uMag[i-j] += mg
-						uErr[i-j] += mg * dl
+						uMag[g.uIndex(i, j)] += mg
+						uErr[g.uIndex(i, j)] += mg * dl
 					} else {
 						wMag[i*t+j] += mg
 						wErr[i*t+j] += mg * dl
@@ -371,9 +442,10 @@ func refAFTBack(g aftGeom, d *aftData, zm, mm, rdm, dzm mat, dw0, du0 mat, lh la
 	}
 	switch g.mode {
 	case "full", "local":
-		dw = newExpect("dw", triangle(t, dw0.lay.stride))
+		dw = newExpect("dw", dw0.lay)
 		for i := 0; i < t; i++ {
-			for j := 0; j <= i; j++ {
+			lo, hi := g.keys(i, t)
+			for j := lo; j < hi; j++ {
 				w0 := float64(dw0.at(i, j))
 				if _, learned := g.bias(d, i, j); !learned {
 					dw.set(i, j, w0, 0)
@@ -385,10 +457,11 @@ func refAFTBack(g aftGeom, d *aftData, zm, mm, rdm, dzm mat, dw0, du0 mat, lh la
 		}
 	case "conv":
 		du = newExpect("du", du0.lay)
-		for l := 0; l < g.s; l++ {
+		for l := 0; l < g.uLen(); l++ {
 			u0 := float64(du0.at(0, l))
 			v := u0 + gu[l]
-			du.set(0, l, v, uErr[l]+uMag[l]*float64(2*dh*max(t-l, 1)+64)*u+float64(max(t-l, 1))*aftBlockAdds(dh)*u*(math.Abs(u0)+uMag[l])+0x1p-120)
+			np := g.uPairs(l, t)
+			du.set(0, l, v, uErr[l]+uMag[l]*float64(2*dh*np+64)*u+float64(np)*aftBlockAdds(dh)*u*(math.Abs(u0)+uMag[l])+0x1p-120)
 		}
 	}
 	return dk, dv, dw, du
@@ -420,10 +493,10 @@ func aftBackTest() kernelTest {
 			var dw0, du0 mat
 			switch g.mode {
 			case "full", "local":
-				dw0 = mixed(rng, triangle(t, e.n), 1)
+				dw0 = mixed(rng, e.wLayout(t), 1)
 				ops = append(ops, &operand{name: "dw", lay: dw0.lay, role: acc, vals: dw0.v})
 			case "conv":
-				du0 = mixed(rng, e.aftULayout(g.s), 1)
+				du0 = mixed(rng, e.aftULayout(g.uLen()), 1)
 				ops = append(ops, &operand{name: "du", lay: du0.lay, role: acc, vals: du0.v})
 			}
 			dk, dv, dw, du := refAFTBack(g, in.d, zm, mm, rdm, dzm, dw0, du0, lh)
@@ -443,17 +516,36 @@ func aftBackTest() kernelTest {
 type linData struct {
 	t, dh     int
 	fq, fk, v []float64
+	bi        bool // unmasked: S and z sum over every j < t
 }
 
-// linForward64 is the card's formula as written: y_i = Σ_{j≤i}
-// (fq_i·fk_j)·v_j / (Σ_{j≤i} fq_i·fk_j + 1e-6), i.e. φ(Q_i)ᵀS_i /
-// (φ(Q_i)ᵀz_i + 1e-6); it returns y and the denominators.
+// keys is the range [lo, hi) of the keys row i sees.
+func (d *linData) keys(i int) (lo, hi int) {
+	if d.bi {
+		return 0, d.t
+	}
+	return 0, i + 1
+}
+
+// rows is the range [lo, hi) of the rows that see key j.
+func (d *linData) rows(j int) (lo, hi int) {
+	if d.bi {
+		return 0, d.t
+	}
+	return j, d.t
+}
+
+// linForward64 is the card's formula as written: y_i = Σ_j
+// (fq_i·fk_j)·v_j / (Σ_j fq_i·fk_j + 1e-6), i.e. φ(Q_i)ᵀS_i /
+// (φ(Q_i)ᵀz_i + 1e-6), over j ≤ i (unmasked: j < t); it returns y and the
+// denominators.
 func linForward64(d *linData) (y, den []float64) {
 	t, dh := d.t, d.dh
 	y, den = make([]float64, t*dh), make([]float64, t)
 	for i := 0; i < t; i++ {
-		s := make([]float64, i+1)
-		for j := 0; j <= i; j++ {
+		lo, hi := d.keys(i)
+		s := make([]float64, hi)
+		for j := lo; j < hi; j++ {
 			for p := 0; p < dh; p++ {
 				s[j] += d.fq[i*dh+p] * d.fk[j*dh+p]
 			}
@@ -462,7 +554,7 @@ func linForward64(d *linData) (y, den []float64) {
 		den[i] += 1e-6
 		for c := 0; c < dh; c++ {
 			var num float64
-			for j := 0; j <= i; j++ {
+			for j := lo; j < hi; j++ {
 				num += s[j] * d.v[j*dh+c]
 			}
 			y[i*dh+c] = num / den[i]
@@ -474,7 +566,7 @@ func linForward64(d *linData) (y, den []float64) {
 // linBackward64 is LinearBackFunc's contract with the given y and rd:
 // with a_i = rd_i·dy_i, b_i = −rd_i·(dy_i·y_i) and A_ij = a_i·v_j + b_i,
 // dfq_i = Σ_{j≤i} A_ij fk_j, dfk_j = Σ_{i≥j} A_ij fq_i and
-// dv_j = Σ_{i≥j} (fq_i·fk_j)·a_i. It also returns, per output, the sum of
+// dv_j = Σ_{i≥j} (fq_i·fk_j)·a_i (unmasked: over all i, j < t). It also returns, per output, the sum of
 // the terms' absolute values.
 func linBackward64(d *linData, y, rd, dy []float64) (dfq, dfk, dv, mq, mk, mv []float64) {
 	t, dh := d.t, d.dh
@@ -486,7 +578,8 @@ func linBackward64(d *linData, y, rd, dy []float64) (dfq, dfk, dv, mq, mk, mv []
 			bi -= rd[i] * dy[i*dh+c] * y[i*dh+c]
 			bm += math.Abs(rd[i] * dy[i*dh+c] * y[i*dh+c])
 		}
-		for j := 0; j <= i; j++ {
+		lo, hi := d.keys(i)
+		for j := lo; j < hi; j++ {
 			A, Am, s := bi, bm, 0.0
 			for c := 0; c < dh; c++ {
 				a := rd[i] * dy[i*dh+c] * d.v[j*dh+c]
@@ -535,7 +628,7 @@ func linInputs(e *env, t int, mode string, rng *rand.Rand) (fq, fk, v mat, d *li
 	for k := range fq.v {
 		fq.v[k], fk.v[k] = feat(), feat()
 	}
-	d = &linData{t: t, dh: e.dh, fq: aftHeadVals(fq, t, e.dh), fk: aftHeadVals(fk, t, e.dh), v: aftHeadVals(v, t, e.dh)}
+	d = &linData{t: t, dh: e.dh, fq: aftHeadVals(fq, t, e.dh), fk: aftHeadVals(fk, t, e.dh), v: aftHeadVals(v, t, e.dh), bi: e.bi}
 	return fq, fk, v, d
 }
 
@@ -548,11 +641,12 @@ func linearTest() kernelTest {
 			y, den := linForward64(d)
 			ye, rde := newExpect("y", lh), newExpect("rd", lr)
 			for i := 0; i < t; i++ {
-				rel := linRel(i+1, e.dh)
+				lo, hi := d.keys(i)
+				rel := linRel(hi-lo, e.dh)
 				rde.set(i, 0, 1/den[i], rel/den[i])
 				for c := 0; c < e.dh; c++ {
 					var mag float64
-					for j := 0; j <= i; j++ {
+					for j := lo; j < hi; j++ {
 						var s float64
 						for p := 0; p < e.dh; p++ {
 							s += d.fq[i*e.dh+p] * d.fk[j*e.dh+p]
@@ -595,11 +689,13 @@ func linearBackTest() kernelTest {
 			dfq, dfk, dv, mq, mk, mv := linBackward64(d, aftHeadVals(ym, t, e.dh), rd, aftHeadVals(dym, t, e.dh))
 			eq, ek, ev := newExpect("dfq", lh), newExpect("dfk", lh), newExpect("dv", lh)
 			for i := 0; i < t; i++ {
+				klo, khi := d.keys(i)
+				rlo, rhi := d.rows(i)
 				for c := 0; c < e.dh; c++ {
 					x := i*e.dh + c
-					eq.set(i, c, dfq[x], linRel(i+1, e.dh)*mq[x]+0x1p-120)
-					ek.set(i, c, dfk[x], linRel(t-i, e.dh)*mk[x]+0x1p-120)
-					ev.set(i, c, dv[x], linRel(t-i, e.dh)*mv[x]+0x1p-120)
+					eq.set(i, c, dfq[x], linRel(khi-klo, e.dh)*mq[x]+0x1p-120)
+					ek.set(i, c, dfk[x], linRel(rhi-rlo, e.dh)*mk[x]+0x1p-120)
+					ev.set(i, c, dv[x], linRel(rhi-rlo, e.dh)*mv[x]+0x1p-120)
 				}
 			}
 			return scenario{

@@ -26,10 +26,13 @@ type env struct {
 	// one, so that other heads' columns lie on both sides as guards when
 	// there are three heads or more.
 	h int
+	// bi is the spec's "causal": false: the attention kernels see every
+	// key j < t.
+	bi bool
 }
 
 func envOf(s specs.Spec) *env {
-	return &env{name: s.Name, n: s.N, d: s.D, heads: s.Heads, dh: s.DH(), k: s.K, a: s.A, b: s.B, ffn: s.FFN, vocab: s.Vocab, h: s.Heads / 2}
+	return &env{name: s.Name, n: s.N, d: s.D, heads: s.Heads, dh: s.DH(), k: s.K, a: s.A, b: s.B, ffn: s.FFN, vocab: s.Vocab, h: s.Heads / 2, bi: s.Bidirectional}
 }
 
 // head is head e.h's slice of a [t, D] matrix.

@@ -34,6 +34,15 @@ import (
 // window rows j ≤ i < j + S are summed directly, each adding the lane sum
 // of g_ij to dw[i·N+j] (or du[i−j]).
 //
+// Unmasked (a bidirectional spec, as gen/gogen/aftbi.go): aft_full's
+// window is every key (forward) or row (backward); aft_simple first scans
+// all the keys (rows) and then writes every row (key); aft_local and
+// aft_conv keep the keys outside the window as a suffix scan (a reverse
+// sweep parks it in the row's z, m and rd) and a prefix scan (the forward
+// sweep), and in the backward the rows outside it as a prefix scan (a
+// forward sweep writes dk and dv) and a suffix scan (the reverse sweep adds
+// to them, with the window's rows |i − j| < S).
+//
 // Tails: the last vector of a head uses lane masks (K registers on
 // AVX-512, VMASKMOVPS on AVX2), so no column ≥ DH is read or written; its
 // masked-off lanes hold zeros and never produce Inf or NaN.
@@ -269,7 +278,36 @@ func emitAFT(f *File, op catalog.Op, isa kernels.ISA) {
 	body(a, aftFit(f, op, isa, aftDescending(min(a.nv, (a.regs-6)/per), 1), body))
 }
 
+// keyScanAdd adds the key at byte offset ko to the running scan (r, sa, sb)
+// of the block's vectors from q0.
+func (a *aftKit) keyScanAdd(kb, vb, ko reg.GPVirtual, q0 int, mask reg.Register, r, sa, sb []reg.VecVirtual) {
+	c := a.c
+	for q := range r {
+		qq := q0 + q
+		x := a.get(a.at(kb, ko, qq), qq, mask)
+		newer := a.less(r[q], x)
+		old, ex := a.scanStep(x, r[q], newer)
+		c.VMAXPS(x, r[q], r[q])
+		c.VMULPS(old, sa[q], sa[q])
+		c.VFMADD231PS(a.src(a.at(vb, ko, qq), qq, mask), ex, sa[q])
+		c.VFMADD213PS(ex, old, sb[q])
+	}
+}
+
+// scanReset empties a scan: ref = ±∞ (name and value), the sums 0.
+func (a *aftKit) scanReset(name string, inf float32, ref, s1, s2 []reg.VecVirtual) {
+	for q := range ref {
+		a.c.VBROADCASTSS(a.f.ConstF32(name, inf), ref[q])
+		a.zero(s1[q])
+		a.zero(s2[q])
+	}
+}
+
 func (a *aftKit) fwdBlock(q0, q1 int) {
+	if a.cfg.Bidirectional {
+		a.fwdBlockBi(q0, q1)
+		return
+	}
 	c, m, S, D4 := a.c, a.mode, a.op.Window, a.d4
 	mask := a.tailMask(q1)
 	nq := q1 - q0
@@ -311,16 +349,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 		} else {
 			c.MOVQ(io, ko)
 		}
-		for q := range nq {
-			qq := q0 + q
-			x := a.get(a.at(kb, ko, qq), qq, mask)
-			newer := a.less(r[q], x)
-			old, ex := a.scanStep(x, r[q], newer)
-			c.VMAXPS(x, r[q], r[q])
-			c.VMULPS(old, sa[q], sa[q])
-			c.VFMADD231PS(a.src(a.at(vb, ko, qq), qq, mask), ex, sa[q])
-			c.VFMADD213PS(ex, old, sb[q])
-		}
+		a.keyScanAdd(kb, vb, ko, q0, mask, r, sa, sb)
 		if m != aftModeSimple {
 			a.label(lSkip)
 		}
@@ -461,7 +490,30 @@ func emitAFTBack(f *File, op catalog.Op, isa kernels.ISA) {
 	body(a, aftFit(f, op, isa, aftDescending(min(a.nv, (a.regs-6)/per), 1), body))
 }
 
+// rowScanAdd adds the row at byte offset io to the backward's scan
+// (mu, r1, r2) of the block's vectors from q0.
+func (a *aftKit) rowScanAdd(mb, rdb, dzb, zb, io reg.GPVirtual, q0 int, mask reg.Register, mu, r1, r2 []reg.VecVirtual) {
+	c := a.c
+	for q := range mu {
+		qq := q0 + q
+		mi := a.get(a.at(mb, io, qq), qq, mask)
+		newer := a.less(mi, mu[q])
+		old, ex := a.scanStep(mi, mu[q], newer)
+		c.VMINPS(mi, mu[q], mu[q])
+		bz := a.get(a.at(dzb, io, qq), qq, mask)
+		c.VMULPS(a.src(a.at(rdb, io, qq), qq, mask), bz, bz) // rd_i·dz_i
+		c.VMULPS(bz, ex, ex)
+		c.VFMADD213PS(ex, old, r1[q])
+		c.VMULPS(a.src(a.at(zb, io, qq), qq, mask), ex, ex)
+		c.VFMADD213PS(ex, old, r2[q])
+	}
+}
+
 func (a *aftKit) backBlock(q0, q1 int) {
+	if a.cfg.Bidirectional {
+		a.backBlockBi(q0, q1)
+		return
+	}
 	c, m, S, D4, N := a.c, a.mode, a.op.Window, a.d4, a.cfg.N
 	mask := a.tailMask(q1)
 	nq := q1 - q0
@@ -500,19 +552,7 @@ func (a *aftKit) backBlock(q0, q1 int) {
 		} else {
 			c.MOVQ(jo, io)
 		}
-		for q := range nq {
-			qq := q0 + q
-			mi := a.get(a.at(mb, io, qq), qq, mask)
-			newer := a.less(mi, mu[q])
-			old, ex := a.scanStep(mi, mu[q], newer)
-			c.VMINPS(mi, mu[q], mu[q])
-			bz := a.get(a.at(dzb, io, qq), qq, mask)
-			c.VMULPS(a.src(a.at(rdb, io, qq), qq, mask), bz, bz) // rd_i·dz_i
-			c.VMULPS(bz, ex, ex)
-			c.VFMADD213PS(ex, old, r1[q])
-			c.VMULPS(a.src(a.at(zb, io, qq), qq, mask), ex, ex)
-			c.VFMADD213PS(ex, old, r2[q])
-		}
+		a.rowScanAdd(mb, rdb, dzb, zb, io, q0, mask, mu, r1, r2)
 		if m != aftModeSimple {
 			a.label(lSkip)
 		}

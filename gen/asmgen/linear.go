@@ -23,6 +23,10 @@ import (
 // Backward: the tiles of dfq (prefix, with z as an extra state row), dfk
 // (suffix, with h as an extra row) and dv (suffix).
 //
+// Unmasked (a bidirectional spec): S, z and the backward's states are
+// global sums over j < t, so each tile (and rd's z) is built by a first
+// pass over the sequence and applied by a second.
+//
 // Tails: the last vector of a head uses lane masks, as in aft.go.
 
 // linTerm is one row of a linear-attention state tile: a regular row r
@@ -47,14 +51,18 @@ type linSweep struct {
 	reverse                 bool
 	scaleBeta, scaleOut     bool
 	extra                   string // "", "z" or "h"
+	// global (a bidirectional spec) sums over all the rows j < t: a first
+	// loop builds X, a second writes every out_i from it.
+	global bool
 }
 
 // emitLinear emits the causal linear-attention forward.
 func emitLinear(f *File, op catalog.Op, isa kernels.ISA) {
 	body := func(a *aftKit, fixed int) {
 		a.linFixed = fixed
+		g := a.cfg.Bidirectional
 		a.linRD()
-		a.linSweep(linSweep{alpha: "fk", beta: "v", gamma: "fq", out: "y", scaleOut: true})
+		a.linSweep(linSweep{alpha: "fk", beta: "v", gamma: "fq", out: "y", scaleOut: true, global: g})
 		a.ret()
 	}
 	body(newAFTKit(f, op, isa), aftFit(f, op, isa, linBudgets(), body))
@@ -64,9 +72,10 @@ func emitLinear(f *File, op catalog.Op, isa kernels.ISA) {
 func emitLinearBack(f *File, op catalog.Op, isa kernels.ISA) {
 	body := func(a *aftKit, fixed int) {
 		a.linFixed = fixed
-		a.linSweep(linSweep{alpha: "v", beta: "fk", gamma: "dy", out: "dfq", scaleOut: true, extra: "z"})
-		a.linSweep(linSweep{alpha: "dy", beta: "fq", gamma: "v", out: "dfk", reverse: true, scaleBeta: true, extra: "h"})
-		a.linSweep(linSweep{alpha: "fq", beta: "dy", gamma: "fk", out: "dv", reverse: true, scaleBeta: true})
+		g := a.cfg.Bidirectional
+		a.linSweep(linSweep{alpha: "v", beta: "fk", gamma: "dy", out: "dfq", scaleOut: true, extra: "z", global: g})
+		a.linSweep(linSweep{alpha: "dy", beta: "fq", gamma: "v", out: "dfk", reverse: true, scaleBeta: true, extra: "h", global: g})
+		a.linSweep(linSweep{alpha: "fq", beta: "dy", gamma: "fk", out: "dv", reverse: true, scaleBeta: true, global: g})
 		a.ret()
 	}
 	body(newAFTKit(f, op, isa), aftFit(f, op, isa, linBudgets(), body))
@@ -92,12 +101,30 @@ func (a *aftKit) linRD() {
 		io, ro := c.GP64(), c.GP64()
 		c.XORQ(io, io)
 		c.XORQ(ro, ro)
+		global := a.cfg.Bidirectional
+		if global {
+			c.Comment("Unmasked: z = Σ_{j<t} fk_j first.")
+			zc := c.GP64()
+			c.MOVQ(cnt, zc)
+			lz := a.lbl("z")
+			a.label(lz)
+			for q := range nq {
+				qq := q0 + q
+				c.VADDPS(a.src(a.at(fkb, io, qq), qq, mask), zs[q], zs[q])
+			}
+			c.ADDQ(synImm(D4), io)
+			c.DECQ(zc)
+			c.JNZ(synRef(lz))
+			c.XORQ(io, io)
+		}
 		l := a.lbl("rd")
 		a.label(l)
 		var p reg.VecVirtual
 		for q := range nq {
 			qq := q0 + q
-			c.VADDPS(a.src(a.at(fkb, io, qq), qq, mask), zs[q], zs[q])
+			if !global {
+				c.VADDPS(a.src(a.at(fkb, io, qq), qq, mask), zs[q], zs[q])
+			}
 			if q == 0 {
 				p = a.vec()
 				c.VMULPS(a.src(a.at(fqb, io, qq), qq, mask), zs[q], p)
@@ -241,7 +268,8 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 		rdb = a.gp(c.Param("rd").Base())
 	}
 	io, rdo := c.GP64(), c.GP64()
-	if s.reverse {
+	reverse := s.reverse && !s.global
+	if reverse {
 		c.MOVQ(cnt, io)
 		c.DECQ(io)
 		c.IMUL3Q(synImm(H4), io, rdo)
@@ -250,14 +278,49 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 		c.XORQ(io, io)
 		c.XORQ(rdo, rdo)
 	}
-	l := a.lbl("lin")
-	a.label(l)
+	var cnt2 reg.GPVirtual // global: the second loop's count
+	if s.global {
+		cnt2 = c.GP64()
+		c.MOVQ(cnt, cnt2)
+	}
+	// loop emits one pass over the rows: the state update (update), the
+	// output (output) or both (causal).
+	loop := func(cnt reg.GPVirtual, update, output bool) {
+		l := a.lbl("lin")
+		a.label(l)
+		a.linRow(s, rows, X, q0, nq, mask, io, rdo, rdb, ab, gb, bb, ob, extra, first, update, output)
+		if reverse {
+			c.SUBQ(synImm(D4), io)
+			c.SUBQ(synImm(H4), rdo)
+		} else {
+			c.ADDQ(synImm(D4), io)
+			c.ADDQ(synImm(H4), rdo)
+		}
+		c.DECQ(cnt)
+		c.JNZ(synRef(l))
+	}
+	if !s.global {
+		loop(cnt, true, true)
+		return
+	}
+	loop(cnt, true, false)
+	c.XORQ(io, io)
+	c.XORQ(rdo, rdo)
+	loop(cnt2, false, true)
+}
+
+// linRow emits linPass's work on row i (byte offsets io in the [t, D]
+// matrices, rdo in rd): the state update X[r] += α_i[r]·β_i (update) and
+// the output out_i (+)= Σ_r γ_i[r]·X[r] (output).
+func (a *aftKit) linRow(s linSweep, rows []linTerm, X [][]reg.VecVirtual, q0, nq int, mask reg.Register,
+	io, rdo, rdb, ab, gb, bb, ob reg.GPVirtual, extra, first, update, output bool) {
+	c := a.c
 	var rdv, sd reg.VecVirtual
-	if rdb != nil {
+	if rdb != nil && ((update && s.scaleBeta) || (output && s.scaleOut)) {
 		rdv = a.vec()
 		c.VBROADCASTSS(operand.Mem{Base: rdb, Index: rdo, Scale: 1}, rdv)
 	}
-	if extra {
+	if extra && ((update && s.extra == "h") || (output && s.extra == "z")) {
 		// s_i = −(dy_i · y_i), over the whole head.
 		dyb, yb := a.gp(c.Param("dy").Base()), a.gp(c.Param("y").Base())
 		mk := a.tailMask(a.nv)
@@ -276,6 +339,18 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 		c.VBROADCASTSS(h, sd)
 		a.negate(sd)
 	}
+	if update {
+		a.linUpdate(s, rows, X, q0, nq, mask, io, ab, bb, rdv, sd)
+	}
+	if output {
+		a.linOutput(s, rows, X, q0, nq, mask, io, gb, ob, rdv, sd, first)
+	}
+}
+
+// linUpdate is the state update of row i: X[r] += α_i[r]·β_i.
+func (a *aftKit) linUpdate(s linSweep, rows []linTerm, X [][]reg.VecVirtual, q0, nq int, mask reg.Register,
+	io, ab, bb reg.GPVirtual, rdv, sd reg.VecVirtual) {
+	c := a.c
 	beta := make([]reg.VecVirtual, nq)
 	for q := range nq {
 		qq := q0 + q
@@ -284,7 +359,6 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 			c.VMULPS(rdv, beta[q], beta[q])
 		}
 	}
-	// State update: X[r] += α_i[r]·β_i.
 	for k, row := range rows {
 		switch {
 		case row.extra && s.extra == "z":
@@ -310,7 +384,12 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 			}
 		}
 	}
-	// Output: Σ_r γ_i[r]·X[r].
+}
+
+// linOutput is the output of row i: out_i (+)= Σ_r γ_i[r]·X[r].
+func (a *aftKit) linOutput(s linSweep, rows []linTerm, X [][]reg.VecVirtual, q0, nq int, mask reg.Register,
+	io, gb, ob reg.GPVirtual, rdv, sd reg.VecVirtual, first bool) {
+	c := a.c
 	acc := a.vecs(nq)
 	for k, row := range rows {
 		switch {
@@ -364,15 +443,6 @@ func (a *aftKit) linPass(s linSweep, q0, nq int, lo reg.GPVirtual, extra bool, r
 		}
 		a.put(acc[q], om, qq, mask)
 	}
-	if s.reverse {
-		c.SUBQ(synImm(D4), io)
-		c.SUBQ(synImm(H4), rdo)
-	} else {
-		c.ADDQ(synImm(D4), io)
-		c.ADDQ(synImm(H4), rdo)
-	}
-	c.DECQ(cnt)
-	c.JNZ(synRef(l))
 }
 
 // linRows describes a tile's state rows for the comments.

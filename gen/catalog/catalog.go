@@ -28,7 +28,15 @@ import (
 type Shape struct {
 	Rows, Stride, Width int
 	Optional            bool
+	// Square marks a Rows −1, Width −1 shape whose every row has t active
+	// entries (the [t, t] block of a bidirectional spec's matrix) rather
+	// than the causal triangle's r + 1; it needs as many elements.
+	Square bool
 }
+
+// Triangle reports whether the shape's row r has r + 1 active entries
+// (the causal triangle).
+func (s Shape) Triangle() bool { return s.Rows < 0 && s.Width < 0 && !s.Square }
 
 // Need returns the number of elements the shape needs at length t.
 func (s Shape) Need(t int) int {
@@ -217,9 +225,12 @@ func GemmShape(isa kernels.ISA) (mr, nr int) {
 // (aft_full, aft_local, aft_conv, aft_simple) and of linear attention: a
 // forward and a backward per variant, each working on one (sequence, head).
 func attentionFreeOps(s *specs.Spec, c Config) []Op {
-	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}     // head slice of a [t, D] matrix
-	tri := Shape{Rows: -1, Stride: c.N, Width: -1}        // causal triangle of an [N, N] matrix
-	bias := Shape{Rows: 1, Stride: 0, Width: s.Window}    // head h's row of u [Heads, window]
+	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}                       // head slice of a [t, D] matrix
+	tri := Shape{Rows: -1, Stride: c.N, Width: -1, Square: c.Bidirectional} // causal triangle (bidirectional: [t, t] block) of an [N, N] matrix
+	bias := Shape{Rows: 1, Stride: 0, Width: s.Window}                      // head h's row of u [Heads, window]
+	if c.Bidirectional {
+		bias.Width = 2*s.Window - 1 // u [Heads, 2·window − 1], a window centred on the query
+	}
 	headCol := Shape{Rows: -1, Stride: c.Heads, Width: 1} // column h of a [t, Heads] matrix
 	p := func(name string, sh Shape) Param { return Param{Name: name, Shape: sh} }
 	fwd := []Param{p("z", head), p("m", head), p("rd", head)}

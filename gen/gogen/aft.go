@@ -103,6 +103,10 @@ func aftBias(m catalog.AFTBias) jen.Code {
 
 // emitAFT emits the forward of an AFT kernel.
 func emitAFT(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	if cfg.Bidirectional {
+		emitAFTBi(f, op, cfg)
+		return
+	}
 	m := catalog.Of(op.Kind).Bias
 	doc := fmt.Sprintf(`%s is the %s forward (kernels.%sFunc) for N = %d, D = %d, DH = %d%s:
 for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
@@ -244,6 +248,10 @@ func aftScanAdd() []jen.Code {
 
 // emitAFTBack emits the backward of an AFT kernel.
 func emitAFTBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	if cfg.Bidirectional {
+		emitAFTBackBi(f, op, cfg)
+		return
+	}
 	m := catalog.Of(op.Kind).Bias
 	grad := ""
 	switch m {
@@ -377,6 +385,10 @@ directly.`
 
 // emitLinear emits the causal linear-attention forward.
 func emitLinear(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	if cfg.Bidirectional {
+		emitLinearBi(f, op, cfg)
+		return
+	}
 	doc := fmt.Sprintf(`%s is causal linear attention (kernels.LinearFunc) for D = %d, DH = %d,
 Heads = %d: for i < t, with S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk_j,
 
@@ -422,6 +434,10 @@ Heads = %d: for i < t, with S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk
 
 // emitLinearBack emits the causal linear-attention backward.
 func emitLinearBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	if cfg.Bidirectional {
+		emitLinearBackBi(f, op, cfg)
+		return
+	}
 	doc := fmt.Sprintf(`%s is the backward of causal linear attention (kernels.LinearBackFunc)
 for D = %d, DH = %d, Heads = %d. With a_i = rd_i·dy_i, b_i = −rd_i·(dy_i · y_i),
 S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk_j it overwrites

@@ -237,7 +237,7 @@ func Shape(sh catalog.Shape, t int) (length int, active []int) {
 	for r := 0; r < rows; r++ {
 		w := sh.Width
 		switch {
-		case sh.Rows < 0 && sh.Width < 0:
+		case sh.Triangle():
 			w = r + 1
 		case w < 0:
 			w = t

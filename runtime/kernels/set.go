@@ -111,6 +111,14 @@ type TriDotFunc func(t int, x, y []float32) float32
 // and ADD Σ_{c<DH} g_ij[c] to the gradient of each learned bias entry b_ij
 // uses (the parameter gradients accumulate: the runtime gives each task its
 // own buffer and reduces them in a fixed order).
+//
+// Unmasked (a bidirectional spec, "causal": false) the same formulas hold
+// with every j ≤ i and j ≤ i < t read as j < t and i < t: w's whole [t, t]
+// block is read (and dw's accumulated), aft_local's band is |i − j| < S,
+// aft_conv's u is head h's row of the [Heads, 2S − 1] parameter (pass
+// u[h·(2S−1):]) with b_ij = u[i − j + S − 1] for |i − j| < S, 0 otherwise,
+// and aft_simple's statistics are the same for every row. Linear attention
+// uses S = Σ_{j<t} fk_j v_jᵀ and z = Σ_{j<t} fk_j for every row i.
 
 // AFTFullFunc is the aft_full forward: b_ij = w[i·N+j], with w the [N, N]
 // bias parameter (row stride N; only j ≤ i < t is read).

@@ -124,7 +124,7 @@ func (j *attnFreeJob) forward(task int) {
 	case kindAFTSimple:
 		k.AFTSimple(t, kk, v, z, ms, rd)
 	case kindAFTConv:
-		k.AFTConv(t, kk, v, ly.au.Data[h*m.window:], z, ms, rd)
+		k.AFTConv(t, kk, v, ly.au.Data[h*m.uWidth():], z, ms, rd)
 	}
 }
 
@@ -165,11 +165,20 @@ func (j *attnFreeJob) backward(task int) {
 	case kindAFTSimple:
 		k.AFTSimpleBack(t, kk, v, z, ms, rd, dz, dk, dv)
 	case kindAFTConv:
-		sw := m.window
+		sw := m.uWidth()
 		p := ws.pU[task*sw : task*sw+sw]
 		clear(p)
 		k.AFTConvBack(t, kk, v, ly.au.Data[h*sw:], z, ms, rd, dz, dk, dv, p)
 	}
+}
+
+// uWidth is the length of a head's row of aft_conv's u: the window, or
+// 2·window − 1 unmasked (a window centred on the query).
+func (m *Model) uWidth() int {
+	if m.Spec.Bidirectional {
+		return 2*m.window - 1
+	}
+	return m.window
 }
 
 // gateJob is the aft variants' σ(Q) gate over rowBlock rows of the [rows,
@@ -218,8 +227,9 @@ func (j *attnFreeReduceJob) Run(_, task int) {
 	for tk := 0; tk < ws.b*m.heads; tk++ {
 		p := ws.pW[tk*nn : tk*nn+nn]
 		for i := i0; i < i1; i++ {
-			src := p[i*n : i*n+i+1]
-			dst := g[i*n : i*n+i+1]
+			nk := m.aftKeys(i, ws.t)
+			src := p[i*n : i*n+nk]
+			dst := g[i*n : i*n+nk]
 			for c, v := range src {
 				dst[c] += v
 			}
@@ -260,7 +270,7 @@ func (m *Model) attnFreeBackward(ws *Workspace, l int) {
 		m.jobs.freeRed = attnFreeReduceJob{}
 	}
 	if ly.au != nil {
-		sw := m.window
+		sw := m.uWidth()
 		for s := 0; s < ws.b; s++ {
 			for h := 0; h < m.heads; h++ {
 				tk := s*m.heads + h

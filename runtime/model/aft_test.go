@@ -14,6 +14,8 @@ import (
 // refAttnFree writes into y ([t][d], zero) the output before o of the
 // attention-free and linear variants for one sequence, straight from the
 // card's table in float64, and reports whether the spec is one of them.
+// For a bidirectional spec every row sees every key j < t, aft_local's and
+// aft_conv's window is |i − j| < window and u[h, i − j + window − 1].
 func refAttnFree(s specs.Spec, P func(string) []float64, lin func([][]float64, string) [][]float64,
 	pre string, h, v, y [][]float64) bool {
 	switch s.Variant {
@@ -23,6 +25,12 @@ func refAttnFree(s specs.Spec, P func(string) []float64, lin func([][]float64, s
 	}
 	t, d, n, dh := len(h), s.D, s.N, s.DH()
 	q, k := lin(h, pre+"attn.q"), lin(h, pre+"attn.k")
+	keys := func(i int) int { // row i sees the keys j < keys(i)
+		if s.Bidirectional {
+			return t
+		}
+		return i + 1
+	}
 	if s.Variant == "linear" {
 		phi := func(x float64) float64 {
 			if x > 0 {
@@ -34,7 +42,7 @@ func refAttnFree(s specs.Spec, P func(string) []float64, lin func([][]float64, s
 			for i := 0; i < t; i++ {
 				den := 1e-6
 				num := make([]float64, dh)
-				for j := 0; j <= i; j++ {
+				for j := 0; j < keys(i); j++ {
 					dot := 0.0 // φ(Q_i)·φ(K_j)
 					for p := 0; p < dh; p++ {
 						dot += phi(q[i][hh*dh+p]) * phi(k[j][hh*dh+p])
@@ -55,26 +63,30 @@ func refAttnFree(s specs.Spec, P func(string) []float64, lin func([][]float64, s
 	for i := 0; i < t; i++ {
 		for c := 0; c < d; c++ {
 			bias := func(j int) float64 {
+				dist, uw, ui := i-j, s.Window, i-j
+				if s.Bidirectional {
+					dist, uw, ui = max(i-j, j-i), 2*s.Window-1, i-j+s.Window-1
+				}
 				switch s.Variant {
 				case "aft_full":
 					return w[i*n+j]
 				case "aft_local":
-					if i-j < s.Window {
+					if dist < s.Window {
 						return w[i*n+j]
 					}
 				case "aft_conv":
-					if i-j < s.Window {
-						return u[(c/dh)*s.Window+i-j]
+					if dist < s.Window {
+						return u[(c/dh)*uw+ui]
 					}
 				}
 				return 0
 			}
 			mx := math.Inf(-1)
-			for j := 0; j <= i; j++ {
+			for j := 0; j < keys(i); j++ {
 				mx = math.Max(mx, k[j][c]+bias(j))
 			}
 			num, den := 0.0, 0.0
-			for j := 0; j <= i; j++ {
+			for j := 0; j < keys(i); j++ {
 				e := math.Exp(k[j][c] + bias(j) - mx)
 				num += e * v[j][c]
 				den += e
@@ -94,6 +106,10 @@ var attnFreeSpecs = []struct {
 	{"aft_full", 7}, {"aft_local", 17}, {"aft_simple", 7}, {"aft_conv", 7}, {"linear", 7},
 	{"odd_aft_full", 12}, {"odd_aft_local", 12}, {"odd_aft_simple", 12}, {"odd_aft_conv", 12},
 	{"odd_linear", 12}, {"odd_aft_local_w1", 9}, {"odd_aft_local_wn", 9},
+	// Bidirectional (unmasked) encoders: t beyond the window, t < n.
+	{"enc_aft_full", 21}, {"enc_aft_local", 37}, {"enc_aft_simple", 13}, {"enc_aft_conv", 37}, {"enc_linear", 13},
+	{"odd_enc_aft_full", 12}, {"odd_enc_aft_local", 17}, {"odd_enc_aft_simple", 12}, {"odd_enc_aft_conv", 17},
+	{"odd_enc_linear", 12},
 }
 
 // TestAttnFreeReference compares the forward pass with the naive float64
@@ -205,7 +221,7 @@ func TestAttnFreeGradCheckCatches(t *testing.T) {
 // TestAttnFreeParams checks the extra parameters' names, shapes, flags and
 // zero initialisation, and that no synthesizer parameter is created.
 func TestAttnFreeParams(t *testing.T) {
-	for _, name := range []string{"odd_aft_full", "odd_aft_local", "odd_aft_simple", "odd_aft_conv", "odd_linear"} {
+	for _, name := range []string{"odd_aft_full", "odd_aft_local", "odd_aft_simple", "odd_aft_conv", "odd_linear", "enc_aft_conv", "enc_aft_full"} {
 		m := newModel(t, name, 7)
 		s := m.Spec
 		want := map[string][]int{}
@@ -220,6 +236,9 @@ func TestAttnFreeParams(t *testing.T) {
 				want[pre+"w"] = []int{s.N, s.N}
 			case "aft_conv":
 				want[pre+"u"] = []int{s.Heads, s.Window}
+				if s.Bidirectional {
+					want[pre+"u"] = []int{s.Heads, 2*s.Window - 1} // centred on the query
+				}
 			}
 		}
 		got := 0

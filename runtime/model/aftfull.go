@@ -26,7 +26,9 @@ import (
 //
 // Ew is stored in row blocks of aftBlock rows, block rows i0 ≤ i < i1 over
 // the keys j < i1 only, so the causal products skip most of the zero
-// triangle. X (forward) and Xᵀ (dEw) are packed once per layer for all the
+// triangle. Unmasked (a bidirectional spec) every row sees every key
+// j < t: Ew_ij = exp(w_ij − M_i) with M_i = max_{j<t} w_ij, the blocks'
+// rows are t wide and dw is the whole [t, t] block. X (forward) and Xᵀ (dEw) are packed once per layer for all the
 // blocks (mat.Panels) rather than once per block, which lets the blocks be
 // small: at 64 rows the products compute 1.125 times the causal triangle's
 // multiply-adds at t 512 rather than 1.5 times at 256 rows.
@@ -47,24 +49,36 @@ const aftBlock = 64
 // aftTiny is the denominator under which an (i, c) is computed directly.
 const aftTiny = 0x1p-60
 
-// aftBlockOf returns row block b's rows [i0, i1) and the offset of its
-// i1-wide rows in the blocked Ew.
-func aftBlockOf(b int) (i0, i1, off int) {
+// aftBlockOf returns row block b's rows [i0, i1) (i1 ≤ t), the width w of
+// its rows in the blocked Ew (the keys they see: i1 causal, t unmasked)
+// and their offset.
+func aftBlockOf(b, t int, bi bool) (i0, i1, w, off int) {
 	i0 = b * aftBlock
+	i1 = min(i0+aftBlock, t)
+	if bi {
+		return i0, i1, t, i0 * t
+	}
 	// Σ over earlier blocks b' of aftBlock · (b'+1)·aftBlock.
 	off = aftBlock * aftBlock * b * (b + 1) / 2
-	return i0, i0 + aftBlock, off
+	return i0, i1, i1, off
 }
 
 // aftEwSize is the size of the blocked Ew for t rows.
-func aftEwSize(t int) int {
+func aftEwSize(t int, bi bool) int {
 	size := 0
 	for b := 0; b*aftBlock < t; b++ {
-		i0, i1, off := aftBlockOf(b)
-		i1 = min(i1, t)
-		size = off + (i1-i0)*i1
+		i0, i1, w, off := aftBlockOf(b, t, bi)
+		size = off + (i1-i0)*w
 	}
 	return size
+}
+
+// aftKeys is the number of keys row i sees: i + 1 causal, t unmasked.
+func (m *Model) aftKeys(i, t int) int {
+	if m.Spec.Bidirectional {
+		return t
+	}
+	return i + 1
 }
 
 // aftFullJob is one phase of the factorised aft_full forward or backward;
@@ -95,11 +109,10 @@ func (j *aftFullJob) Run(_, task int) {
 	case aftPhaseEw:
 		w := ly.aw.Data
 		for i := task * rowBlock; i < min(t, (task+1)*rowBlock); i++ {
-			b := i / aftBlock
-			_, i1, off := aftBlockOf(b)
-			i1 = min(i1, t)
-			row := lw.ew[off+(i-b*aftBlock)*i1 : off+(i-b*aftBlock+1)*i1]
-			wr := w[i*n : i*n+i+1]
+			i0, _, bw, off := aftBlockOf(i/aftBlock, t, m.Spec.Bidirectional)
+			row := lw.ew[off+(i-i0)*bw : off+(i-i0+1)*bw]
+			nk := m.aftKeys(i, t)
+			wr := w[i*n : i*n+nk]
 			mx := wr[0]
 			for _, v := range wr {
 				mx = max(mx, v)
@@ -107,8 +120,8 @@ func (j *aftFullJob) Run(_, task int) {
 			for jj, v := range wr {
 				row[jj] = v - mx
 			}
-			m.Kernels.Exp(i+1, row)
-			clear(row[i+1:])
+			m.Kernels.Exp(nk, row)
+			clear(row[nk:])
 		}
 	case aftPhaseX:
 		s := task
@@ -178,13 +191,13 @@ func (j *aftFullJob) Run(_, task int) {
 			m.Kernels.AFTKVBack(d, x[d:2*d], lw.v[r:r+d], g[:d], g[d:2*d], ws.dk[r:r+d], ws.dv[r:r+d])
 		}
 	case aftPhaseDw:
-		i0, i1, off := aftBlockOf(j.b)
-		i1 = min(i1, t)
+		i0, i1, bw, off := aftBlockOf(j.b, t, m.Spec.Bidirectional)
 		dw := ly.aw.Grad
 		for i := i0 + task*rowBlock; i < min(i1, i0+(task+1)*rowBlock); i++ {
-			ew := lw.ew[off+(i-i0)*i1 : off+(i-i0)*i1+i+1]
-			de := ws.aDEw[(i-i0)*i1 : (i-i0)*i1+i+1]
-			g := dw[i*n : i*n+i+1]
+			nk := m.aftKeys(i, t)
+			ew := lw.ew[off+(i-i0)*bw : off+(i-i0)*bw+nk]
+			de := ws.aDEw[(i-i0)*bw : (i-i0)*bw+nk]
+			g := dw[i*n : i*n+nk]
 			for jj, e := range ew {
 				g[jj] += e * de[jj]
 			}
@@ -193,7 +206,7 @@ func (j *aftFullJob) Run(_, task int) {
 }
 
 // aftExact is Z[s, i, c] computed directly, stabilised by its own maximum
-// m = max_{j≤i} (K_jc + w_ij): for the (i, c) whose factorised denominator
+// m = max_j (K_jc + w_ij) over the keys row i sees: for the (i, c) whose factorised denominator
 // is below aftTiny. With dz ≠ 0 it also adds the (i, c)'s part of the
 // gradients: dV_jc += p_j·dz, dK_jc += p_j·dz·(V_jc − Z), dw_ij += the same,
 // with p_j = exp(K_jc + w_ij − m) / Σ.
@@ -201,7 +214,7 @@ func (m *Model) aftExact(ws *Workspace, l, s, i, c int, dz float32) float32 {
 	ly, lw := &m.layers[l], &ws.lay[l]
 	t, d, n := ws.t, m.d, m.n
 	k, v := lw.k[s*t*d:], lw.v[s*t*d:]
-	w := ly.aw.Data[i*n : i*n+i+1]
+	w := ly.aw.Data[i*n : i*n+m.aftKeys(i, t)]
 	mx := float32(math.Inf(-1))
 	for jj, b := range w {
 		mx = max(mx, k[jj*d+c]+b)
@@ -217,7 +230,7 @@ func (m *Model) aftExact(ws *Workspace, l, s, i, c int, dz float32) float32 {
 		return z
 	}
 	dk, dv := ws.dk[s*t*d:], ws.dv[s*t*d:]
-	dw := ly.aw.Grad[i*n : i*n+i+1]
+	dw := ly.aw.Grad[i*n : i*n+len(w)]
 	for jj, b := range w {
 		p := exp32(k[jj*d+c]+b-mx) / sum
 		g := p * dz * (v[jj*d+c] - z)
@@ -240,10 +253,9 @@ func (m *Model) aftFullForward(ws *Workspace, l int) {
 	// X packed once for every block, which reads its rows < i1.
 	m.eng.PackB(&ws.aX, lw.x[:t*nx], nx, t, false)
 	for b := 0; b*aftBlock < t; b++ {
-		i0, i1, off := aftBlockOf(b)
-		i1 = min(i1, t)
-		// [num | den] rows i0…i1−1 = Ew rows (over keys < i1) · X rows < i1.
-		m.eng.MulPanels(lw.nd[i0*nx:i1*nx], lw.ew[off:off+(i1-i0)*i1], &ws.aX, i1-i0, nx, i1, false)
+		i0, i1, bw, off := aftBlockOf(b, t, m.Spec.Bidirectional)
+		// [num | den] rows i0…i1−1 = Ew rows (over keys < bw) · X rows < bw.
+		m.eng.MulPanels(lw.nd[i0*nx:i1*nx], lw.ew[off:off+(i1-i0)*bw], &ws.aX, i1-i0, nx, bw, false)
 	}
 	j.phase = aftPhaseZ
 	m.run(ws.b, j)
@@ -265,10 +277,9 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 	clear(ws.aG[:t*nx])
 	terms := ws.aTerms[:0]
 	for b := 0; b*aftBlock < t; b++ {
-		i0, i1, off := aftBlockOf(b)
-		i1 = min(i1, t)
-		terms = append(terms, mat.TNTerm{A: lw.ew[off : off+(i1-i0)*i1], B: ws.aD[i0*nx : i1*nx],
-			LDA: i1, LDB: nx, M: i1, K: i1 - i0})
+		i0, i1, bw, off := aftBlockOf(b, t, m.Spec.Bidirectional)
+		terms = append(terms, mat.TNTerm{A: lw.ew[off : off+(i1-i0)*bw], B: ws.aD[i0*nx : i1*nx],
+			LDA: bw, LDB: nx, M: bw, K: i1 - i0})
 	}
 	m.eng.AccumulateTN(ws.aG[:t*nx], t, nx, terms)
 	clear(terms) // no slices of this step's buffers kept
@@ -276,10 +287,9 @@ func (m *Model) aftFullBackward(ws *Workspace, l int) {
 	m.run(ws.b, j)
 	m.eng.PackB(&ws.aX, lw.x[:t*nx], t, nx, true) // Xᵀ, packed once for every block
 	for b := 0; b*aftBlock < t; b++ {
-		i0, i1, _ := aftBlockOf(b)
-		i1 = min(i1, t)
-		// dEw rows i0…i1−1 (keys < i1) = D rows · X rowsᵀ, then dw += Ew ⊙ dEw.
-		m.eng.MulPanels(ws.aDEw[:(i1-i0)*i1], ws.aD[i0*nx:i1*nx], &ws.aX, i1-i0, i1, nx, false)
+		i0, i1, bw, _ := aftBlockOf(b, t, m.Spec.Bidirectional)
+		// dEw rows i0…i1−1 (keys < bw) = D rows · X rowsᵀ, then dw += Ew ⊙ dEw.
+		m.eng.MulPanels(ws.aDEw[:(i1-i0)*bw], ws.aD[i0*nx:i1*nx], &ws.aX, i1-i0, bw, nx, false)
 		j.phase, j.b = aftPhaseDw, b
 		m.run(blocks(i1-i0, rowBlock), j)
 	}

@@ -13,9 +13,9 @@ import (
 // TestAFTFullProducts checks the factorised aft_full (aftfull.go) against
 // its per-row-stabilised kernels, forward and every gradient, on ordinary
 // weights and on keys and biases spread so wide that some (i, c) fall back
-// to the direct computation.
+// to the direct computation; unmasked (enc_aft_full) too.
 func TestAFTFullProducts(t *testing.T) {
-	for _, name := range []string{"odd_aft_full", "aft_full"} {
+	for _, name := range []string{"odd_aft_full", "aft_full", "enc_aft_full", "odd_enc_aft_full"} {
 		for _, scale := range []float64{1, 120} {
 			t.Run(fmt.Sprintf("%s/scale=%g", name, scale), func(t *testing.T) {
 				k, err := kernels.Lookup(name)
@@ -46,6 +46,9 @@ func TestAFTFullProducts(t *testing.T) {
 				}
 				const batch = 3
 				tt := min(k.Spec.N, 40)
+				if k.Spec.Bidirectional {
+					tt = min(k.Spec.N, 101) // two row blocks of full rows
+				}
 				rng := rand.New(rand.NewPCG(9, 9))
 				in, tg := make([]int32, batch*tt), make([]int32, batch*tt)
 				for i := range in {

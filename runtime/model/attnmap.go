@@ -18,12 +18,14 @@ const (
 	// R itself.
 	AttentionProbs
 	// AttentionLinear: linear attention's implicit weights of the last
-	// Forward, φ(Q_i)·φ(K_j) / (Σ_{j'≤i} φ(Q_i)·φ(K_j') + 1e-6), j ≤ i.
+	// Forward, φ(Q_i)·φ(K_j) / (Σ_{j'≤i} φ(Q_i)·φ(K_j') + 1e-6), j ≤ i
+	// (a bidirectional spec: over all j, j' < t).
 	AttentionLinear
 	// AttentionPositionBias: aft_full, aft_local and aft_conv: the
 	// learned position bias b_ij normalised over the keys, softmax_{j≤i}
 	// b_ij, which is the weighting AFT gives the values when every key
-	// is equal. It does not depend on the input; aft_full's and
+	// is equal (a bidirectional spec: softmax_{j<t}, the windows
+	// |i − j| < window). It does not depend on the input; aft_full's and
 	// aft_local's is shared by the heads, aft_conv's is per head.
 	AttentionPositionBias
 )
@@ -44,8 +46,8 @@ func (m *Model) AttentionKind() AttentionKind {
 // AttentionMap writes the attention weights of head h of layer l for
 // sequence s of the last Forward on ws into dst, as a t×t row-major matrix
 // (t the sequence length of that Forward): dst[i·t+j] is the weight of key
-// position j for query position i, 0 for j > i; see AttentionKind for what
-// the weights are. It returns t, or 0 (writing nothing) when the variant
+// position j for query position i, 0 for j > i unless the spec is
+// bidirectional; see AttentionKind for what the weights are. It returns t, or 0 (writing nothing) when the variant
 // has no attention weights. It must follow a Forward on ws (and precede
 // any Backward on it, which overwrites the probabilities); it costs the
 // training passes nothing. dst must hold t·t values.
@@ -82,7 +84,7 @@ func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 		base := s*t*d + h*dh
 		for i := 0; i < t; i++ {
 			fq := lw.q[base+i*d : base+i*d+dh]
-			row := dst[i*t : i*t+i+1]
+			row := dst[i*t : i*t+m.aftKeys(i, t)]
 			sum := 0.0
 			for j := range row {
 				fk := lw.k[base+j*d : base+j*d+dh]
@@ -99,23 +101,31 @@ func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 			}
 		}
 	case AttentionPositionBias:
+		uw, u0 := m.uWidth(), 0 // u[h, i − j + u0]
+		if m.Spec.Bidirectional {
+			u0 = m.window - 1
+		}
 		bias := func(i, j int) float64 {
+			dist := i - j
+			if dist < 0 {
+				dist = -dist // j > i: only a bidirectional spec's rows reach it
+			}
 			switch m.kind {
 			case kindAFTFull:
 				return float64(ly.aw.Data[i*n+j])
 			case kindAFTLocal:
-				if i-j < m.window {
+				if dist < m.window {
 					return float64(ly.aw.Data[i*n+j])
 				}
 			case kindAFTConv:
-				if i-j < m.window {
-					return float64(ly.au.Data[h*m.window+i-j])
+				if dist < m.window {
+					return float64(ly.au.Data[h*uw+i-j+u0])
 				}
 			}
 			return 0
 		}
 		for i := 0; i < t; i++ {
-			row := dst[i*t : i*t+i+1]
+			row := dst[i*t : i*t+m.aftKeys(i, t)]
 			mx := math.Inf(-1)
 			for j := range row {
 				mx = math.Max(mx, bias(i, j))

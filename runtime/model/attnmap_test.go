@@ -19,6 +19,10 @@ func TestAttentionMap(t *testing.T) {
 		{"small", model.AttentionProbs}, {"odd", model.AttentionProbs}, {"odd_linear", model.AttentionLinear},
 		{"odd_aft_full", model.AttentionPositionBias}, {"odd_aft_local", model.AttentionPositionBias},
 		{"odd_aft_conv", model.AttentionPositionBias}, {"odd_aft_simple", model.AttentionNone},
+		// Bidirectional: every row over all the keys j < t.
+		{"odd_enc_linear", model.AttentionLinear}, {"odd_enc_aft_full", model.AttentionPositionBias},
+		{"odd_enc_aft_local", model.AttentionPositionBias}, {"odd_enc_aft_conv", model.AttentionPositionBias},
+		{"odd_enc_aft_simple", model.AttentionNone},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -29,6 +33,12 @@ func TestAttentionMap(t *testing.T) {
 				t.Fatalf("AttentionKind %d, want %d", k, c.kind)
 			}
 			const tl = 23
+			keys := func(i int) int { // row i sees the keys j < keys(i)
+				if s.Bidirectional {
+					return tl
+				}
+				return i + 1
+			}
 			in, _ := tokens(7, 2, tl)
 			ws := m.NewWorkspace(2)
 			m.Forward(ws, in, nil, 2)
@@ -51,7 +61,7 @@ func TestAttentionMap(t *testing.T) {
 							sum := 0.0
 							for j := 0; j < tl; j++ {
 								v := dst[i*tl+j]
-								if j > i && v != 0 || v < 0 || math.IsNaN(float64(v)) {
+								if j >= keys(i) && v != 0 || v < 0 || math.IsNaN(float64(v)) {
 									t.Fatalf("layer %d head %d: a[%d,%d] = %g", l, h, i, j, v)
 								}
 								sum += float64(v)
@@ -70,14 +80,14 @@ func TestAttentionMap(t *testing.T) {
 					a := maps[[3]int{sq, l, h}]
 					for i := 0; i < tl; i++ {
 						mx := math.Inf(-1)
-						for j := 0; j <= i; j++ {
+						for j := 0; j < keys(i); j++ {
 							mx = math.Max(mx, bias(i, j))
 						}
 						z := 0.0
-						for j := 0; j <= i; j++ {
+						for j := 0; j < keys(i); j++ {
 							z += math.Exp(bias(i, j) - mx)
 						}
-						for j := 0; j <= i; j++ {
+						for j := 0; j < keys(i); j++ {
 							if want := math.Exp(bias(i, j)-mx) / z; math.Abs(float64(a[i*tl+j])-want) > 1e-5 {
 								t.Fatalf("layer %d head %d: a[%d,%d] = %g, want %g", l, h, i, j, a[i*tl+j], want)
 							}
@@ -86,6 +96,16 @@ func TestAttentionMap(t *testing.T) {
 				}
 			}
 			n := s.N
+			dist := func(i, j int) int { // causal rows never reach j > i
+				if i < j {
+					return j - i
+				}
+				return i - j
+			}
+			uw, u0 := s.Window, 0 // u[h, i − j + u0]
+			if s.Bidirectional {
+				uw, u0 = 2*s.Window-1, s.Window-1
+			}
 			for l := 0; l < s.Layers; l++ {
 				for h := 0; h < s.Heads; h++ {
 					switch s.Variant {
@@ -98,7 +118,7 @@ func TestAttentionMap(t *testing.T) {
 					case "aft_local":
 						w := m.Param("layers." + itoa(l) + ".attn.w").Data
 						softmaxRows(func(i, j int) float64 {
-							if i-j < s.Window {
+							if dist(i, j) < s.Window {
 								return float64(w[i*n+j])
 							}
 							return 0
@@ -106,15 +126,15 @@ func TestAttentionMap(t *testing.T) {
 					case "aft_conv":
 						u := m.Param("layers." + itoa(l) + ".attn.u").Data
 						softmaxRows(func(i, j int) float64 {
-							if i-j < s.Window {
-								return float64(u[h*s.Window+i-j])
+							if dist(i, j) < s.Window {
+								return float64(u[h*uw+i-j+u0])
 							}
 							return 0
 						}, l, h)
 					}
 				}
 			}
-			if c.name != "odd" && c.name != "odd_linear" {
+			if c.name != "odd" && c.name != "odd_linear" && c.name != "odd_enc_linear" {
 				return
 			}
 			// Input-dependent: the two sequences differ; sequence 1 alone

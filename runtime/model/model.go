@@ -299,7 +299,7 @@ func (m *Model) build() {
 		case kindAFTFull, kindAFTLocal:
 			ly.aw = add(pre+"attn.w", n, n)
 		case kindAFTConv:
-			ly.au = add(pre+"attn.u", h, m.window)
+			ly.au = add(pre+"attn.u", h, m.uWidth())
 			ly.au.Decay = false
 		}
 		if m.hasG {

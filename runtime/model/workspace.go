@@ -149,7 +149,7 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 				lw.ms, lw.rd = a.f32(rows*d), a.f32(rows*d)
 				break
 			}
-			lw.ew = a.f32(aftEwSize(n))
+			lw.ew = a.f32(aftEwSize(n, m.Spec.Bidirectional))
 			lw.x, lw.nd = a.f32(rows*2*d), a.f32(rows*2*d)
 		case kindAFTLocal, kindAFTSimple, kindAFTConv:
 			lw.z, lw.ms, lw.rd = a.f32(rows*d), a.f32(rows*d), a.f32(rows*d)
@@ -233,7 +233,7 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 	case kindAFTLocal:
 		ws.pW = a.f32(tasks * n * n)
 	case kindAFTConv:
-		ws.pU = a.f32(tasks * m.window)
+		ws.pU = a.f32(tasks * m.uWidth())
 	}
 	ws.dmixW = a.f64(len(m.comps))
 
