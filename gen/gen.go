@@ -67,7 +67,7 @@ type Options struct {
 // do, a spec with "causal": false is refused rather than generated with
 // masked kernels.
 func unmaskedReady(s *specs.Spec) bool {
-	return false
+	return s.IsSynthesizer()
 }
 
 // Render builds the package for spec s in memory.
@@ -110,6 +110,9 @@ func Render(s *specs.Spec, o Options) (*Package, error) {
 	emitted := map[kernels.ISA][]catalog.Op{}
 	for _, isa := range asmLevels {
 		for _, op := range ops {
+			if !asmgen.Has(op, cfg) {
+				continue
+			}
 			if err := asmgen.Emit(af, op, isa); err != nil {
 				return nil, fmt.Errorf("spec %s: %w", s.Name, err)
 			}
@@ -393,10 +396,16 @@ func renderSpec(p *Package, header, specRel string, goGenerate bool, ops []catal
 	for _, kv := range []struct {
 		k string
 		v int
-	}{{"K", s.K}, {"A", s.A}, {"B", s.B}, {"Window", s.Window}} {
+	}{{"K", s.K}, {"A", s.A}, {"B", s.B}, {"Window", s.Window}, {"Classes", s.Classes}} {
 		if kv.v != 0 {
 			d[jen.Id(kv.k)] = jen.Lit(kv.v)
 		}
+	}
+	if s.Task != "" {
+		d[jen.Id("Task")] = jen.Lit(s.Task)
+	}
+	if s.Bidirectional {
+		d[jen.Id("Bidirectional")] = jen.True()
 	}
 	f.Var().Id("Spec").Op("=").Qual(specsPkg, "Spec").Values(d)
 	f.Func().Id("init").Params().Block(

@@ -28,7 +28,14 @@ import (
 type Shape struct {
 	Rows, Stride, Width int
 	Optional            bool
+	// Square, with Rows and Width −1, is a bidirectional spec's logit
+	// matrix: every row has t entries, not the causal triangle's r+1.
+	Square bool
 }
+
+// Triangle reports whether the shape is the causal triangle: row r of
+// its t rows has r+1 entries.
+func (s Shape) Triangle() bool { return s.Rows < 0 && s.Width < 0 && !s.Square }
 
 // Need returns the number of elements the shape needs at length t.
 func (s Shape) Need(t int) int {
@@ -94,7 +101,9 @@ func Ops(s *specs.Spec) []Op {
 	if !s.IsSynthesizer() {
 		return nil
 	}
-	tri := Shape{Rows: -1, Stride: c.N, Width: -1}
+	// The logit matrices: the causal triangle, or the square of a
+	// bidirectional spec.
+	tri := Shape{Rows: -1, Stride: c.N, Width: -1, Square: c.Bidirectional}
 	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}
 	ops := []Op{
 		{Field: "SoftmaxValue", Func: "softmaxValue", Kind: SoftmaxValue,
