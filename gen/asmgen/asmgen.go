@@ -107,7 +107,10 @@ var emitters = map[catalog.Kind]emitter{
 
 // unmaskedAsm lists the Causal kinds whose emitters have the unmasked form
 // (catalog.Config.Bidirectional).
-var unmaskedAsm = map[catalog.Kind]bool{}
+var unmaskedAsm = map[catalog.Kind]bool{
+	catalog.TriScale: true, catalog.TriAxpy: true, catalog.TriDot: true,
+	catalog.Product: true, catalog.ProductBackX: true, catalog.ProductBackW: true,
+}
 
 // Has reports whether there is assembly for op under cfg: every kind has,
 // except, for a bidirectional spec, a Causal kind whose emitter knows only

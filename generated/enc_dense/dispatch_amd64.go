@@ -5,6 +5,48 @@ package enc_dense
 
 import kernels "github.com/synthgen/synthgen/runtime/kernels"
 
+func denseLogitsAvx2Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
+	checkDenseLogits(t, x, w, bias, c, scale)
+	if t == 0 {
+		return
+	}
+	denseLogitsAVX2(t, x, w, bias, c, scale)
+}
+func denseLogitsBackXAvx2Checked(t int, dc []float32, w []float32, dx []float32, scale float32) {
+	checkDenseLogitsBackX(t, dc, w, dx, scale)
+	if t == 0 {
+		return
+	}
+	denseLogitsBackXAVX2(t, dc, w, dx, scale)
+}
+func denseLogitsBackWAvx2Checked(t int, dc []float32, x []float32, dw []float32, dbias []float32, scale float32) {
+	checkDenseLogitsBackW(t, dc, x, dw, dbias, scale)
+	if t == 0 {
+		return
+	}
+	denseLogitsBackWAVX2(t, dc, x, dw, dbias, scale)
+}
+func triScaleAvx2Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriScale(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triScaleAVX2(t, alpha, x, y)
+}
+func triAxpyAvx2Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriAxpy(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triAxpyAVX2(t, alpha, x, y)
+}
+func triDotAvx2Checked(t int, x []float32, y []float32) float32 {
+	checkTriDot(t, x, y)
+	if t == 0 {
+		return 0
+	}
+	return triDotAVX2(t, x, y)
+}
 func gemmTileAvx2Checked(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
 	checkGemmTile(6, 16, kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
 	// Nothing to write: no tile, no row sums, no copies.
@@ -101,6 +143,48 @@ func gemvDVAvx2Checked(t int, x []float32, w []float32, bias []float32, y []floa
 		return
 	}
 	gemvDVAVX2(t, x, w, bias, y)
+}
+func denseLogitsAvx512Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
+	checkDenseLogits(t, x, w, bias, c, scale)
+	if t == 0 {
+		return
+	}
+	denseLogitsAVX512(t, x, w, bias, c, scale)
+}
+func denseLogitsBackXAvx512Checked(t int, dc []float32, w []float32, dx []float32, scale float32) {
+	checkDenseLogitsBackX(t, dc, w, dx, scale)
+	if t == 0 {
+		return
+	}
+	denseLogitsBackXAVX512(t, dc, w, dx, scale)
+}
+func denseLogitsBackWAvx512Checked(t int, dc []float32, x []float32, dw []float32, dbias []float32, scale float32) {
+	checkDenseLogitsBackW(t, dc, x, dw, dbias, scale)
+	if t == 0 {
+		return
+	}
+	denseLogitsBackWAVX512(t, dc, x, dw, dbias, scale)
+}
+func triScaleAvx512Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriScale(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triScaleAVX512(t, alpha, x, y)
+}
+func triAxpyAvx512Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriAxpy(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triAxpyAVX512(t, alpha, x, y)
+}
+func triDotAvx512Checked(t int, x []float32, y []float32) float32 {
+	checkTriDot(t, x, y)
+	if t == 0 {
+		return 0
+	}
+	return triDotAVX512(t, x, y)
 }
 func gemmTileAvx512Checked(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
 	checkGemmTile(8, 32, kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
@@ -203,36 +287,48 @@ func gemvDVAvx512Checked(t int, x []float32, w []float32, bias []float32, y []fl
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
-		AdamW:         adamWAvx2Checked,
-		Gelu:          geluAvx2Checked,
-		GeluBack:      geluBackAvx2Checked,
-		GemmShape:     gemmShapeAVX2,
-		GemmTile:      gemmTileAvx2Checked,
-		GemvDD:        gemvDDAvx2Checked,
-		GemvDF:        gemvDFAvx2Checked,
-		GemvDV:        gemvDVAvx2Checked,
-		GemvFD:        gemvFDAvx2Checked,
-		ISA:           kernels.AVX2,
-		LayerNorm:     layerNormAvx2Checked,
-		LayerNormBack: layerNormBackAvx2Checked,
-		LayerNormGrad: layerNormGradAvx2Checked,
-		SoftmaxScale:  softmaxScaleAvx2Checked,
-		SoftmaxStats:  softmaxStatsAvx2Checked,
+		AdamW:            adamWAvx2Checked,
+		DenseLogits:      denseLogitsAvx2Checked,
+		DenseLogitsBackW: denseLogitsBackWAvx2Checked,
+		DenseLogitsBackX: denseLogitsBackXAvx2Checked,
+		Gelu:             geluAvx2Checked,
+		GeluBack:         geluBackAvx2Checked,
+		GemmShape:        gemmShapeAVX2,
+		GemmTile:         gemmTileAvx2Checked,
+		GemvDD:           gemvDDAvx2Checked,
+		GemvDF:           gemvDFAvx2Checked,
+		GemvDV:           gemvDVAvx2Checked,
+		GemvFD:           gemvFDAvx2Checked,
+		ISA:              kernels.AVX2,
+		LayerNorm:        layerNormAvx2Checked,
+		LayerNormBack:    layerNormBackAvx2Checked,
+		LayerNormGrad:    layerNormGradAvx2Checked,
+		SoftmaxScale:     softmaxScaleAvx2Checked,
+		SoftmaxStats:     softmaxStatsAvx2Checked,
+		TriAxpy:          triAxpyAvx2Checked,
+		TriDot:           triDotAvx2Checked,
+		TriScale:         triScaleAvx2Checked,
 	}, kernels.Set{
-		AdamW:         adamWAvx512Checked,
-		Gelu:          geluAvx512Checked,
-		GeluBack:      geluBackAvx512Checked,
-		GemmShape:     gemmShapeAVX512,
-		GemmTile:      gemmTileAvx512Checked,
-		GemvDD:        gemvDDAvx512Checked,
-		GemvDF:        gemvDFAvx512Checked,
-		GemvDV:        gemvDVAvx512Checked,
-		GemvFD:        gemvFDAvx512Checked,
-		ISA:           kernels.AVX512,
-		LayerNorm:     layerNormAvx512Checked,
-		LayerNormBack: layerNormBackAvx512Checked,
-		LayerNormGrad: layerNormGradAvx512Checked,
-		SoftmaxScale:  softmaxScaleAvx512Checked,
-		SoftmaxStats:  softmaxStatsAvx512Checked,
+		AdamW:            adamWAvx512Checked,
+		DenseLogits:      denseLogitsAvx512Checked,
+		DenseLogitsBackW: denseLogitsBackWAvx512Checked,
+		DenseLogitsBackX: denseLogitsBackXAvx512Checked,
+		Gelu:             geluAvx512Checked,
+		GeluBack:         geluBackAvx512Checked,
+		GemmShape:        gemmShapeAVX512,
+		GemmTile:         gemmTileAvx512Checked,
+		GemvDD:           gemvDDAvx512Checked,
+		GemvDF:           gemvDFAvx512Checked,
+		GemvDV:           gemvDVAvx512Checked,
+		GemvFD:           gemvFDAvx512Checked,
+		ISA:              kernels.AVX512,
+		LayerNorm:        layerNormAvx512Checked,
+		LayerNormBack:    layerNormBackAvx512Checked,
+		LayerNormGrad:    layerNormGradAvx512Checked,
+		SoftmaxScale:     softmaxScaleAvx512Checked,
+		SoftmaxStats:     softmaxStatsAvx512Checked,
+		TriAxpy:          triAxpyAvx512Checked,
+		TriDot:           triDotAvx512Checked,
+		TriScale:         triScaleAvx512Checked,
 	}}
 }

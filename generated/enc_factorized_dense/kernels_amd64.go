@@ -5,6 +5,15 @@
 package enc_factorized_dense
 
 //go:noescape
+func triScaleAVX512(t int, alpha float32, x []float32, y []float32)
+
+//go:noescape
+func triAxpyAVX512(t int, alpha float32, x []float32, y []float32)
+
+//go:noescape
+func triDotAVX512(t int, x []float32, y []float32) float32
+
+//go:noescape
 func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
@@ -42,6 +51,15 @@ func gemvFDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
 
 //go:noescape
 func gemvDVAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
+
+//go:noescape
+func triScaleAVX2(t int, alpha float32, x []float32, y []float32)
+
+//go:noescape
+func triAxpyAVX2(t int, alpha float32, x []float32, y []float32)
+
+//go:noescape
+func triDotAVX2(t int, x []float32, y []float32) float32
 
 //go:noescape
 func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)

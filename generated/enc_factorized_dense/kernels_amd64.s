@@ -4,6 +4,192 @@
 
 #include "textflag.h"
 
+// func triScaleAVX512(t int, alpha float32, x []float32, y []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·triScaleAVX512(SB), NOSPLIT, $0-64
+	MOVQ         t+0(FP), AX
+	MOVQ         x_base+16(FP), CX
+	MOVQ         y_base+40(FP), DX
+	VBROADCASTSS alpha+8(FP), Z0
+	MOVQ         AX, BX
+
+row_1:
+	XORQ SI, SI
+	MOVQ BX, DI
+
+by4_2:
+	CMPQ    DI, $+64
+	JLT     by1_3
+	VMULPS  (CX)(SI*4), Z0, Z1
+	VMOVUPS Z1, (DX)(SI*4)
+	VMULPS  64(CX)(SI*4), Z0, Z1
+	VMOVUPS Z1, 64(DX)(SI*4)
+	VMULPS  128(CX)(SI*4), Z0, Z1
+	VMOVUPS Z1, 128(DX)(SI*4)
+	VMULPS  192(CX)(SI*4), Z0, Z1
+	VMOVUPS Z1, 192(DX)(SI*4)
+	ADDQ    $+64, SI
+	SUBQ    $+64, DI
+	JMP     by4_2
+
+by1_3:
+	CMPQ    DI, $+16
+	JLT     tail_4
+	VMULPS  (CX)(SI*4), Z0, Z1
+	VMOVUPS Z1, (DX)(SI*4)
+	ADDQ    $+16, SI
+	SUBQ    $+16, DI
+	JMP     by1_3
+
+tail_4:
+	TESTQ     DI, DI
+	JZ        next_5
+	MOVL      $0x0000ffff, R8
+	BZHIL     DI, R8, R8
+	KMOVW     R8, K1
+	VMOVUPS.Z (CX)(SI*4), K1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (DX)(SI*4)
+
+next_5:
+	ADDQ $+512, CX
+	ADDQ $+512, DX
+	DECQ AX
+	JNZ  row_1
+	VZEROUPPER
+	RET
+
+// func triAxpyAVX512(t int, alpha float32, x []float32, y []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·triAxpyAVX512(SB), NOSPLIT, $0-64
+	MOVQ         t+0(FP), AX
+	MOVQ         x_base+16(FP), CX
+	MOVQ         y_base+40(FP), DX
+	VBROADCASTSS alpha+8(FP), Z0
+	MOVQ         AX, BX
+
+row_1:
+	XORQ SI, SI
+	MOVQ BX, DI
+
+by4_2:
+	CMPQ        DI, $+64
+	JLT         by1_3
+	VMOVUPS     (DX)(SI*4), Z1
+	VFMADD231PS (CX)(SI*4), Z0, Z1
+	VMOVUPS     Z1, (DX)(SI*4)
+	VMOVUPS     64(DX)(SI*4), Z1
+	VFMADD231PS 64(CX)(SI*4), Z0, Z1
+	VMOVUPS     Z1, 64(DX)(SI*4)
+	VMOVUPS     128(DX)(SI*4), Z1
+	VFMADD231PS 128(CX)(SI*4), Z0, Z1
+	VMOVUPS     Z1, 128(DX)(SI*4)
+	VMOVUPS     192(DX)(SI*4), Z1
+	VFMADD231PS 192(CX)(SI*4), Z0, Z1
+	VMOVUPS     Z1, 192(DX)(SI*4)
+	ADDQ        $+64, SI
+	SUBQ        $+64, DI
+	JMP         by4_2
+
+by1_3:
+	CMPQ        DI, $+16
+	JLT         tail_4
+	VMOVUPS     (DX)(SI*4), Z1
+	VFMADD231PS (CX)(SI*4), Z0, Z1
+	VMOVUPS     Z1, (DX)(SI*4)
+	ADDQ        $+16, SI
+	SUBQ        $+16, DI
+	JMP         by1_3
+
+tail_4:
+	TESTQ       DI, DI
+	JZ          next_5
+	MOVL        $0x0000ffff, R8
+	BZHIL       DI, R8, R8
+	KMOVW       R8, K1
+	VMOVUPS.Z   (DX)(SI*4), K1, Z1
+	VMOVUPS.Z   (CX)(SI*4), K1, Z2
+	VFMADD231PS Z2, Z0, Z1
+	VMOVUPS     Z1, K1, (DX)(SI*4)
+
+next_5:
+	ADDQ $+512, CX
+	ADDQ $+512, DX
+	DECQ AX
+	JNZ  row_1
+	VZEROUPPER
+	RET
+
+// func triDotAVX512(t int, x []float32, y []float32) float32
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
+TEXT ·triDotAVX512(SB), NOSPLIT, $0-60
+	MOVQ   t+0(FP), AX
+	MOVQ   x_base+8(FP), CX
+	MOVQ   y_base+32(FP), DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   AX, BX
+
+row_1:
+	XORQ SI, SI
+	MOVQ BX, DI
+
+by4_2:
+	CMPQ        DI, $+64
+	JLT         by1_3
+	VMOVUPS     (CX)(SI*4), Z4
+	VFMADD231PS (DX)(SI*4), Z4, Z0
+	VMOVUPS     64(CX)(SI*4), Z4
+	VFMADD231PS 64(DX)(SI*4), Z4, Z1
+	VMOVUPS     128(CX)(SI*4), Z4
+	VFMADD231PS 128(DX)(SI*4), Z4, Z2
+	VMOVUPS     192(CX)(SI*4), Z4
+	VFMADD231PS 192(DX)(SI*4), Z4, Z3
+	ADDQ        $+64, SI
+	SUBQ        $+64, DI
+	JMP         by4_2
+
+by1_3:
+	CMPQ        DI, $+16
+	JLT         tail_4
+	VMOVUPS     (CX)(SI*4), Z4
+	VFMADD231PS (DX)(SI*4), Z4, Z0
+	ADDQ        $+16, SI
+	SUBQ        $+16, DI
+	JMP         by1_3
+
+tail_4:
+	TESTQ       DI, DI
+	JZ          next_5
+	MOVL        $0x0000ffff, R8
+	BZHIL       DI, R8, R8
+	KMOVW       R8, K1
+	VMOVUPS.Z   (CX)(SI*4), K1, Z4
+	VMOVUPS.Z   (DX)(SI*4), K1, Z5
+	VFMADD231PS Z5, Z4, Z1
+
+next_5:
+	ADDQ          $+512, CX
+	ADDQ          $+512, DX
+	DECQ          AX
+	JNZ           row_1
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, ret+56(FP)
+	VZEROUPPER
+	RET
+
 // func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, AVX512F, AVX512VL, BMI2, MMX+
 TEXT ·gemmTileAVX512(SB), NOSPLIT, $0-233
@@ -2005,6 +2191,208 @@ done_1:
 	VZEROUPPER
 	RET
 
+// func triScaleAVX2(t int, alpha float32, x []float32, y []float32)
+// Requires: AVX
+TEXT ·triScaleAVX2(SB), NOSPLIT, $0-64
+	MOVQ         t+0(FP), AX
+	MOVQ         x_base+16(FP), CX
+	MOVQ         y_base+40(FP), DX
+	VBROADCASTSS alpha+8(FP), Y0
+	MOVQ         AX, BX
+
+row_1:
+	XORQ SI, SI
+	MOVQ BX, DI
+
+by4_2:
+	CMPQ    DI, $+32
+	JLT     by1_3
+	VMULPS  (CX)(SI*4), Y0, Y1
+	VMOVUPS Y1, (DX)(SI*4)
+	VMULPS  32(CX)(SI*4), Y0, Y1
+	VMOVUPS Y1, 32(DX)(SI*4)
+	VMULPS  64(CX)(SI*4), Y0, Y1
+	VMOVUPS Y1, 64(DX)(SI*4)
+	VMULPS  96(CX)(SI*4), Y0, Y1
+	VMOVUPS Y1, 96(DX)(SI*4)
+	ADDQ    $+32, SI
+	SUBQ    $+32, DI
+	JMP     by4_2
+
+by1_3:
+	CMPQ    DI, $+8
+	JLT     tail_4
+	VMULPS  (CX)(SI*4), Y0, Y1
+	VMOVUPS Y1, (DX)(SI*4)
+	ADDQ    $+8, SI
+	SUBQ    $+8, DI
+	JMP     by1_3
+
+tail_4:
+	TESTQ      DI, DI
+	JZ         next_5
+	LEAQ       lanemask8<>+0(SB), R8
+	NEGQ       DI
+	VMOVDQU    32(R8)(DI*4), Y1
+	VMASKMOVPS (CX)(SI*4), Y1, Y2
+	VMULPS     Y0, Y2, Y2
+	VMASKMOVPS Y2, Y1, (DX)(SI*4)
+
+next_5:
+	ADDQ $+512, CX
+	ADDQ $+512, DX
+	DECQ AX
+	JNZ  row_1
+	VZEROUPPER
+	RET
+
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
+
+// func triAxpyAVX2(t int, alpha float32, x []float32, y []float32)
+// Requires: AVX, FMA3
+TEXT ·triAxpyAVX2(SB), NOSPLIT, $0-64
+	MOVQ         t+0(FP), AX
+	MOVQ         x_base+16(FP), CX
+	MOVQ         y_base+40(FP), DX
+	VBROADCASTSS alpha+8(FP), Y0
+	MOVQ         AX, BX
+
+row_1:
+	XORQ SI, SI
+	MOVQ BX, DI
+
+by4_2:
+	CMPQ        DI, $+32
+	JLT         by1_3
+	VMOVUPS     (DX)(SI*4), Y1
+	VFMADD231PS (CX)(SI*4), Y0, Y1
+	VMOVUPS     Y1, (DX)(SI*4)
+	VMOVUPS     32(DX)(SI*4), Y1
+	VFMADD231PS 32(CX)(SI*4), Y0, Y1
+	VMOVUPS     Y1, 32(DX)(SI*4)
+	VMOVUPS     64(DX)(SI*4), Y1
+	VFMADD231PS 64(CX)(SI*4), Y0, Y1
+	VMOVUPS     Y1, 64(DX)(SI*4)
+	VMOVUPS     96(DX)(SI*4), Y1
+	VFMADD231PS 96(CX)(SI*4), Y0, Y1
+	VMOVUPS     Y1, 96(DX)(SI*4)
+	ADDQ        $+32, SI
+	SUBQ        $+32, DI
+	JMP         by4_2
+
+by1_3:
+	CMPQ        DI, $+8
+	JLT         tail_4
+	VMOVUPS     (DX)(SI*4), Y1
+	VFMADD231PS (CX)(SI*4), Y0, Y1
+	VMOVUPS     Y1, (DX)(SI*4)
+	ADDQ        $+8, SI
+	SUBQ        $+8, DI
+	JMP         by1_3
+
+tail_4:
+	TESTQ       DI, DI
+	JZ          next_5
+	LEAQ        lanemask8<>+0(SB), R8
+	NEGQ        DI
+	VMOVDQU     32(R8)(DI*4), Y1
+	VMASKMOVPS  (DX)(SI*4), Y1, Y2
+	VMASKMOVPS  (CX)(SI*4), Y1, Y3
+	VFMADD231PS Y3, Y0, Y2
+	VMASKMOVPS  Y2, Y1, (DX)(SI*4)
+
+next_5:
+	ADDQ $+512, CX
+	ADDQ $+512, DX
+	DECQ AX
+	JNZ  row_1
+	VZEROUPPER
+	RET
+
+// func triDotAVX2(t int, x []float32, y []float32) float32
+// Requires: AVX, FMA3
+TEXT ·triDotAVX2(SB), NOSPLIT, $0-60
+	MOVQ   t+0(FP), AX
+	MOVQ   x_base+8(FP), CX
+	MOVQ   y_base+32(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, BX
+
+row_1:
+	XORQ SI, SI
+	MOVQ BX, DI
+
+by4_2:
+	CMPQ        DI, $+32
+	JLT         by1_3
+	VMOVUPS     (CX)(SI*4), Y4
+	VFMADD231PS (DX)(SI*4), Y4, Y0
+	VMOVUPS     32(CX)(SI*4), Y4
+	VFMADD231PS 32(DX)(SI*4), Y4, Y1
+	VMOVUPS     64(CX)(SI*4), Y4
+	VFMADD231PS 64(DX)(SI*4), Y4, Y2
+	VMOVUPS     96(CX)(SI*4), Y4
+	VFMADD231PS 96(DX)(SI*4), Y4, Y3
+	ADDQ        $+32, SI
+	SUBQ        $+32, DI
+	JMP         by4_2
+
+by1_3:
+	CMPQ        DI, $+8
+	JLT         tail_4
+	VMOVUPS     (CX)(SI*4), Y4
+	VFMADD231PS (DX)(SI*4), Y4, Y0
+	ADDQ        $+8, SI
+	SUBQ        $+8, DI
+	JMP         by1_3
+
+tail_4:
+	TESTQ       DI, DI
+	JZ          next_5
+	LEAQ        lanemask8<>+0(SB), R8
+	NEGQ        DI
+	VMOVDQU     32(R8)(DI*4), Y4
+	VMASKMOVPS  (CX)(SI*4), Y4, Y5
+	VMASKMOVPS  (DX)(SI*4), Y4, Y4
+	VFMADD231PS Y4, Y5, Y1
+
+next_5:
+	ADDQ         $+512, CX
+	ADDQ         $+512, DX
+	DECQ         AX
+	JNZ          row_1
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VPERMILPS    $0x4e, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, ret+56(FP)
+	VZEROUPPER
+	RET
+
 // func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 // Requires: AVX, FMA3, MMX+
 TEXT ·gemmTileAVX2(SB), NOSPLIT, $0-233
@@ -2682,24 +3070,6 @@ nextbpack:
 ret:
 	VZEROUPPER
 	RET
-
-DATA lanemask8<>+0(SB)/4, $0xffffffff
-DATA lanemask8<>+4(SB)/4, $0xffffffff
-DATA lanemask8<>+8(SB)/4, $0xffffffff
-DATA lanemask8<>+12(SB)/4, $0xffffffff
-DATA lanemask8<>+16(SB)/4, $0xffffffff
-DATA lanemask8<>+20(SB)/4, $0xffffffff
-DATA lanemask8<>+24(SB)/4, $0xffffffff
-DATA lanemask8<>+28(SB)/4, $0xffffffff
-DATA lanemask8<>+32(SB)/4, $0x00000000
-DATA lanemask8<>+36(SB)/4, $0x00000000
-DATA lanemask8<>+40(SB)/4, $0x00000000
-DATA lanemask8<>+44(SB)/4, $0x00000000
-DATA lanemask8<>+48(SB)/4, $0x00000000
-DATA lanemask8<>+52(SB)/4, $0x00000000
-DATA lanemask8<>+56(SB)/4, $0x00000000
-DATA lanemask8<>+60(SB)/4, $0x00000000
-GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 DATA gemm_mask16<>+0(SB)/4, $0xffffffff
 DATA gemm_mask16<>+4(SB)/4, $0xffffffff

@@ -5,6 +5,27 @@ package enc_fixed_random
 
 import kernels "github.com/synthgen/synthgen/runtime/kernels"
 
+func triScaleAvx2Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriScale(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triScaleAVX2(t, alpha, x, y)
+}
+func triAxpyAvx2Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriAxpy(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triAxpyAVX2(t, alpha, x, y)
+}
+func triDotAvx2Checked(t int, x []float32, y []float32) float32 {
+	checkTriDot(t, x, y)
+	if t == 0 {
+		return 0
+	}
+	return triDotAVX2(t, x, y)
+}
 func gemmTileAvx2Checked(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
 	checkGemmTile(6, 16, kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
 	// Nothing to write: no tile, no row sums, no copies.
@@ -101,6 +122,27 @@ func gemvDVAvx2Checked(t int, x []float32, w []float32, bias []float32, y []floa
 		return
 	}
 	gemvDVAVX2(t, x, w, bias, y)
+}
+func triScaleAvx512Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriScale(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triScaleAVX512(t, alpha, x, y)
+}
+func triAxpyAvx512Checked(t int, alpha float32, x []float32, y []float32) {
+	checkTriAxpy(t, alpha, x, y)
+	if t == 0 {
+		return
+	}
+	triAxpyAVX512(t, alpha, x, y)
+}
+func triDotAvx512Checked(t int, x []float32, y []float32) float32 {
+	checkTriDot(t, x, y)
+	if t == 0 {
+		return 0
+	}
+	return triDotAVX512(t, x, y)
 }
 func gemmTileAvx512Checked(kc int, a []float32, ai, ap, at int, b []float32, bp int, c []float32, ldc, mr, nr int, bias, asum, apack, bpack []float32, overwrite bool) {
 	checkGemmTile(8, 32, kc, a, ai, ap, at, b, bp, c, ldc, mr, nr, bias, asum, apack, bpack)
@@ -218,6 +260,9 @@ func sets() []kernels.Set {
 		LayerNormGrad: layerNormGradAvx2Checked,
 		SoftmaxScale:  softmaxScaleAvx2Checked,
 		SoftmaxStats:  softmaxStatsAvx2Checked,
+		TriAxpy:       triAxpyAvx2Checked,
+		TriDot:        triDotAvx2Checked,
+		TriScale:      triScaleAvx2Checked,
 	}, kernels.Set{
 		AdamW:         adamWAvx512Checked,
 		Gelu:          geluAvx512Checked,
@@ -234,5 +279,8 @@ func sets() []kernels.Set {
 		LayerNormGrad: layerNormGradAvx512Checked,
 		SoftmaxScale:  softmaxScaleAvx512Checked,
 		SoftmaxStats:  softmaxStatsAvx512Checked,
+		TriAxpy:       triAxpyAvx512Checked,
+		TriDot:        triDotAvx512Checked,
+		TriScale:      triScaleAvx512Checked,
 	}}
 }
