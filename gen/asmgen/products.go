@@ -732,15 +732,17 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 			}
 			xj := k.gp(c.Param("x").Base()) // row j0 of x (row 0 for a bidirectional spec)
 			tmp := c.GP64()
+			if !bidi {
+				c.MOVQ(j0, tmp)
+				c.IMUL3Q(synImm(4*LX), tmp, tmp)
+				c.ADDQ(tmp, xj)
+			}
 			dcj := k.gp(c.Param("dc").Base()) // dc[j0, j0] (dc[0, j0])
 			cnt := c.GP64()
 			if bidi {
 				c.LEAQ(synMemIdx(dcj, 0, j0, 4), dcj)
 				c.MOVQ(t, cnt) // every row i < t: no corner
 			} else {
-				c.MOVQ(j0, tmp)
-				c.IMUL3Q(synImm(4*LX), tmp, tmp)
-				c.ADDQ(tmp, xj)
 				c.MOVQ(j0, tmp)
 				c.IMUL3Q(synImm(4*(N+1)), tmp, tmp)
 				c.ADDQ(tmp, dcj)

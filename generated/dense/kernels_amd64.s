@@ -5240,10 +5240,10 @@ blocks_1:
 	VXORPS       Z14, Z14, Z14
 	VXORPS       Z15, Z15, Z15
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -5436,10 +5436,10 @@ blocksrem_2:
 	VXORPS       Z6, Z6, Z6
 	VXORPS       Z7, Z7, Z7
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -5525,10 +5525,10 @@ skip_4:
 	VXORPS       Z2, Z2, Z2
 	VXORPS       Z3, Z3, Z3
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -5579,10 +5579,10 @@ skip_6:
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	MOVQ   x_base+32(FP), DX
-	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+512, BX, BX
 	ADDQ   BX, DX
+	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+516, BX, BX
 	ADDQ   BX, SI
@@ -13173,10 +13173,10 @@ blocks_1:
 	VXORPS       Y10, Y10, Y10
 	VXORPS       Y11, Y11, Y11
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -13308,10 +13308,10 @@ rows_3:
 	VXORPS       Y10, Y10, Y10
 	VXORPS       Y11, Y11, Y11
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -13447,10 +13447,10 @@ blocksrem_2:
 	VXORPS       Y6, Y6, Y6
 	VXORPS       Y7, Y7, Y7
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -13533,10 +13533,10 @@ rows_6:
 	VXORPS       Y6, Y6, Y6
 	VXORPS       Y7, Y7, Y7
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -13622,10 +13622,10 @@ skip_5:
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -13671,10 +13671,10 @@ rows_9:
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -13725,10 +13725,10 @@ skip_8:
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	MOVQ   x_base+32(FP), DX
-	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+512, BX, BX
 	ADDQ   BX, DX
+	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+516, BX, BX
 	ADDQ   BX, SI
@@ -13760,10 +13760,10 @@ rows_12:
 	VXORPS       Y0, Y0, Y0
 	VXORPS       Y1, Y1, Y1
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+512, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI

@@ -4595,10 +4595,10 @@ blocks_1:
 	VXORPS           Z6, Z6, Z6
 	VXORPS           Z7, Z7, Z7
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+32, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+516, BX, BX
 	ADDQ             BX, SI
@@ -4701,10 +4701,10 @@ blocksrem_2:
 	VXORPS           Z2, Z2, Z2
 	VXORPS           Z3, Z3, Z3
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+32, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+516, BX, BX
 	ADDQ             BX, SI
@@ -4762,10 +4762,10 @@ skip_4:
 	VXORPS           Z0, Z0, Z0
 	VXORPS           Z1, Z1, Z1
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+32, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+516, BX, BX
 	ADDQ             BX, SI
@@ -4807,10 +4807,10 @@ skip_6:
 	KMOVW  DX, K1
 	VXORPS Z0, Z0, Z0
 	MOVQ   x_base+32(FP), DX
-	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+32, BX, BX
 	ADDQ   BX, DX
+	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+516, BX, BX
 	ADDQ   BX, SI
@@ -11425,10 +11425,10 @@ blocks_1:
 	VXORPS       Y6, Y6, Y6
 	VXORPS       Y7, Y7, Y7
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+32, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -11557,10 +11557,10 @@ blocksrem_2:
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+32, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -11622,10 +11622,10 @@ skip_4:
 	VXORPS       Y0, Y0, Y0
 	VXORPS       Y1, Y1, Y1
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+32, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+516, BX, BX
 	ADDQ         BX, SI
@@ -11666,10 +11666,10 @@ skip_6:
 	JLT    skip_8
 	VXORPS Y0, Y0, Y0
 	MOVQ   x_base+32(FP), DX
-	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+32, BX, BX
 	ADDQ   BX, DX
+	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+516, BX, BX
 	ADDQ   BX, SI

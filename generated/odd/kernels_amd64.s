@@ -4834,10 +4834,10 @@ blocks_1:
 	VXORPS           Z6, Z6, Z6
 	VXORPS           Z7, Z7, Z7
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+144, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -4940,10 +4940,10 @@ blocksrem_2:
 	VXORPS           Z2, Z2, Z2
 	VXORPS           Z3, Z3, Z3
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+144, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -5001,10 +5001,10 @@ skip_4:
 	VXORPS           Z0, Z0, Z0
 	VXORPS           Z1, Z1, Z1
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+144, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -5046,10 +5046,10 @@ skip_6:
 	KMOVW  DX, K1
 	VXORPS Z0, Z0, Z0
 	MOVQ   x_base+32(FP), DX
-	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+144, BX, BX
 	ADDQ   BX, DX
+	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+244, BX, BX
 	ADDQ   BX, SI
@@ -7625,10 +7625,10 @@ blocks_1:
 	VXORPS           Z6, Z6, Z6
 	VXORPS           Z7, Z7, Z7
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+144, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -7731,10 +7731,10 @@ blocksrem_2:
 	VXORPS           Z2, Z2, Z2
 	VXORPS           Z3, Z3, Z3
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+144, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -7792,10 +7792,10 @@ skip_4:
 	VXORPS           Z0, Z0, Z0
 	VXORPS           Z1, Z1, Z1
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+144, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -7837,10 +7837,10 @@ skip_6:
 	KMOVW  DX, K1
 	VXORPS Z0, Z0, Z0
 	MOVQ   x_base+32(FP), DX
-	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+144, BX, BX
 	ADDQ   BX, DX
+	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+244, BX, BX
 	ADDQ   BX, SI
@@ -9632,10 +9632,10 @@ blocks_1:
 	VXORPS           Z6, Z6, Z6
 	VXORPS           Z7, Z7, Z7
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+20, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -9738,10 +9738,10 @@ blocksrem_2:
 	VXORPS           Z2, Z2, Z2
 	VXORPS           Z3, Z3, Z3
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+20, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -9799,10 +9799,10 @@ skip_4:
 	VXORPS           Z0, Z0, Z0
 	VXORPS           Z1, Z1, Z1
 	MOVQ             x_base+32(FP), DX
-	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+20, BX, BX
 	ADDQ             BX, DX
+	MOVQ             dc_base+8(FP), SI
 	MOVQ             CX, BX
 	IMUL3Q           $+244, BX, BX
 	ADDQ             BX, SI
@@ -9844,10 +9844,10 @@ skip_6:
 	KMOVW  DX, K1
 	VXORPS Z0, Z0, Z0
 	MOVQ   x_base+32(FP), DX
-	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+20, BX, BX
 	ADDQ   BX, DX
+	MOVQ   dc_base+8(FP), SI
 	MOVQ   CX, BX
 	IMUL3Q $+244, BX, BX
 	ADDQ   BX, SI
@@ -16557,10 +16557,10 @@ blocks_1:
 	VXORPS       Y9, Y9, Y9
 	VXORPS       Y10, Y10, Y10
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+144, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -16678,10 +16678,10 @@ blocksrem_2:
 	VXORPS       Y7, Y7, Y7
 	VXORPS       Y8, Y8, Y8
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+144, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -16772,10 +16772,10 @@ skip_4:
 	VXORPS       Y3, Y3, Y3
 	VXORPS       Y4, Y4, Y4
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+144, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -16829,10 +16829,10 @@ skip_6:
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	MOVQ    x_base+32(FP), DX
-	MOVQ    dc_base+8(FP), SI
 	MOVQ    CX, BX
 	IMUL3Q  $+144, BX, BX
 	ADDQ    BX, DX
+	MOVQ    dc_base+8(FP), SI
 	MOVQ    CX, BX
 	IMUL3Q  $+244, BX, BX
 	ADDQ    BX, SI
@@ -19217,10 +19217,10 @@ blocks_1:
 	VXORPS       Y9, Y9, Y9
 	VXORPS       Y10, Y10, Y10
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+144, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -19338,10 +19338,10 @@ blocksrem_2:
 	VXORPS       Y7, Y7, Y7
 	VXORPS       Y8, Y8, Y8
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+144, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -19432,10 +19432,10 @@ skip_4:
 	VXORPS       Y3, Y3, Y3
 	VXORPS       Y4, Y4, Y4
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+144, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -19489,10 +19489,10 @@ skip_6:
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	MOVQ    x_base+32(FP), DX
-	MOVQ    dc_base+8(FP), SI
 	MOVQ    CX, BX
 	IMUL3Q  $+144, BX, BX
 	ADDQ    BX, DX
+	MOVQ    dc_base+8(FP), SI
 	MOVQ    CX, BX
 	IMUL3Q  $+244, BX, BX
 	ADDQ    BX, SI
@@ -21107,10 +21107,10 @@ blocks_1:
 	VXORPS       Y7, Y7, Y7
 	VXORPS       Y8, Y8, Y8
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+20, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -21248,10 +21248,10 @@ blocksrem_2:
 	VXORPS       Y3, Y3, Y3
 	VXORPS       Y4, Y4, Y4
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+20, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -21318,10 +21318,10 @@ skip_4:
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	MOVQ         x_base+32(FP), DX
-	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+20, BX, BX
 	ADDQ         BX, DX
+	MOVQ         dc_base+8(FP), SI
 	MOVQ         CX, BX
 	IMUL3Q       $+244, BX, BX
 	ADDQ         BX, SI
@@ -21365,10 +21365,10 @@ skip_6:
 	VMOVDQU lanemask8<>+12(SB), Y0
 	VXORPS  Y1, Y1, Y1
 	MOVQ    x_base+32(FP), DX
-	MOVQ    dc_base+8(FP), SI
 	MOVQ    CX, BX
 	IMUL3Q  $+20, BX, BX
 	ADDQ    BX, DX
+	MOVQ    dc_base+8(FP), SI
 	MOVQ    CX, BX
 	IMUL3Q  $+244, BX, BX
 	ADDQ    BX, SI
