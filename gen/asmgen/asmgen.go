@@ -110,6 +110,7 @@ var emitters = map[catalog.Kind]emitter{
 var unmaskedAsm = map[catalog.Kind]bool{
 	catalog.TriScale: true, catalog.TriAxpy: true, catalog.TriDot: true,
 	catalog.Product: true, catalog.ProductBackX: true, catalog.ProductBackW: true,
+	catalog.Tile: true, catalog.TileBack: true,
 }
 
 // Has reports whether there is assembly for op under cfg: every kind has,

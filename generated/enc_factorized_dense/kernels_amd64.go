@@ -5,6 +5,12 @@
 package enc_factorized_dense
 
 //go:noescape
+func factDenseLogitsAVX512(t int, fa []float32, fb []float32, c []float32)
+
+//go:noescape
+func factDenseLogitsBackAVX512(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32)
+
+//go:noescape
 func triScaleAVX512(t int, alpha float32, x []float32, y []float32)
 
 //go:noescape
@@ -51,6 +57,12 @@ func gemvFDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
 
 //go:noescape
 func gemvDVAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
+
+//go:noescape
+func factDenseLogitsAVX2(t int, fa []float32, fb []float32, c []float32)
+
+//go:noescape
+func factDenseLogitsBackAVX2(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32)
 
 //go:noescape
 func triScaleAVX2(t int, alpha float32, x []float32, y []float32)

@@ -4,6 +4,165 @@
 
 #include "textflag.h"
 
+// func factDenseLogitsAVX512(t int, fa []float32, fb []float32, c []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·factDenseLogitsAVX512(SB), NOSPLIT, $0-80
+	MOVQ t+0(FP), AX
+	MOVQ fa_base+8(FP), CX
+	MOVQ fb_base+32(FP), DX
+	MOVQ c_base+56(FP), BX
+	XORQ SI, SI
+	MOVQ AX, DI
+
+divfb_1:
+	CMPQ DI, $+16
+	JLT  divfbdone_2
+	SUBQ $+16, DI
+	INCQ SI
+	JMP  divfb_1
+
+divfbdone_2:
+row_3:
+	VMOVUPS (DX), Z0
+	XORQ    R8, R8
+	MOVQ    BX, R9
+	TESTQ   SI, SI
+	JZ      part_4
+
+seg_6:
+	VBROADCASTSS (CX)(R8*4), Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, (R9)
+	INCQ         R8
+	ADDQ         $+64, R9
+	CMPQ         R8, SI
+	JLT          seg_6
+
+part_4:
+	TESTQ        DI, DI
+	JZ           next_5
+	VBROADCASTSS (CX)(R8*4), Z1
+	MOVQ         DI, R8
+	CMPQ         R8, $+16
+	JLE          min_7
+	MOVQ         $+16, R8
+
+min_7:
+	MOVL    $0x0000ffff, R10
+	BZHIL   R8, R10, R10
+	KMOVW   R10, K1
+	VMULPS  Z0, Z1, Z0
+	VMOVUPS Z0, K1, (R9)
+
+next_5:
+	ADDQ $+128, CX
+	ADDQ $+256, DX
+	ADDQ $+512, BX
+	DECQ AX
+	JNZ  row_3
+	VZEROUPPER
+	RET
+
+// func factDenseLogitsBackAVX512(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
+TEXT ·factDenseLogitsBackAVX512(SB), NOSPLIT, $0-128
+	MOVQ t+0(FP), AX
+	MOVQ fa_base+32(FP), CX
+	MOVQ fb_base+56(FP), DX
+	MOVQ dc_base+8(FP), BX
+	MOVQ dfa_base+80(FP), SI
+	MOVQ dfb_base+104(FP), DI
+	XORQ R8, R8
+	MOVQ AX, R9
+
+divfb_1:
+	CMPQ R9, $+16
+	JLT  divfbdone_2
+	SUBQ $+16, R9
+	INCQ R8
+	JMP  divfb_1
+
+divfbdone_2:
+row_3:
+	VMOVUPS (DX), Z0
+	VXORPS  Z1, Z1, Z1
+	XORQ    R10, R10
+	MOVQ    BX, R11
+	TESTQ   R8, R8
+	JZ      part_5
+
+seg_4:
+	VBROADCASTSS  (CX)(R10*4), Z2
+	VMOVUPS       (R11), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	VMULPS        Z0, Z3, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VADDPS        Y2, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X2
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSHDUP     X2, X3
+	VADDSS        X3, X2, X2
+	VMOVSS        X2, (SI)(R10*4)
+	INCQ          R10
+	ADDQ          $+64, R11
+	CMPQ          R10, R8
+	JLT           seg_4
+
+part_5:
+	TESTQ        R9, R9
+	JZ           done_7
+	VBROADCASTSS (CX)(R10*4), Z2
+	VXORPS       Z3, Z3, Z3
+	MOVQ         R9, R12
+	CMPQ         R12, $+16
+	JLE          min_8
+	MOVQ         $+16, R12
+
+min_8:
+	MOVL          $0x0000ffff, R13
+	BZHIL         R12, R13, R13
+	KMOVW         R13, K1
+	VMOVUPS.Z     (R11), K1, Z4
+	VFMADD231PS   Z4, Z2, Z1
+	VFMADD231PS   Z0, Z4, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X2
+	VADDPS        X0, X2, X2
+	VPERMILPS     $0x4e, X2, X0
+	VADDPS        X0, X2, X2
+	VMOVSHDUP     X2, X0
+	VADDSS        X0, X2, X2
+	VMOVSS        X2, (SI)(R10*4)
+
+done_7:
+	VMOVUPS Z1, (DI)
+	MOVQ    R8, R10
+	TESTQ   R9, R9
+	JZ      zerofrom_10
+	INCQ    R10
+
+zerofrom_10:
+zero_9:
+	CMPQ R10, $+8
+	JGE  zerodone_11
+	MOVL $0x00000000, (SI)(R10*4)
+	INCQ R10
+	JMP  zero_9
+
+zerodone_11:
+	ADDQ $+128, CX
+	ADDQ $+256, DX
+	ADDQ $+512, BX
+	ADDQ $+128, SI
+	ADDQ $+256, DI
+	DECQ AX
+	JNZ  row_3
+	VZEROUPPER
+	RET
+
 // func triScaleAVX512(t int, alpha float32, x []float32, y []float32)
 // Requires: AVX, AVX512F, BMI2
 TEXT ·triScaleAVX512(SB), NOSPLIT, $0-64
@@ -2191,6 +2350,219 @@ done_1:
 	VZEROUPPER
 	RET
 
+// func factDenseLogitsAVX2(t int, fa []float32, fb []float32, c []float32)
+// Requires: AVX
+TEXT ·factDenseLogitsAVX2(SB), NOSPLIT, $0-80
+	MOVQ t+0(FP), AX
+	MOVQ fa_base+8(FP), CX
+	MOVQ fb_base+32(FP), DX
+	MOVQ c_base+56(FP), BX
+	XORQ SI, SI
+	MOVQ AX, DI
+
+divfb_1:
+	CMPQ DI, $+16
+	JLT  divfbdone_2
+	SUBQ $+16, DI
+	INCQ SI
+	JMP  divfb_1
+
+divfbdone_2:
+row_3:
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	XORQ    R8, R8
+	MOVQ    BX, R9
+	TESTQ   SI, SI
+	JZ      part_4
+
+seg_6:
+	VBROADCASTSS (CX)(R8*4), Y2
+	VMULPS       Y0, Y2, Y3
+	VMOVUPS      Y3, (R9)
+	VMULPS       Y1, Y2, Y2
+	VMOVUPS      Y2, 32(R9)
+	INCQ         R8
+	ADDQ         $+64, R9
+	CMPQ         R8, SI
+	JLT          seg_6
+
+part_4:
+	TESTQ        DI, DI
+	JZ           next_5
+	VBROADCASTSS (CX)(R8*4), Y2
+	MOVQ         DI, R8
+	CMPQ         R8, $+8
+	JLE          min_7
+	MOVQ         $+8, R8
+
+min_7:
+	LEAQ       lanemask8<>+0(SB), R10
+	NEGQ       R8
+	VMOVDQU    32(R10)(R8*4), Y3
+	VMULPS     Y0, Y2, Y0
+	VMASKMOVPS Y0, Y3, (R9)
+	MOVQ       DI, R8
+	SUBQ       $+8, R8
+	CMPQ       R8, $+0
+	JLE        next_5
+	CMPQ       R8, $+8
+	JLE        min_8
+	MOVQ       $+8, R8
+
+min_8:
+	LEAQ       lanemask8<>+0(SB), R10
+	NEGQ       R8
+	VMOVDQU    32(R10)(R8*4), Y0
+	VMULPS     Y1, Y2, Y1
+	VMASKMOVPS Y1, Y0, 32(R9)
+
+next_5:
+	ADDQ $+128, CX
+	ADDQ $+256, DX
+	ADDQ $+512, BX
+	DECQ AX
+	JNZ  row_3
+	VZEROUPPER
+	RET
+
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
+
+// func factDenseLogitsBackAVX2(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32)
+// Requires: AVX, FMA3
+TEXT ·factDenseLogitsBackAVX2(SB), NOSPLIT, $0-128
+	MOVQ t+0(FP), AX
+	MOVQ fa_base+32(FP), CX
+	MOVQ fb_base+56(FP), DX
+	MOVQ dc_base+8(FP), BX
+	MOVQ dfa_base+80(FP), SI
+	MOVQ dfb_base+104(FP), DI
+	XORQ R8, R8
+	MOVQ AX, R9
+
+divfb_1:
+	CMPQ R9, $+16
+	JLT  divfbdone_2
+	SUBQ $+16, R9
+	INCQ R8
+	JMP  divfb_1
+
+divfbdone_2:
+row_3:
+	VMOVUPS (DX), Y0
+	VXORPS  Y1, Y1, Y1
+	VMOVUPS 32(DX), Y2
+	VXORPS  Y3, Y3, Y3
+	XORQ    R10, R10
+	MOVQ    BX, R11
+	TESTQ   R8, R8
+	JZ      part_5
+
+seg_4:
+	VBROADCASTSS (CX)(R10*4), Y4
+	VMOVUPS      (R11), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      32(R11), Y6
+	VFMADD231PS  Y6, Y4, Y3
+	VFMADD231PS  Y2, Y6, Y5
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0x4e, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (SI)(R10*4)
+	INCQ         R10
+	ADDQ         $+64, R11
+	CMPQ         R10, R8
+	JLT          seg_4
+
+part_5:
+	TESTQ        R9, R9
+	JZ           done_7
+	VBROADCASTSS (CX)(R10*4), Y4
+	VXORPS       Y5, Y5, Y5
+	MOVQ         R9, R12
+	CMPQ         R12, $+8
+	JLE          min_8
+	MOVQ         $+8, R12
+
+min_8:
+	LEAQ        lanemask8<>+0(SB), R13
+	NEGQ        R12
+	VMOVDQU     32(R13)(R12*4), Y6
+	VMASKMOVPS  (R11), Y6, Y6
+	VFMADD231PS Y6, Y4, Y1
+	VFMADD231PS Y0, Y6, Y5
+	MOVQ        R9, R12
+	SUBQ        $+8, R12
+	CMPQ        R12, $+0
+	JLE         partend_6
+	CMPQ        R12, $+8
+	JLE         min_9
+	MOVQ        $+8, R12
+
+min_9:
+	LEAQ        lanemask8<>+0(SB), R13
+	NEGQ        R12
+	VMOVDQU     32(R13)(R12*4), Y0
+	VMASKMOVPS  32(R11), Y0, Y0
+	VFMADD231PS Y0, Y4, Y3
+	VFMADD231PS Y2, Y0, Y5
+
+partend_6:
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X5, X0, X0
+	VPERMILPS    $0x4e, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (SI)(R10*4)
+
+done_7:
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y3, 32(DI)
+	MOVQ    R8, R10
+	TESTQ   R9, R9
+	JZ      zerofrom_11
+	INCQ    R10
+
+zerofrom_11:
+zero_10:
+	CMPQ R10, $+8
+	JGE  zerodone_12
+	MOVL $0x00000000, (SI)(R10*4)
+	INCQ R10
+	JMP  zero_10
+
+zerodone_12:
+	ADDQ $+128, CX
+	ADDQ $+256, DX
+	ADDQ $+512, BX
+	ADDQ $+128, SI
+	ADDQ $+256, DI
+	DECQ AX
+	JNZ  row_3
+	VZEROUPPER
+	RET
+
 // func triScaleAVX2(t int, alpha float32, x []float32, y []float32)
 // Requires: AVX
 TEXT ·triScaleAVX2(SB), NOSPLIT, $0-64
@@ -2245,24 +2617,6 @@ next_5:
 	JNZ  row_1
 	VZEROUPPER
 	RET
-
-DATA lanemask8<>+0(SB)/4, $0xffffffff
-DATA lanemask8<>+4(SB)/4, $0xffffffff
-DATA lanemask8<>+8(SB)/4, $0xffffffff
-DATA lanemask8<>+12(SB)/4, $0xffffffff
-DATA lanemask8<>+16(SB)/4, $0xffffffff
-DATA lanemask8<>+20(SB)/4, $0xffffffff
-DATA lanemask8<>+24(SB)/4, $0xffffffff
-DATA lanemask8<>+28(SB)/4, $0xffffffff
-DATA lanemask8<>+32(SB)/4, $0x00000000
-DATA lanemask8<>+36(SB)/4, $0x00000000
-DATA lanemask8<>+40(SB)/4, $0x00000000
-DATA lanemask8<>+44(SB)/4, $0x00000000
-DATA lanemask8<>+48(SB)/4, $0x00000000
-DATA lanemask8<>+52(SB)/4, $0x00000000
-DATA lanemask8<>+56(SB)/4, $0x00000000
-DATA lanemask8<>+60(SB)/4, $0x00000000
-GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 // func triAxpyAVX2(t int, alpha float32, x []float32, y []float32)
 // Requires: AVX, FMA3

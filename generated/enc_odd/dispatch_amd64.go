@@ -68,6 +68,20 @@ func factRandomLogitsBackWAvx2Checked(t int, dc []float32, x []float32, dw []flo
 	}
 	factRandomLogitsBackWAVX2(t, dc, x, dw, dbias, scale)
 }
+func factDenseLogitsAvx2Checked(t int, fa []float32, fb []float32, c []float32) {
+	checkFactDenseLogits(t, fa, fb, c)
+	if t == 0 {
+		return
+	}
+	factDenseLogitsAVX2(t, fa, fb, c)
+}
+func factDenseLogitsBackAvx2Checked(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32) {
+	checkFactDenseLogitsBack(t, dc, fa, fb, dfa, dfb)
+	if t == 0 {
+		return
+	}
+	factDenseLogitsBackAVX2(t, dc, fa, fb, dfa, dfb)
+}
 func triScaleAvx2Checked(t int, alpha float32, x []float32, y []float32) {
 	checkTriScale(t, alpha, x, y)
 	if t == 0 {
@@ -249,6 +263,20 @@ func factRandomLogitsBackWAvx512Checked(t int, dc []float32, x []float32, dw []f
 	}
 	factRandomLogitsBackWAVX512(t, dc, x, dw, dbias, scale)
 }
+func factDenseLogitsAvx512Checked(t int, fa []float32, fb []float32, c []float32) {
+	checkFactDenseLogits(t, fa, fb, c)
+	if t == 0 {
+		return
+	}
+	factDenseLogitsAVX512(t, fa, fb, c)
+}
+func factDenseLogitsBackAvx512Checked(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32) {
+	checkFactDenseLogitsBack(t, dc, fa, fb, dfa, dfb)
+	if t == 0 {
+		return
+	}
+	factDenseLogitsBackAVX512(t, dc, fa, fb, dfa, dfb)
+}
 func triScaleAvx512Checked(t int, alpha float32, x []float32, y []float32) {
 	checkTriScale(t, alpha, x, y)
 	if t == 0 {
@@ -375,6 +403,8 @@ func sets() []kernels.Set {
 		DenseLogits:           denseLogitsAvx2Checked,
 		DenseLogitsBackW:      denseLogitsBackWAvx2Checked,
 		DenseLogitsBackX:      denseLogitsBackXAvx2Checked,
+		FactDenseLogits:       factDenseLogitsAvx2Checked,
+		FactDenseLogitsBack:   factDenseLogitsBackAvx2Checked,
 		FactRandomLogits:      factRandomLogitsAvx2Checked,
 		FactRandomLogitsBackW: factRandomLogitsBackWAvx2Checked,
 		FactRandomLogitsBackX: factRandomLogitsBackXAvx2Checked,
@@ -403,6 +433,8 @@ func sets() []kernels.Set {
 		DenseLogits:           denseLogitsAvx512Checked,
 		DenseLogitsBackW:      denseLogitsBackWAvx512Checked,
 		DenseLogitsBackX:      denseLogitsBackXAvx512Checked,
+		FactDenseLogits:       factDenseLogitsAvx512Checked,
+		FactDenseLogitsBack:   factDenseLogitsBackAvx512Checked,
 		FactRandomLogits:      factRandomLogitsAvx512Checked,
 		FactRandomLogitsBackW: factRandomLogitsBackWAvx512Checked,
 		FactRandomLogitsBackX: factRandomLogitsBackXAvx512Checked,

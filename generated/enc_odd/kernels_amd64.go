@@ -32,6 +32,12 @@ func factRandomLogitsBackXAVX512(t int, dc []float32, w []float32, dx []float32,
 func factRandomLogitsBackWAVX512(t int, dc []float32, x []float32, dw []float32, dbias []float32, scale float32)
 
 //go:noescape
+func factDenseLogitsAVX512(t int, fa []float32, fb []float32, c []float32)
+
+//go:noescape
+func factDenseLogitsBackAVX512(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32)
+
+//go:noescape
 func triScaleAVX512(t int, alpha float32, x []float32, y []float32)
 
 //go:noescape
@@ -105,6 +111,12 @@ func factRandomLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, s
 
 //go:noescape
 func factRandomLogitsBackWAVX2(t int, dc []float32, x []float32, dw []float32, dbias []float32, scale float32)
+
+//go:noescape
+func factDenseLogitsAVX2(t int, fa []float32, fb []float32, c []float32)
+
+//go:noescape
+func factDenseLogitsBackAVX2(t int, dc []float32, fa []float32, fb []float32, dfa []float32, dfb []float32)
 
 //go:noescape
 func triScaleAVX2(t int, alpha float32, x []float32, y []float32)
