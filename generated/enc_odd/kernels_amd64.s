@@ -4,6 +4,1700 @@
 
 #include "textflag.h"
 
+// func softmaxValueAVX512(t int, b []float32, a []float32, v []float32, y []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·softmaxValueAVX512(SB), NOSPLIT, $0-104
+	MOVL  $0x00000fff, AX
+	KMOVW AX, K1
+	MOVQ  t+0(FP), AX
+	SUBQ  $0x00000008, AX
+
+sv_blocks_3:
+	CMPQ         AX, $0x00000000
+	JL           sv_singles_2
+	MOVQ         b_base+8(FP), CX
+	IMUL3Q       $0x000000f0, AX, DX
+	ADDQ         DX, CX
+	MOVQ         a_base+32(FP), DX
+	IMUL3Q       $0x000000f0, AX, BX
+	ADDQ         BX, DX
+	MOVQ         t+0(FP), BX
+	MOVQ         BX, SI
+	ANDQ         $0xfffffff0, BX
+	SUBQ         BX, SI
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z1
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z2
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z3
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z4
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z5
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z6
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z7
+	XORQ         DI, DI
+
+sv_max_4:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_5
+	VMAXPS (CX)(DI*4), Z0, Z0
+	VMAXPS 240(CX)(DI*4), Z1, Z1
+	VMAXPS 480(CX)(DI*4), Z2, Z2
+	VMAXPS 720(CX)(DI*4), Z3, Z3
+	VMAXPS 960(CX)(DI*4), Z4, Z4
+	VMAXPS 1200(CX)(DI*4), Z5, Z5
+	VMAXPS 1440(CX)(DI*4), Z6, Z6
+	VMAXPS 1680(CX)(DI*4), Z7, Z7
+	ADDQ   $0x00000010, DI
+	JMP    sv_max_4
+
+sv_max_tail_5:
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    (CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z0, K2, Z0
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    240(CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z1, K2, Z1
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    480(CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z2, K2, Z2
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    720(CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z3, K2, Z3
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    960(CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z4, K2, Z4
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    1200(CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z5, K2, Z5
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    1440(CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z6, K2, Z6
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    1680(CX)(DI*4), K2, Z8
+	VMAXPS       Z8, Z7, K2, Z7
+	VSHUFF64X2   $0x4e, Z0, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z0, Z8, Z0
+	VSHUFF64X2   $0x4e, Z1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VSHUFF64X2   $0xb1, Z1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z1, Z8, Z1
+	VSHUFF64X2   $0x4e, Z2, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VSHUFF64X2   $0xb1, Z2, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z2, Z8, Z2
+	VSHUFF64X2   $0x4e, Z3, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VSHUFF64X2   $0xb1, Z3, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VPERMILPS    $0x4e, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VPERMILPS    $0xb1, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z3, Z8, Z3
+	VSHUFF64X2   $0x4e, Z4, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VSHUFF64X2   $0xb1, Z4, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z4, Z8, Z4
+	VSHUFF64X2   $0x4e, Z5, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VSHUFF64X2   $0xb1, Z5, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VPERMILPS    $0x4e, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VPERMILPS    $0xb1, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z5, Z8, Z5
+	VSHUFF64X2   $0x4e, Z6, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VSHUFF64X2   $0xb1, Z6, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z6, Z8, Z6
+	VSHUFF64X2   $0x4e, Z7, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VSHUFF64X2   $0xb1, Z7, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z7, Z8, Z7
+	VXORPS       Z8, Z8, Z8
+	VXORPS       Z9, Z9, Z9
+	VXORPS       Z10, Z10, Z10
+	VXORPS       Z11, Z11, Z11
+	VXORPS       Z12, Z12, Z12
+	VXORPS       Z13, Z13, Z13
+	VXORPS       Z14, Z14, Z14
+	VXORPS       Z15, Z15, Z15
+	XORQ         DI, DI
+
+sv_exp_6:
+	CMPQ             DI, BX
+	JAE              sv_exp_tail_7
+	VMOVUPS          (CX)(DI*4), Z16
+	VSUBPS           Z0, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z8, Z8
+	VMOVUPS          Z17, (DX)(DI*4)
+	VMOVUPS          240(CX)(DI*4), Z16
+	VSUBPS           Z1, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z9, Z9
+	VMOVUPS          Z17, 240(DX)(DI*4)
+	VMOVUPS          480(CX)(DI*4), Z16
+	VSUBPS           Z2, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z10, Z10
+	VMOVUPS          Z17, 480(DX)(DI*4)
+	VMOVUPS          720(CX)(DI*4), Z16
+	VSUBPS           Z3, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z11, Z11
+	VMOVUPS          Z17, 720(DX)(DI*4)
+	VMOVUPS          960(CX)(DI*4), Z16
+	VSUBPS           Z4, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z12, Z12
+	VMOVUPS          Z17, 960(DX)(DI*4)
+	VMOVUPS          1200(CX)(DI*4), Z16
+	VSUBPS           Z5, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z13, Z13
+	VMOVUPS          Z17, 1200(DX)(DI*4)
+	VMOVUPS          1440(CX)(DI*4), Z16
+	VSUBPS           Z6, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z14, Z14
+	VMOVUPS          Z17, 1440(DX)(DI*4)
+	VMOVUPS          1680(CX)(DI*4), Z16
+	VSUBPS           Z7, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K2, Z17
+	VADDPS           Z17, Z15, Z15
+	VMOVUPS          Z17, 1680(DX)(DI*4)
+	ADDQ             $0x00000010, DI
+	JMP              sv_exp_6
+
+sv_exp_tail_7:
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        (CX)(DI*4), K2, Z16
+	VSUBPS           Z0, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z17
+	VRNDSCALEPS      $0x00, Z17, Z17
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z17, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z17, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z0
+	VSCALEFPS.Z      Z17, Z0, K3, Z0
+	VADDPS           Z0, Z8, K2, Z8
+	VMOVUPS          Z0, K2, (DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        240(CX)(DI*4), K2, Z0
+	VSUBPS           Z1, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z16
+	VRNDSCALEPS      $0x00, Z16, Z16
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z16, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z16, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z16, Z1, K3, Z1
+	VADDPS           Z1, Z9, K2, Z9
+	VMOVUPS          Z1, K2, 240(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        480(CX)(DI*4), K2, Z0
+	VSUBPS           Z2, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z10, K2, Z10
+	VMOVUPS          Z1, K2, 480(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        720(CX)(DI*4), K2, Z0
+	VSUBPS           Z3, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z11, K2, Z11
+	VMOVUPS          Z1, K2, 720(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        960(CX)(DI*4), K2, Z0
+	VSUBPS           Z4, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z12, K2, Z12
+	VMOVUPS          Z1, K2, 960(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        1200(CX)(DI*4), K2, Z0
+	VSUBPS           Z5, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z13, K2, Z13
+	VMOVUPS          Z1, K2, 1200(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        1440(CX)(DI*4), K2, Z0
+	VSUBPS           Z6, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z14, K2, Z14
+	VMOVUPS          Z1, K2, 1440(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        1680(CX)(DI*4), K2, Z0
+	VSUBPS           Z7, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z15, K2, Z15
+	VMOVUPS          Z1, K2, 1680(DX)(DI*4)
+	VSHUFF64X2       $0x4e, Z8, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VSHUFF64X2       $0xb1, Z8, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VPERMILPS        $0x4e, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VPERMILPS        $0xb1, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z0
+	VMAXPS           Z8, Z0, Z8
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z0
+	VDIVPS           Z8, Z0, Z0
+	VSHUFF64X2       $0x4e, Z9, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VSHUFF64X2       $0xb1, Z9, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VPERMILPS        $0x4e, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VPERMILPS        $0xb1, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z1
+	VMAXPS           Z9, Z1, Z9
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z1
+	VDIVPS           Z9, Z1, Z1
+	VSHUFF64X2       $0x4e, Z10, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VSHUFF64X2       $0xb1, Z10, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VPERMILPS        $0x4e, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VPERMILPS        $0xb1, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z2
+	VMAXPS           Z10, Z2, Z10
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z2
+	VDIVPS           Z10, Z2, Z2
+	VSHUFF64X2       $0x4e, Z11, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VSHUFF64X2       $0xb1, Z11, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VPERMILPS        $0x4e, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VPERMILPS        $0xb1, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z3
+	VMAXPS           Z11, Z3, Z11
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z3
+	VDIVPS           Z11, Z3, Z3
+	VSHUFF64X2       $0x4e, Z12, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VSHUFF64X2       $0xb1, Z12, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VPERMILPS        $0x4e, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VPERMILPS        $0xb1, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z4
+	VMAXPS           Z12, Z4, Z12
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z4
+	VDIVPS           Z12, Z4, Z4
+	VSHUFF64X2       $0x4e, Z13, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VSHUFF64X2       $0xb1, Z13, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VPERMILPS        $0x4e, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VPERMILPS        $0xb1, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z5
+	VMAXPS           Z13, Z5, Z13
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z5
+	VDIVPS           Z13, Z5, Z5
+	VSHUFF64X2       $0x4e, Z14, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VSHUFF64X2       $0xb1, Z14, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VPERMILPS        $0x4e, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VPERMILPS        $0xb1, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z6
+	VMAXPS           Z14, Z6, Z14
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z6
+	VDIVPS           Z14, Z6, Z6
+	VSHUFF64X2       $0x4e, Z15, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VSHUFF64X2       $0xb1, Z15, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VPERMILPS        $0x4e, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VPERMILPS        $0xb1, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z7
+	VMAXPS           Z15, Z7, Z15
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z7
+	VDIVPS           Z15, Z7, Z7
+	XORQ             CX, CX
+
+sv_scale_8:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_9
+	VMULPS  (DX)(CX*4), Z0, Z8
+	VMOVUPS Z8, (DX)(CX*4)
+	VMULPS  240(DX)(CX*4), Z1, Z8
+	VMOVUPS Z8, 240(DX)(CX*4)
+	VMULPS  480(DX)(CX*4), Z2, Z8
+	VMOVUPS Z8, 480(DX)(CX*4)
+	VMULPS  720(DX)(CX*4), Z3, Z8
+	VMOVUPS Z8, 720(DX)(CX*4)
+	VMULPS  960(DX)(CX*4), Z4, Z8
+	VMOVUPS Z8, 960(DX)(CX*4)
+	VMULPS  1200(DX)(CX*4), Z5, Z8
+	VMOVUPS Z8, 1200(DX)(CX*4)
+	VMULPS  1440(DX)(CX*4), Z6, Z8
+	VMOVUPS Z8, 1440(DX)(CX*4)
+	VMULPS  1680(DX)(CX*4), Z7, Z8
+	VMOVUPS Z8, 1680(DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     sv_scale_8
+
+sv_scale_tail_9:
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z (DX)(CX*4), K2, Z8
+	VMULPS    Z8, Z0, Z8
+	VMOVUPS   Z8, K2, (DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 240(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z1, Z0
+	VMOVUPS   Z0, K2, 240(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 480(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z2, Z0
+	VMOVUPS   Z0, K2, 480(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 720(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z3, Z0
+	VMOVUPS   Z0, K2, 720(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 960(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z4, Z0
+	VMOVUPS   Z0, K2, 960(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 1200(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z5, Z0
+	VMOVUPS   Z0, K2, 1200(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 1440(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z6, Z0
+	VMOVUPS   Z0, K2, 1440(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 1680(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z7, Z0
+	VMOVUPS   Z0, K2, 1680(DX)(CX*4)
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	VXORPS    Z5, Z5, Z5
+	VXORPS    Z6, Z6, Z6
+	VXORPS    Z7, Z7, Z7
+	MOVQ      a_base+32(FP), CX
+	IMUL3Q    $0x000000f0, AX, DX
+	ADDQ      DX, CX
+	MOVQ      v_base+56(FP), DX
+	XORQ      BX, BX
+	MOVQ      t+0(FP), SI
+
+sv_prod_10:
+	VMOVUPS.Z    (DX), K1, Z8
+	VBROADCASTSS (CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VBROADCASTSS 240(CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VBROADCASTSS 480(CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS 720(CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VBROADCASTSS 960(CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z4
+	VBROADCASTSS 1200(CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VBROADCASTSS 1440(CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VBROADCASTSS 1680(CX)(BX*4), Z9
+	VFMADD231PS  Z8, Z9, Z7
+	ADDQ         $0x00000090, DX
+	INCQ         BX
+	CMPQ         BX, SI
+	JL           sv_prod_10
+	MOVQ         y_base+80(FP), CX
+	IMUL3Q       $0x00000090, AX, DX
+	ADDQ         DX, CX
+	VMOVUPS      Z0, K1, (CX)
+	VMOVUPS      Z1, K1, 144(CX)
+	VMOVUPS      Z2, K1, 288(CX)
+	VMOVUPS      Z3, K1, 432(CX)
+	VMOVUPS      Z4, K1, 576(CX)
+	VMOVUPS      Z5, K1, 720(CX)
+	VMOVUPS      Z6, K1, 864(CX)
+	VMOVUPS      Z7, K1, 1008(CX)
+	SUBQ         $0x00000008, AX
+	JMP          sv_blocks_3
+
+sv_singles_2:
+	ADDQ $0x00000008, AX
+	XORQ CX, CX
+
+sv_single_11:
+	CMPQ         CX, AX
+	JGE          sv_done_1
+	MOVQ         b_base+8(FP), DX
+	IMUL3Q       $0x000000f0, CX, BX
+	ADDQ         BX, DX
+	MOVQ         a_base+32(FP), BX
+	IMUL3Q       $0x000000f0, CX, SI
+	ADDQ         SI, BX
+	MOVQ         t+0(FP), SI
+	MOVQ         SI, DI
+	ANDQ         $0xfffffff0, SI
+	SUBQ         SI, DI
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
+	XORQ         R8, R8
+
+sv_max_12:
+	CMPQ   R8, SI
+	JAE    sv_max_tail_13
+	VMAXPS (DX)(R8*4), Z0, Z0
+	ADDQ   $0x00000010, R8
+	JMP    sv_max_12
+
+sv_max_tail_13:
+	MOVL         $0x0000ffff, R9
+	BZHIL        DI, R9, R9
+	KMOVW        R9, K2
+	VMOVUPS.Z    (DX)(R8*4), K2, Z1
+	VMAXPS       Z1, Z0, K2, Z0
+	VSHUFF64X2   $0x4e, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z1
+	VMAXPS       Z0, Z1, Z0
+	VXORPS       Z1, Z1, Z1
+	XORQ         R8, R8
+
+sv_exp_14:
+	CMPQ             R8, SI
+	JAE              sv_exp_tail_15
+	VMOVUPS          (DX)(R8*4), Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K2, Z3
+	VADDPS           Z3, Z1, Z1
+	VMOVUPS          Z3, (BX)(R8*4)
+	ADDQ             $0x00000010, R8
+	JMP              sv_exp_14
+
+sv_exp_tail_15:
+	MOVL             $0x0000ffff, R9
+	BZHIL            DI, R9, R9
+	KMOVW            R9, K2
+	VMOVUPS.Z        (DX)(R8*4), K2, Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z0
+	VSCALEFPS.Z      Z3, Z0, K3, Z0
+	VADDPS           Z0, Z1, K2, Z1
+	VMOVUPS          Z0, K2, (BX)(R8*4)
+	VSHUFF64X2       $0x4e, Z1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VSHUFF64X2       $0xb1, Z1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VPERMILPS        $0x4e, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VPERMILPS        $0xb1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z0
+	VMAXPS           Z1, Z0, Z1
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z0
+	VDIVPS           Z1, Z0, Z0
+	XORQ             DX, DX
+
+sv_scale_16:
+	CMPQ    DX, SI
+	JAE     sv_scale_tail_17
+	VMULPS  (BX)(DX*4), Z0, Z1
+	VMOVUPS Z1, (BX)(DX*4)
+	ADDQ    $0x00000010, DX
+	JMP     sv_scale_16
+
+sv_scale_tail_17:
+	MOVL      $0x0000ffff, SI
+	BZHIL     DI, SI, SI
+	KMOVW     SI, K2
+	VMOVUPS.Z (BX)(DX*4), K2, Z1
+	VMULPS    Z1, Z0, Z1
+	VMOVUPS   Z1, K2, (BX)(DX*4)
+	VXORPS    Z0, Z0, Z0
+	MOVQ      a_base+32(FP), DX
+	IMUL3Q    $0x000000f0, CX, BX
+	ADDQ      BX, DX
+	MOVQ      v_base+56(FP), BX
+	XORQ      SI, SI
+	MOVQ      t+0(FP), DI
+
+sv_prod_18:
+	VMOVUPS.Z    (BX), K1, Z1
+	VBROADCASTSS (DX)(SI*4), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         $0x00000090, BX
+	INCQ         SI
+	CMPQ         SI, DI
+	JL           sv_prod_18
+	MOVQ         y_base+80(FP), DX
+	IMUL3Q       $0x00000090, CX, BX
+	ADDQ         BX, DX
+	VMOVUPS      Z0, K1, (DX)
+	INCQ         CX
+	JMP          sv_single_11
+
+sv_done_1:
+	VZEROUPPER
+	RET
+
+DATA sv_ninf_ff800000<>+0(SB)/4, $0xff800000
+GLOBL sv_ninf_ff800000<>(SB), RODATA|NOPTR, $4
+
+DATA sv_nmax_ff7fffff<>+0(SB)/4, $0xff7fffff
+GLOBL sv_nmax_ff7fffff<>(SB), RODATA|NOPTR, $4
+
+DATA exp_zcut_c2cff1b4<>+0(SB)/4, $0xc2cff1b4
+GLOBL exp_zcut_c2cff1b4<>(SB), RODATA|NOPTR, $4
+
+DATA exp_log2e_3fb8aa3b<>+0(SB)/4, $0x3fb8aa3b
+GLOBL exp_log2e_3fb8aa3b<>(SB), RODATA|NOPTR, $4
+
+DATA exp_mln2hi_bf317218<>+0(SB)/4, $0xbf317218
+GLOBL exp_mln2hi_bf317218<>(SB), RODATA|NOPTR, $4
+
+DATA exp_mln2lo_3102e308<>+0(SB)/4, $0x3102e308
+GLOBL exp_mln2lo_3102e308<>(SB), RODATA|NOPTR, $4
+
+DATA exp_c5_3c07cfce<>+0(SB)/4, $0x3c07cfce
+GLOBL exp_c5_3c07cfce<>(SB), RODATA|NOPTR, $4
+
+DATA exp_c4_3d2b9d0d<>+0(SB)/4, $0x3d2b9d0d
+GLOBL exp_c4_3d2b9d0d<>(SB), RODATA|NOPTR, $4
+
+DATA exp_c3_3e2aad40<>+0(SB)/4, $0x3e2aad40
+GLOBL exp_c3_3e2aad40<>(SB), RODATA|NOPTR, $4
+
+DATA exp_c2_3efffee3<>+0(SB)/4, $0x3efffee3
+GLOBL exp_c2_3efffee3<>(SB), RODATA|NOPTR, $4
+
+DATA exp_c1_3f7ffffb<>+0(SB)/4, $0x3f7ffffb
+GLOBL exp_c1_3f7ffffb<>(SB), RODATA|NOPTR, $4
+
+DATA exp_one_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL exp_one_3f800000<>(SB), RODATA|NOPTR, $4
+
+DATA sv_fltmin_00800000<>+0(SB)/4, $0x00800000
+GLOBL sv_fltmin_00800000<>(SB), RODATA|NOPTR, $4
+
+DATA sv_one_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL sv_one_3f800000<>(SB), RODATA|NOPTR, $4
+
+// func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·softmaxValueBackAVX512(SB), $960-128
+	MOVL  $0x00000fff, AX
+	KMOVW AX, K1
+	XORQ  AX, AX
+
+svb_blocks_2:
+	MOVQ   t+0(FP), CX
+	LEAQ   8(AX), DX
+	CMPQ   DX, CX
+	JG     svb_singles_1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	MOVQ   a_base+8(FP), CX
+	MOVQ   dy_base+56(FP), DX
+	LEAQ   (CX)(AX*4), CX
+	XORQ   BX, BX
+	MOVQ   t+0(FP), SI
+
+svb_dv_3:
+	VMOVUPS.Z    (DX), K1, Z8
+	VBROADCASTSS (CX), Z9
+	VFMADD231PS  Z8, Z9, Z0
+	VBROADCASTSS 4(CX), Z9
+	VFMADD231PS  Z8, Z9, Z1
+	VBROADCASTSS 8(CX), Z9
+	VFMADD231PS  Z8, Z9, Z2
+	VBROADCASTSS 12(CX), Z9
+	VFMADD231PS  Z8, Z9, Z3
+	VBROADCASTSS 16(CX), Z9
+	VFMADD231PS  Z8, Z9, Z4
+	VBROADCASTSS 20(CX), Z9
+	VFMADD231PS  Z8, Z9, Z5
+	VBROADCASTSS 24(CX), Z9
+	VFMADD231PS  Z8, Z9, Z6
+	VBROADCASTSS 28(CX), Z9
+	VFMADD231PS  Z8, Z9, Z7
+	ADDQ         $0x000000f0, CX
+	ADDQ         $0x00000090, DX
+	INCQ         BX
+	CMPQ         BX, SI
+	JL           svb_dv_3
+	MOVQ         dv_base+104(FP), CX
+	IMUL3Q       $0x00000090, AX, DX
+	ADDQ         DX, CX
+	VMOVUPS      Z0, K1, (CX)
+	VMOVUPS      Z1, K1, 144(CX)
+	VMOVUPS      Z2, K1, 288(CX)
+	VMOVUPS      Z3, K1, 432(CX)
+	VMOVUPS      Z4, K1, 576(CX)
+	VMOVUPS      Z5, K1, 720(CX)
+	VMOVUPS      Z6, K1, 864(CX)
+	VMOVUPS      Z7, K1, 1008(CX)
+	ADDQ         $0x00000008, AX
+	JMP          svb_blocks_2
+
+svb_singles_1:
+	MOVQ   t+0(FP), CX
+	CMPQ   AX, CX
+	JGE    svb_phase2_4
+	VXORPS Z0, Z0, Z0
+	MOVQ   a_base+8(FP), CX
+	MOVQ   dy_base+56(FP), DX
+	LEAQ   (CX)(AX*4), CX
+	XORQ   BX, BX
+	MOVQ   t+0(FP), SI
+
+svb_dv_5:
+	VMOVUPS.Z    (DX), K1, Z1
+	VBROADCASTSS (CX), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         $0x000000f0, CX
+	ADDQ         $0x00000090, DX
+	INCQ         BX
+	CMPQ         BX, SI
+	JL           svb_dv_5
+	MOVQ         dv_base+104(FP), CX
+	IMUL3Q       $0x00000090, AX, DX
+	ADDQ         DX, CX
+	VMOVUPS      Z0, K1, (CX)
+	INCQ         AX
+	JMP          svb_singles_1
+
+svb_phase2_4:
+	XORQ AX, AX
+	MOVQ t+0(FP), CX
+	CMPQ CX, $0x00000010
+	JL   svb_row_7
+
+svb_rows_6:
+	MOVQ   t+0(FP), CX
+	LEAQ   4(AX), DX
+	CMPQ   DX, CX
+	JG     svb_row_7
+	MOVQ   dy_base+56(FP), CX
+	IMUL3Q $0x00000090, AX, DX
+	ADDQ   DX, CX
+	MOVQ   t+0(FP), DX
+	MOVQ   v_base+32(FP), SI
+	XORQ   BX, BX
+	LEAQ   (SP), DI
+
+svb_pblocks_9:
+	LEAQ          4(BX), R8
+	CMPQ          R8, DX
+	JG            svb_ptail_10
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS.Z     (CX), K1, Z16
+	VMOVUPS.Z     144(CX), K1, Z17
+	VMOVUPS.Z     288(CX), K1, Z18
+	VMOVUPS.Z     432(CX), K1, Z19
+	VMOVUPS.Z     (SI), K1, Z20
+	VMOVUPS.Z     144(SI), K1, Z21
+	VMOVUPS.Z     288(SI), K1, Z22
+	VMOVUPS.Z     432(SI), K1, Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, (DI)
+	VEXTRACTF32X4 $0x01, Z1, 240(DI)
+	VEXTRACTF32X4 $0x02, Z1, 480(DI)
+	VEXTRACTF32X4 $0x03, Z1, 720(DI)
+	ADDQ          $0x00000004, BX
+	ADDQ          $0x00000010, DI
+	ADDQ          $0x00000240, SI
+	JMP           svb_pblocks_9
+
+svb_ptail_10:
+	CMPQ BX, DX
+	JE   svb_pdone_11
+	MOVQ DX, BX
+	SUBQ $0x00000004, BX
+	JGE  svb_ppos_12
+	XORQ BX, BX
+
+svb_ppos_12:
+	MOVQ          v_base+32(FP), DX
+	IMUL3Q        $0x00000090, BX, SI
+	ADDQ          SI, DX
+	LEAQ          (SP), SI
+	LEAQ          (SI)(BX*4), SI
+	VXORPS        Z0, Z0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	VXORPS        Z9, Z9, Z9
+	VXORPS        Z10, Z10, Z10
+	VXORPS        Z11, Z11, Z11
+	VXORPS        Z12, Z12, Z12
+	VXORPS        Z13, Z13, Z13
+	VXORPS        Z14, Z14, Z14
+	VXORPS        Z15, Z15, Z15
+	VMOVUPS.Z     (CX), K1, Z16
+	VMOVUPS.Z     144(CX), K1, Z17
+	VMOVUPS.Z     288(CX), K1, Z18
+	VMOVUPS.Z     432(CX), K1, Z19
+	VMOVUPS.Z     (DX), K1, Z20
+	VMOVUPS.Z     144(DX), K1, Z21
+	VMOVUPS.Z     288(DX), K1, Z22
+	VMOVUPS.Z     432(DX), K1, Z23
+	VFMADD231PS   Z20, Z16, Z0
+	VFMADD231PS   Z22, Z16, Z1
+	VFMADD231PS   Z21, Z16, Z2
+	VFMADD231PS   Z23, Z16, Z3
+	VFMADD231PS   Z20, Z18, Z4
+	VFMADD231PS   Z22, Z18, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z23, Z18, Z7
+	VFMADD231PS   Z20, Z17, Z8
+	VFMADD231PS   Z22, Z17, Z9
+	VFMADD231PS   Z21, Z17, Z10
+	VFMADD231PS   Z23, Z17, Z11
+	VFMADD231PS   Z20, Z19, Z12
+	VFMADD231PS   Z22, Z19, Z13
+	VFMADD231PS   Z21, Z19, Z14
+	VFMADD231PS   Z23, Z19, Z15
+	VSHUFF32X4    $0x44, Z8, Z0, Z16
+	VSHUFF32X4    $0xee, Z8, Z0, Z0
+	VADDPS        Z0, Z16, Z16
+	VSHUFF32X4    $0x44, Z9, Z1, Z0
+	VSHUFF32X4    $0xee, Z9, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z10, Z2, Z1
+	VSHUFF32X4    $0xee, Z10, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z11, Z3, Z2
+	VSHUFF32X4    $0xee, Z11, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z12, Z4, Z3
+	VSHUFF32X4    $0xee, Z12, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z13, Z5, Z4
+	VSHUFF32X4    $0xee, Z13, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VSHUFF32X4    $0x44, Z14, Z6, Z5
+	VSHUFF32X4    $0xee, Z14, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z15, Z7, Z6
+	VSHUFF32X4    $0xee, Z15, Z7, Z7
+	VADDPS        Z7, Z6, Z6
+	VSHUFF32X4    $0x88, Z3, Z16, Z7
+	VSHUFF32X4    $0xdd, Z3, Z16, Z3
+	VADDPS        Z3, Z7, Z7
+	VSHUFF32X4    $0x88, Z4, Z0, Z3
+	VSHUFF32X4    $0xdd, Z4, Z0, Z0
+	VADDPS        Z0, Z3, Z3
+	VSHUFF32X4    $0x88, Z5, Z1, Z0
+	VSHUFF32X4    $0xdd, Z5, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z6, Z2, Z1
+	VSHUFF32X4    $0xdd, Z6, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x88, Z0, Z7, Z2
+	VSHUFPS       $0xdd, Z0, Z7, Z0
+	VADDPS        Z0, Z2, Z2
+	VSHUFPS       $0x88, Z1, Z3, Z0
+	VSHUFPS       $0xdd, Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z2, Z1
+	VSHUFPS       $0xdd, Z0, Z2, Z0
+	VADDPS        Z0, Z1, Z1
+	VEXTRACTF32X4 $0x00, Z1, (SI)
+	VEXTRACTF32X4 $0x01, Z1, 240(SI)
+	VEXTRACTF32X4 $0x02, Z1, 480(SI)
+	VEXTRACTF32X4 $0x03, Z1, 720(SI)
+
+svb_pdone_11:
+	LEAQ   (AX), CX
+	MOVQ   t+0(FP), DX
+	LEAQ   (SP), BX
+	MOVQ   a_base+8(FP), SI
+	IMUL3Q $0x000000f0, CX, DI
+	ADDQ   DI, SI
+	MOVQ   DX, DI
+	ANDQ   $0x0000000f, DX
+	SUBQ   DX, DI
+	MOVL   $0x0000ffff, R8
+	BZHIL  DX, R8, R8
+	KMOVW  R8, K2
+	VXORPS Z0, Z0, Z0
+	XORQ   DX, DX
+
+svb_dot_13:
+	CMPQ        DX, DI
+	JAE         svb_dot_tail_14
+	VMOVUPS     (BX)(DX*4), Z1
+	VFMADD231PS (SI)(DX*4), Z1, Z0
+	ADDQ        $0x00000010, DX
+	JMP         svb_dot_13
+
+svb_dot_tail_14:
+	VMOVUPS.Z   (BX)(DX*4), K2, Z1
+	VMOVUPS.Z   (SI)(DX*4), K2, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVQ        db_base+80(FP), DX
+	IMUL3Q      $0x000000f0, CX, CX
+	ADDQ        CX, DX
+	XORQ        CX, CX
+
+svb_db_15:
+	CMPQ    CX, DI
+	JAE     svb_db_tail_16
+	VMOVUPS (BX)(CX*4), Z1
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  (SI)(CX*4), Z1, Z1
+	VMOVUPS Z1, (DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     svb_db_15
+
+svb_db_tail_16:
+	VMOVUPS.Z (BX)(CX*4), K2, Z1
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS.Z (SI)(CX*4), K2, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K2, (DX)(CX*4)
+	LEAQ      1(AX), CX
+	MOVQ      t+0(FP), DX
+	LEAQ      240(SP), BX
+	MOVQ      a_base+8(FP), SI
+	IMUL3Q    $0x000000f0, CX, DI
+	ADDQ      DI, SI
+	MOVQ      DX, DI
+	ANDQ      $0x0000000f, DX
+	SUBQ      DX, DI
+	MOVL      $0x0000ffff, R8
+	BZHIL     DX, R8, R8
+	KMOVW     R8, K2
+	VXORPS    Z0, Z0, Z0
+	XORQ      DX, DX
+
+svb_dot_17:
+	CMPQ        DX, DI
+	JAE         svb_dot_tail_18
+	VMOVUPS     (BX)(DX*4), Z1
+	VFMADD231PS (SI)(DX*4), Z1, Z0
+	ADDQ        $0x00000010, DX
+	JMP         svb_dot_17
+
+svb_dot_tail_18:
+	VMOVUPS.Z   (BX)(DX*4), K2, Z1
+	VMOVUPS.Z   (SI)(DX*4), K2, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVQ        db_base+80(FP), DX
+	IMUL3Q      $0x000000f0, CX, CX
+	ADDQ        CX, DX
+	XORQ        CX, CX
+
+svb_db_19:
+	CMPQ    CX, DI
+	JAE     svb_db_tail_20
+	VMOVUPS (BX)(CX*4), Z1
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  (SI)(CX*4), Z1, Z1
+	VMOVUPS Z1, (DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     svb_db_19
+
+svb_db_tail_20:
+	VMOVUPS.Z (BX)(CX*4), K2, Z1
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS.Z (SI)(CX*4), K2, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K2, (DX)(CX*4)
+	LEAQ      2(AX), CX
+	MOVQ      t+0(FP), DX
+	LEAQ      480(SP), BX
+	MOVQ      a_base+8(FP), SI
+	IMUL3Q    $0x000000f0, CX, DI
+	ADDQ      DI, SI
+	MOVQ      DX, DI
+	ANDQ      $0x0000000f, DX
+	SUBQ      DX, DI
+	MOVL      $0x0000ffff, R8
+	BZHIL     DX, R8, R8
+	KMOVW     R8, K2
+	VXORPS    Z0, Z0, Z0
+	XORQ      DX, DX
+
+svb_dot_21:
+	CMPQ        DX, DI
+	JAE         svb_dot_tail_22
+	VMOVUPS     (BX)(DX*4), Z1
+	VFMADD231PS (SI)(DX*4), Z1, Z0
+	ADDQ        $0x00000010, DX
+	JMP         svb_dot_21
+
+svb_dot_tail_22:
+	VMOVUPS.Z   (BX)(DX*4), K2, Z1
+	VMOVUPS.Z   (SI)(DX*4), K2, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVQ        db_base+80(FP), DX
+	IMUL3Q      $0x000000f0, CX, CX
+	ADDQ        CX, DX
+	XORQ        CX, CX
+
+svb_db_23:
+	CMPQ    CX, DI
+	JAE     svb_db_tail_24
+	VMOVUPS (BX)(CX*4), Z1
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  (SI)(CX*4), Z1, Z1
+	VMOVUPS Z1, (DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     svb_db_23
+
+svb_db_tail_24:
+	VMOVUPS.Z (BX)(CX*4), K2, Z1
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS.Z (SI)(CX*4), K2, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K2, (DX)(CX*4)
+	LEAQ      3(AX), CX
+	MOVQ      t+0(FP), DX
+	LEAQ      720(SP), BX
+	MOVQ      a_base+8(FP), SI
+	IMUL3Q    $0x000000f0, CX, DI
+	ADDQ      DI, SI
+	MOVQ      DX, DI
+	ANDQ      $0x0000000f, DX
+	SUBQ      DX, DI
+	MOVL      $0x0000ffff, R8
+	BZHIL     DX, R8, R8
+	KMOVW     R8, K2
+	VXORPS    Z0, Z0, Z0
+	XORQ      DX, DX
+
+svb_dot_25:
+	CMPQ        DX, DI
+	JAE         svb_dot_tail_26
+	VMOVUPS     (BX)(DX*4), Z1
+	VFMADD231PS (SI)(DX*4), Z1, Z0
+	ADDQ        $0x00000010, DX
+	JMP         svb_dot_25
+
+svb_dot_tail_26:
+	VMOVUPS.Z   (BX)(DX*4), K2, Z1
+	VMOVUPS.Z   (SI)(DX*4), K2, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVQ        db_base+80(FP), DX
+	IMUL3Q      $0x000000f0, CX, CX
+	ADDQ        CX, DX
+	XORQ        CX, CX
+
+svb_db_27:
+	CMPQ    CX, DI
+	JAE     svb_db_tail_28
+	VMOVUPS (BX)(CX*4), Z1
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  (SI)(CX*4), Z1, Z1
+	VMOVUPS Z1, (DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     svb_db_27
+
+svb_db_tail_28:
+	VMOVUPS.Z (BX)(CX*4), K2, Z1
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS.Z (SI)(CX*4), K2, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K2, (DX)(CX*4)
+	ADDQ      $0x00000004, AX
+	JMP       svb_rows_6
+
+svb_row_7:
+	MOVQ   t+0(FP), CX
+	CMPQ   AX, CX
+	JGE    svb_done_8
+	MOVQ   t+0(FP), CX
+	MOVQ   dy_base+56(FP), DX
+	IMUL3Q $0x00000090, AX, BX
+	ADDQ   BX, DX
+	LEAQ   (SP), BX
+	MOVQ   t+0(FP), SI
+	CMPQ   SI, $0x00000010
+	JL     svb_gsingle_30
+	MOVQ   v_base+32(FP), DI
+	XORQ   SI, SI
+	MOVQ   BX, R8
+
+svb_gblocks_31:
+	LEAQ        16(SI), R9
+	CMPQ        R9, CX
+	JG          svb_gtail_32
+	VXORPS      Z0, Z0, Z0
+	VXORPS      Z1, Z1, Z1
+	VXORPS      Z2, Z2, Z2
+	VXORPS      Z3, Z3, Z3
+	VXORPS      Z4, Z4, Z4
+	VXORPS      Z5, Z5, Z5
+	VXORPS      Z6, Z6, Z6
+	VXORPS      Z7, Z7, Z7
+	VXORPS      Z8, Z8, Z8
+	VXORPS      Z9, Z9, Z9
+	VXORPS      Z10, Z10, Z10
+	VXORPS      Z11, Z11, Z11
+	VXORPS      Z12, Z12, Z12
+	VXORPS      Z13, Z13, Z13
+	VXORPS      Z14, Z14, Z14
+	VXORPS      Z15, Z15, Z15
+	VMOVUPS.Z   (DX), K1, Z16
+	VFMADD231PS (DI), Z16, K1, Z0
+	VFMADD231PS 288(DI), Z16, K1, Z1
+	VFMADD231PS 144(DI), Z16, K1, Z2
+	VFMADD231PS 432(DI), Z16, K1, Z3
+	VFMADD231PS 1152(DI), Z16, K1, Z4
+	VFMADD231PS 1440(DI), Z16, K1, Z5
+	VFMADD231PS 1296(DI), Z16, K1, Z6
+	VFMADD231PS 1584(DI), Z16, K1, Z7
+	VFMADD231PS 576(DI), Z16, K1, Z8
+	VFMADD231PS 864(DI), Z16, K1, Z9
+	VFMADD231PS 720(DI), Z16, K1, Z10
+	VFMADD231PS 1008(DI), Z16, K1, Z11
+	VFMADD231PS 1728(DI), Z16, K1, Z12
+	VFMADD231PS 2016(DI), Z16, K1, Z13
+	VFMADD231PS 1872(DI), Z16, K1, Z14
+	VFMADD231PS 2160(DI), Z16, K1, Z15
+	VSHUFF32X4  $0x44, Z8, Z0, Z16
+	VSHUFF32X4  $0xee, Z8, Z0, Z0
+	VADDPS      Z0, Z16, Z16
+	VSHUFF32X4  $0x44, Z9, Z1, Z0
+	VSHUFF32X4  $0xee, Z9, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x44, Z10, Z2, Z1
+	VSHUFF32X4  $0xee, Z10, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x44, Z11, Z3, Z2
+	VSHUFF32X4  $0xee, Z11, Z3, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFF32X4  $0x44, Z12, Z4, Z3
+	VSHUFF32X4  $0xee, Z12, Z4, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x44, Z13, Z5, Z4
+	VSHUFF32X4  $0xee, Z13, Z5, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFF32X4  $0x44, Z14, Z6, Z5
+	VSHUFF32X4  $0xee, Z14, Z6, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFF32X4  $0x44, Z15, Z7, Z6
+	VSHUFF32X4  $0xee, Z15, Z7, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFF32X4  $0x88, Z3, Z16, Z7
+	VSHUFF32X4  $0xdd, Z3, Z16, Z3
+	VADDPS      Z3, Z7, Z7
+	VSHUFF32X4  $0x88, Z4, Z0, Z3
+	VSHUFF32X4  $0xdd, Z4, Z0, Z0
+	VADDPS      Z0, Z3, Z3
+	VSHUFF32X4  $0x88, Z5, Z1, Z0
+	VSHUFF32X4  $0xdd, Z5, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z6, Z2, Z1
+	VSHUFF32X4  $0xdd, Z6, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z0, Z7, Z2
+	VSHUFPS     $0xdd, Z0, Z7, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFPS     $0x88, Z1, Z3, Z0
+	VSHUFPS     $0xdd, Z1, Z3, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z0, Z2, Z1
+	VSHUFPS     $0xdd, Z0, Z2, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (R8)
+	ADDQ        $0x00000010, SI
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000900, DI
+	JMP         svb_gblocks_31
+
+svb_gtail_32:
+	CMPQ SI, CX
+	JE   svb_gdone_29
+	MOVQ CX, SI
+	SUBQ $0x00000010, SI
+	JGE  svb_gpos_33
+	XORQ SI, SI
+
+svb_gpos_33:
+	MOVQ        v_base+32(FP), CX
+	IMUL3Q      $0x00000090, SI, DI
+	ADDQ        DI, CX
+	LEAQ        (BX)(SI*4), BX
+	VXORPS      Z0, Z0, Z0
+	VXORPS      Z1, Z1, Z1
+	VXORPS      Z2, Z2, Z2
+	VXORPS      Z3, Z3, Z3
+	VXORPS      Z4, Z4, Z4
+	VXORPS      Z5, Z5, Z5
+	VXORPS      Z6, Z6, Z6
+	VXORPS      Z7, Z7, Z7
+	VXORPS      Z8, Z8, Z8
+	VXORPS      Z9, Z9, Z9
+	VXORPS      Z10, Z10, Z10
+	VXORPS      Z11, Z11, Z11
+	VXORPS      Z12, Z12, Z12
+	VXORPS      Z13, Z13, Z13
+	VXORPS      Z14, Z14, Z14
+	VXORPS      Z15, Z15, Z15
+	VMOVUPS.Z   (DX), K1, Z16
+	VFMADD231PS (CX), Z16, K1, Z0
+	VFMADD231PS 288(CX), Z16, K1, Z1
+	VFMADD231PS 144(CX), Z16, K1, Z2
+	VFMADD231PS 432(CX), Z16, K1, Z3
+	VFMADD231PS 1152(CX), Z16, K1, Z4
+	VFMADD231PS 1440(CX), Z16, K1, Z5
+	VFMADD231PS 1296(CX), Z16, K1, Z6
+	VFMADD231PS 1584(CX), Z16, K1, Z7
+	VFMADD231PS 576(CX), Z16, K1, Z8
+	VFMADD231PS 864(CX), Z16, K1, Z9
+	VFMADD231PS 720(CX), Z16, K1, Z10
+	VFMADD231PS 1008(CX), Z16, K1, Z11
+	VFMADD231PS 1728(CX), Z16, K1, Z12
+	VFMADD231PS 2016(CX), Z16, K1, Z13
+	VFMADD231PS 1872(CX), Z16, K1, Z14
+	VFMADD231PS 2160(CX), Z16, K1, Z15
+	VSHUFF32X4  $0x44, Z8, Z0, Z16
+	VSHUFF32X4  $0xee, Z8, Z0, Z0
+	VADDPS      Z0, Z16, Z16
+	VSHUFF32X4  $0x44, Z9, Z1, Z0
+	VSHUFF32X4  $0xee, Z9, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x44, Z10, Z2, Z1
+	VSHUFF32X4  $0xee, Z10, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x44, Z11, Z3, Z2
+	VSHUFF32X4  $0xee, Z11, Z3, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFF32X4  $0x44, Z12, Z4, Z3
+	VSHUFF32X4  $0xee, Z12, Z4, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x44, Z13, Z5, Z4
+	VSHUFF32X4  $0xee, Z13, Z5, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFF32X4  $0x44, Z14, Z6, Z5
+	VSHUFF32X4  $0xee, Z14, Z6, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFF32X4  $0x44, Z15, Z7, Z6
+	VSHUFF32X4  $0xee, Z15, Z7, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFF32X4  $0x88, Z3, Z16, Z7
+	VSHUFF32X4  $0xdd, Z3, Z16, Z3
+	VADDPS      Z3, Z7, Z7
+	VSHUFF32X4  $0x88, Z4, Z0, Z3
+	VSHUFF32X4  $0xdd, Z4, Z0, Z0
+	VADDPS      Z0, Z3, Z3
+	VSHUFF32X4  $0x88, Z5, Z1, Z0
+	VSHUFF32X4  $0xdd, Z5, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z6, Z2, Z1
+	VSHUFF32X4  $0xdd, Z6, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z0, Z7, Z2
+	VSHUFPS     $0xdd, Z0, Z7, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFPS     $0x88, Z1, Z3, Z0
+	VSHUFPS     $0xdd, Z1, Z3, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z0, Z2, Z1
+	VSHUFPS     $0xdd, Z0, Z2, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	JMP         svb_gdone_29
+
+svb_gsingle_30:
+	MOVQ v_base+32(FP), DI
+	XORQ SI, SI
+
+svb_gdot_34:
+	VXORPS      Z0, Z0, Z0
+	VMOVUPS.Z   (DX), K1, Z1
+	VMOVUPS.Z   (DI), K1, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVL        $0x00000001, R8
+	KMOVW       R8, K2
+	VMOVUPS     Z0, K2, (BX)(SI*4)
+	ADDQ        $0x00000090, DI
+	INCQ        SI
+	CMPQ        SI, CX
+	JL          svb_gdot_34
+
+svb_gdone_29:
+	MOVQ   t+0(FP), CX
+	LEAQ   (SP), DX
+	MOVQ   a_base+8(FP), BX
+	IMUL3Q $0x000000f0, AX, SI
+	ADDQ   SI, BX
+	MOVQ   CX, SI
+	ANDQ   $0x0000000f, CX
+	SUBQ   CX, SI
+	MOVL   $0x0000ffff, DI
+	BZHIL  CX, DI, DI
+	KMOVW  DI, K2
+	VXORPS Z0, Z0, Z0
+	XORQ   CX, CX
+
+svb_dot_35:
+	CMPQ        CX, SI
+	JAE         svb_dot_tail_36
+	VMOVUPS     (DX)(CX*4), Z1
+	VFMADD231PS (BX)(CX*4), Z1, Z0
+	ADDQ        $0x00000010, CX
+	JMP         svb_dot_35
+
+svb_dot_tail_36:
+	VMOVUPS.Z   (DX)(CX*4), K2, Z1
+	VMOVUPS.Z   (BX)(CX*4), K2, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVQ        db_base+80(FP), CX
+	IMUL3Q      $0x000000f0, AX, DI
+	ADDQ        DI, CX
+	XORQ        DI, DI
+
+svb_db_37:
+	CMPQ    DI, SI
+	JAE     svb_db_tail_38
+	VMOVUPS (DX)(DI*4), Z1
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  (BX)(DI*4), Z1, Z1
+	VMOVUPS Z1, (CX)(DI*4)
+	ADDQ    $0x00000010, DI
+	JMP     svb_db_37
+
+svb_db_tail_38:
+	VMOVUPS.Z (DX)(DI*4), K2, Z1
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS.Z (BX)(DI*4), K2, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K2, (CX)(DI*4)
+	INCQ      AX
+	JMP       svb_row_7
+
+svb_done_8:
+	VZEROUPPER
+	RET
+
 // func vanillaLogitsAVX512(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
 TEXT ·vanillaLogitsAVX512(SB), $1728-108
@@ -7821,36 +9515,6 @@ done_2:
 DATA xent_neginf_ff800000<>+0(SB)/4, $0xff800000
 GLOBL xent_neginf_ff800000<>(SB), RODATA|NOPTR, $4
 
-DATA exp_zcut_c2cff1b4<>+0(SB)/4, $0xc2cff1b4
-GLOBL exp_zcut_c2cff1b4<>(SB), RODATA|NOPTR, $4
-
-DATA exp_log2e_3fb8aa3b<>+0(SB)/4, $0x3fb8aa3b
-GLOBL exp_log2e_3fb8aa3b<>(SB), RODATA|NOPTR, $4
-
-DATA exp_mln2hi_bf317218<>+0(SB)/4, $0xbf317218
-GLOBL exp_mln2hi_bf317218<>(SB), RODATA|NOPTR, $4
-
-DATA exp_mln2lo_3102e308<>+0(SB)/4, $0x3102e308
-GLOBL exp_mln2lo_3102e308<>(SB), RODATA|NOPTR, $4
-
-DATA exp_c5_3c07cfce<>+0(SB)/4, $0x3c07cfce
-GLOBL exp_c5_3c07cfce<>(SB), RODATA|NOPTR, $4
-
-DATA exp_c4_3d2b9d0d<>+0(SB)/4, $0x3d2b9d0d
-GLOBL exp_c4_3d2b9d0d<>(SB), RODATA|NOPTR, $4
-
-DATA exp_c3_3e2aad40<>+0(SB)/4, $0x3e2aad40
-GLOBL exp_c3_3e2aad40<>(SB), RODATA|NOPTR, $4
-
-DATA exp_c2_3efffee3<>+0(SB)/4, $0x3efffee3
-GLOBL exp_c2_3efffee3<>(SB), RODATA|NOPTR, $4
-
-DATA exp_c1_3f7ffffb<>+0(SB)/4, $0x3f7ffffb
-GLOBL exp_c1_3f7ffffb<>(SB), RODATA|NOPTR, $4
-
-DATA exp_one_3f800000<>+0(SB)/4, $0x3f800000
-GLOBL exp_one_3f800000<>(SB), RODATA|NOPTR, $4
-
 // func softmaxScaleAVX512(t int, x []float32, lse []float32, y []float32, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·softmaxScaleAVX512(SB), NOSPLIT, $0-84
@@ -8346,6 +10010,1585 @@ nobias_5:
 	JNZ     row_2
 
 done_1:
+	VZEROUPPER
+	RET
+
+// func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·softmaxValueAVX2(SB), NOSPLIT, $0-104
+	MOVQ t+0(FP), AX
+	SUBQ $0x00000006, AX
+
+sv_blocks_3:
+	CMPQ    AX, $0x00000000
+	JL      sv_singles_2
+	MOVQ    b_base+8(FP), CX
+	IMUL3Q  $0x000000f0, AX, DX
+	ADDQ    DX, CX
+	MOVQ    a_base+32(FP), DX
+	IMUL3Q  $0x000000f0, AX, BX
+	ADDQ    BX, DX
+	MOVQ    t+0(FP), BX
+	MOVQ    BX, SI
+	ANDQ    $0xfffffff8, BX
+	SUBQ    BX, SI
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y2
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y3
+	XORQ    DI, DI
+
+sv_max_4:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_5
+	VMAXPS (CX)(DI*4), Y0, Y0
+	VMAXPS 240(CX)(DI*4), Y1, Y1
+	VMAXPS 480(CX)(DI*4), Y2, Y2
+	VMAXPS 720(CX)(DI*4), Y3, Y3
+	ADDQ   $0x00000008, DI
+	JMP    sv_max_4
+
+sv_max_tail_5:
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS (CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y0, Y0
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS 240(CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y1, Y1
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS 480(CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y2, Y2
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS 720(CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y3, Y3
+	VPERM2F128 $0x01, Y0, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y0, Y4, Y0
+	VPERM2F128 $0x01, Y1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0x4e, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0xb1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y1, Y4, Y1
+	VPERM2F128 $0x01, Y2, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0x4e, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0xb1, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y2, Y4, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0x4e, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0xb1, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y3, Y4, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	XORQ       DI, DI
+
+sv_exp_6:
+	CMPQ        DI, BX
+	JAE         sv_exp_tail_7
+	VMOVUPS     (CX)(DI*4), Y8
+	VSUBPS      Y0, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y4, Y4
+	VMOVUPS     Y9, (DX)(DI*4)
+	VMOVUPS     240(CX)(DI*4), Y8
+	VSUBPS      Y1, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y5, Y5
+	VMOVUPS     Y9, 240(DX)(DI*4)
+	VMOVUPS     480(CX)(DI*4), Y8
+	VSUBPS      Y2, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y6, Y6
+	VMOVUPS     Y9, 480(DX)(DI*4)
+	VMOVUPS     720(CX)(DI*4), Y8
+	VSUBPS      Y3, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y7, Y7
+	VMOVUPS     Y9, 720(DX)(DI*4)
+	ADDQ        $0x00000008, DI
+	JMP         sv_exp_6
+
+sv_exp_tail_7:
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y8
+	VMASKMOVPS  (CX)(DI*4), Y8, Y9
+	VSUBPS      Y0, Y9, Y9
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y10
+	VPSLLD      $0x17, Y10, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y9
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y9
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y10
+	VMULPS      Y0, Y9, Y9
+	VFMADD231PS Y10, Y9, Y0
+	VANDNPS     Y0, Y11, Y0
+	VANDPS      Y8, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VMASKMOVPS  Y0, Y8, (DX)(DI*4)
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y0
+	VMASKMOVPS  240(CX)(DI*4), Y0, Y8
+	VSUBPS      Y1, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y10
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y9
+	VPSLLD      $0x17, Y9, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y9
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y9
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y9
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y9
+	VMULPS      Y1, Y8, Y8
+	VFMADD231PS Y9, Y8, Y1
+	VANDNPS     Y1, Y10, Y1
+	VANDPS      Y0, Y1, Y1
+	VADDPS      Y1, Y5, Y5
+	VMASKMOVPS  Y1, Y0, 240(DX)(DI*4)
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y0
+	VMASKMOVPS  480(CX)(DI*4), Y0, Y1
+	VSUBPS      Y2, Y1, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y9
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y8
+	VPSLLD      $0x17, Y8, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y8
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y8
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y8
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y8
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y8, Y1, Y2
+	VANDNPS     Y2, Y9, Y2
+	VANDPS      Y0, Y2, Y2
+	VADDPS      Y2, Y6, Y6
+	VMASKMOVPS  Y2, Y0, 480(DX)(DI*4)
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y0
+	VMASKMOVPS  720(CX)(DI*4), Y0, Y1
+	VSUBPS      Y3, Y1, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y8
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y8, Y2
+	VANDPS      Y0, Y2, Y2
+	VADDPS      Y2, Y7, Y7
+	VMASKMOVPS  Y2, Y0, 720(DX)(DI*4)
+	VPERM2F128  $0x01, Y4, Y4, Y0
+	VADDPS      Y0, Y4, Y4
+	VPERMILPS   $0x4e, Y4, Y0
+	VADDPS      Y0, Y4, Y4
+	VPERMILPS   $0xb1, Y4, Y0
+	VADDPS      Y0, Y4, Y4
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS      Y4, Y0, Y4
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS      Y4, Y0, Y0
+	VPERM2F128  $0x01, Y5, Y5, Y1
+	VADDPS      Y1, Y5, Y5
+	VPERMILPS   $0x4e, Y5, Y1
+	VADDPS      Y1, Y5, Y5
+	VPERMILPS   $0xb1, Y5, Y1
+	VADDPS      Y1, Y5, Y5
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y1
+	VMAXPS      Y5, Y1, Y5
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y1
+	VDIVPS      Y5, Y1, Y1
+	VPERM2F128  $0x01, Y6, Y6, Y2
+	VADDPS      Y2, Y6, Y6
+	VPERMILPS   $0x4e, Y6, Y2
+	VADDPS      Y2, Y6, Y6
+	VPERMILPS   $0xb1, Y6, Y2
+	VADDPS      Y2, Y6, Y6
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y2
+	VMAXPS      Y6, Y2, Y6
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y2
+	VDIVPS      Y6, Y2, Y2
+	VPERM2F128  $0x01, Y7, Y7, Y3
+	VADDPS      Y3, Y7, Y7
+	VPERMILPS   $0x4e, Y7, Y3
+	VADDPS      Y3, Y7, Y7
+	VPERMILPS   $0xb1, Y7, Y3
+	VADDPS      Y3, Y7, Y7
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y3
+	VMAXPS      Y7, Y3, Y7
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y3
+	VDIVPS      Y7, Y3, Y3
+	XORQ        CX, CX
+
+sv_scale_8:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_9
+	VMULPS  (DX)(CX*4), Y0, Y4
+	VMOVUPS Y4, (DX)(CX*4)
+	VMULPS  240(DX)(CX*4), Y1, Y4
+	VMOVUPS Y4, 240(DX)(CX*4)
+	VMULPS  480(DX)(CX*4), Y2, Y4
+	VMOVUPS Y4, 480(DX)(CX*4)
+	VMULPS  720(DX)(CX*4), Y3, Y4
+	VMOVUPS Y4, 720(DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     sv_scale_8
+
+sv_scale_tail_9:
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y4
+	VMASKMOVPS (DX)(CX*4), Y4, Y5
+	VMULPS     Y5, Y0, Y5
+	VMASKMOVPS Y5, Y4, (DX)(CX*4)
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y0
+	VMASKMOVPS 240(DX)(CX*4), Y0, Y4
+	VMULPS     Y4, Y1, Y4
+	VMASKMOVPS Y4, Y0, 240(DX)(CX*4)
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y0
+	VMASKMOVPS 480(DX)(CX*4), Y0, Y1
+	VMULPS     Y1, Y2, Y1
+	VMASKMOVPS Y1, Y0, 480(DX)(CX*4)
+	LEAQ       lanemask8<>+0(SB), BX
+	NEGQ       SI
+	VMOVUPS    32(BX)(SI*4), Y0
+	VMASKMOVPS 720(DX)(CX*4), Y0, Y1
+	VMULPS     Y1, Y3, Y1
+	VMASKMOVPS Y1, Y0, 720(DX)(CX*4)
+	MOVQ       b_base+8(FP), CX
+	IMUL3Q     $0x000000f0, AX, DX
+	ADDQ       DX, CX
+	MOVQ       a_base+32(FP), DX
+	IMUL3Q     $0x000000f0, AX, BX
+	ADDQ       BX, DX
+	MOVQ       t+0(FP), BX
+	MOVQ       BX, SI
+	ANDQ       $0xfffffff8, BX
+	SUBQ       BX, SI
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y0
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y1
+	XORQ       DI, DI
+
+sv_max_10:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_11
+	VMAXPS 960(CX)(DI*4), Y0, Y0
+	VMAXPS 1200(CX)(DI*4), Y1, Y1
+	ADDQ   $0x00000008, DI
+	JMP    sv_max_10
+
+sv_max_tail_11:
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y2
+	VMASKMOVPS 960(CX)(DI*4), Y2, Y3
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
+	VBLENDVPS  Y2, Y3, Y4, Y3
+	VMAXPS     Y3, Y0, Y0
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y2
+	VMASKMOVPS 1200(CX)(DI*4), Y2, Y3
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y4
+	VBLENDVPS  Y2, Y3, Y4, Y3
+	VMAXPS     Y3, Y1, Y1
+	VPERM2F128 $0x01, Y0, Y0, Y2
+	VMAXPS     Y2, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y2
+	VMAXPS     Y2, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y2
+	VMAXPS     Y2, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y2
+	VMAXPS     Y0, Y2, Y0
+	VPERM2F128 $0x01, Y1, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VPERMILPS  $0x4e, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VPERMILPS  $0xb1, Y1, Y2
+	VMAXPS     Y2, Y1, Y1
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y2
+	VMAXPS     Y1, Y2, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	XORQ       DI, DI
+
+sv_exp_12:
+	CMPQ        DI, BX
+	JAE         sv_exp_tail_13
+	VMOVUPS     960(CX)(DI*4), Y4
+	VSUBPS      Y0, Y4, Y4
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
+	VPSLLD      $0x17, Y6, Y5
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
+	VMULPS      Y5, Y4, Y4
+	VFMADD231PS Y6, Y4, Y5
+	VANDNPS     Y5, Y7, Y5
+	VADDPS      Y5, Y2, Y2
+	VMOVUPS     Y5, 960(DX)(DI*4)
+	VMOVUPS     1200(CX)(DI*4), Y4
+	VSUBPS      Y1, Y4, Y4
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y7
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y6
+	VPSLLD      $0x17, Y6, Y5
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y4
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y4
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y4, Y6
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y6
+	VMULPS      Y5, Y4, Y4
+	VFMADD231PS Y6, Y4, Y5
+	VANDNPS     Y5, Y7, Y5
+	VADDPS      Y5, Y3, Y3
+	VMOVUPS     Y5, 1200(DX)(DI*4)
+	ADDQ        $0x00000008, DI
+	JMP         sv_exp_12
+
+sv_exp_tail_13:
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y4
+	VMASKMOVPS  960(CX)(DI*4), Y4, Y5
+	VSUBPS      Y0, Y5, Y5
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y5, Y7
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y6
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y5, Y6
+	VPSLLD      $0x17, Y6, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y6, Y6
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y6, Y5
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y6, Y5
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y6
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y5, Y6
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y5, Y6
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y5, Y6
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y5, Y6
+	VMULPS      Y0, Y5, Y5
+	VFMADD231PS Y6, Y5, Y0
+	VANDNPS     Y0, Y7, Y0
+	VANDPS      Y4, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMASKMOVPS  Y0, Y4, 960(DX)(DI*4)
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y0
+	VMASKMOVPS  1200(CX)(DI*4), Y0, Y4
+	VSUBPS      Y1, Y4, Y4
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y4, Y6
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y5
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y4, Y5
+	VPSLLD      $0x17, Y5, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y5, Y5
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y5, Y4
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y5, Y4
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y5
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y4, Y5
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y4, Y5
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y4, Y5
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y4, Y5
+	VMULPS      Y1, Y4, Y4
+	VFMADD231PS Y5, Y4, Y1
+	VANDNPS     Y1, Y6, Y1
+	VANDPS      Y0, Y1, Y1
+	VADDPS      Y1, Y3, Y3
+	VMASKMOVPS  Y1, Y0, 1200(DX)(DI*4)
+	VPERM2F128  $0x01, Y2, Y2, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERMILPS   $0x4e, Y2, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERMILPS   $0xb1, Y2, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS      Y2, Y0, Y2
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS      Y2, Y0, Y0
+	VPERM2F128  $0x01, Y3, Y3, Y1
+	VADDPS      Y1, Y3, Y3
+	VPERMILPS   $0x4e, Y3, Y1
+	VADDPS      Y1, Y3, Y3
+	VPERMILPS   $0xb1, Y3, Y1
+	VADDPS      Y1, Y3, Y3
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y1
+	VMAXPS      Y3, Y1, Y3
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y1
+	VDIVPS      Y3, Y1, Y1
+	XORQ        CX, CX
+
+sv_scale_14:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_15
+	VMULPS  960(DX)(CX*4), Y0, Y2
+	VMOVUPS Y2, 960(DX)(CX*4)
+	VMULPS  1200(DX)(CX*4), Y1, Y2
+	VMOVUPS Y2, 1200(DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     sv_scale_14
+
+sv_scale_tail_15:
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y2
+	VMASKMOVPS 960(DX)(CX*4), Y2, Y3
+	VMULPS     Y3, Y0, Y3
+	VMASKMOVPS Y3, Y2, 960(DX)(CX*4)
+	LEAQ       lanemask8<>+0(SB), BX
+	NEGQ       SI
+	VMOVUPS    32(BX)(SI*4), Y0
+	VMASKMOVPS 1200(DX)(CX*4), Y0, Y2
+	VMULPS     Y2, Y1, Y2
+	VMASKMOVPS Y2, Y0, 1200(DX)(CX*4)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	VXORPS     Y10, Y10, Y10
+	VXORPS     Y11, Y11, Y11
+	MOVQ       a_base+32(FP), CX
+	IMUL3Q     $0x000000f0, AX, DX
+	ADDQ       DX, CX
+	MOVQ       v_base+56(FP), DX
+	VMOVUPS    lanemask8<>+16(SB), Y12
+	XORQ       BX, BX
+	MOVQ       t+0(FP), SI
+
+sv_prod_16:
+	VMOVUPS      (DX), Y13
+	VMASKMOVPS   32(DX), Y12, Y14
+	VBROADCASTSS (CX)(BX*4), Y15
+	VFMADD231PS  Y13, Y15, Y0
+	VFMADD231PS  Y14, Y15, Y1
+	VBROADCASTSS 240(CX)(BX*4), Y15
+	VFMADD231PS  Y13, Y15, Y2
+	VFMADD231PS  Y14, Y15, Y3
+	VBROADCASTSS 480(CX)(BX*4), Y15
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VBROADCASTSS 720(CX)(BX*4), Y15
+	VFMADD231PS  Y13, Y15, Y6
+	VFMADD231PS  Y14, Y15, Y7
+	VBROADCASTSS 960(CX)(BX*4), Y15
+	VFMADD231PS  Y13, Y15, Y8
+	VFMADD231PS  Y14, Y15, Y9
+	VBROADCASTSS 1200(CX)(BX*4), Y15
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	ADDQ         $0x00000090, DX
+	INCQ         BX
+	CMPQ         BX, SI
+	JL           sv_prod_16
+	MOVQ         y_base+80(FP), CX
+	IMUL3Q       $0x00000090, AX, DX
+	ADDQ         DX, CX
+	VMOVUPS      Y0, (CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y1, Y0, 32(CX)
+	VMOVUPS      Y2, 144(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y3, Y0, 176(CX)
+	VMOVUPS      Y4, 288(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y5, Y0, 320(CX)
+	VMOVUPS      Y6, 432(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y7, Y0, 464(CX)
+	VMOVUPS      Y8, 576(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y9, Y0, 608(CX)
+	VMOVUPS      Y10, 720(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y11, Y0, 752(CX)
+	SUBQ         $0x00000006, AX
+	JMP          sv_blocks_3
+
+sv_singles_2:
+	ADDQ $0x00000006, AX
+	XORQ CX, CX
+
+sv_single_17:
+	CMPQ    CX, AX
+	JGE     sv_done_1
+	MOVQ    b_base+8(FP), DX
+	IMUL3Q  $0x000000f0, CX, BX
+	ADDQ    BX, DX
+	MOVQ    a_base+32(FP), BX
+	IMUL3Q  $0x000000f0, CX, SI
+	ADDQ    SI, BX
+	MOVQ    t+0(FP), SI
+	MOVQ    SI, DI
+	ANDQ    $0xfffffff8, SI
+	SUBQ    SI, DI
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	XORQ    R8, R8
+
+sv_max_18:
+	CMPQ   R8, SI
+	JAE    sv_max_tail_19
+	VMAXPS (DX)(R8*4), Y0, Y0
+	ADDQ   $0x00000008, R8
+	JMP    sv_max_18
+
+sv_max_tail_19:
+	LEAQ       lanemask8<>+0(SB), R9
+	MOVQ       DI, R10
+	NEGQ       R10
+	VMOVUPS    32(R9)(R10*4), Y1
+	VMASKMOVPS (DX)(R8*4), Y1, Y2
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y3
+	VBLENDVPS  Y1, Y2, Y3, Y2
+	VMAXPS     Y2, Y0, Y0
+	VPERM2F128 $0x01, Y0, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y1
+	VMAXPS     Y0, Y1, Y0
+	VXORPS     Y1, Y1, Y1
+	XORQ       R8, R8
+
+sv_exp_20:
+	CMPQ        R8, SI
+	JAE         sv_exp_tail_21
+	VMOVUPS     (DX)(R8*4), Y2
+	VSUBPS      Y0, Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
+	VMULPS      Y3, Y2, Y2
+	VFMADD231PS Y4, Y2, Y3
+	VANDNPS     Y3, Y5, Y3
+	VADDPS      Y3, Y1, Y1
+	VMOVUPS     Y3, (BX)(R8*4)
+	ADDQ        $0x00000008, R8
+	JMP         sv_exp_20
+
+sv_exp_tail_21:
+	LEAQ        lanemask8<>+0(SB), R9
+	MOVQ        DI, R10
+	NEGQ        R10
+	VMOVUPS     32(R9)(R10*4), Y2
+	VMASKMOVPS  (DX)(R8*4), Y2, Y3
+	VSUBPS      Y0, Y3, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y4
+	VPSLLD      $0x17, Y4, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y4
+	VMULPS      Y0, Y3, Y3
+	VFMADD231PS Y4, Y3, Y0
+	VANDNPS     Y0, Y5, Y0
+	VANDPS      Y2, Y0, Y0
+	VADDPS      Y0, Y1, Y1
+	VMASKMOVPS  Y0, Y2, (BX)(R8*4)
+	VPERM2F128  $0x01, Y1, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS      Y1, Y0, Y1
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS      Y1, Y0, Y0
+	XORQ        DX, DX
+
+sv_scale_22:
+	CMPQ    DX, SI
+	JAE     sv_scale_tail_23
+	VMULPS  (BX)(DX*4), Y0, Y1
+	VMOVUPS Y1, (BX)(DX*4)
+	ADDQ    $0x00000008, DX
+	JMP     sv_scale_22
+
+sv_scale_tail_23:
+	LEAQ       lanemask8<>+0(SB), SI
+	NEGQ       DI
+	VMOVUPS    32(SI)(DI*4), Y1
+	VMASKMOVPS (BX)(DX*4), Y1, Y2
+	VMULPS     Y2, Y0, Y2
+	VMASKMOVPS Y2, Y1, (BX)(DX*4)
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	MOVQ       a_base+32(FP), DX
+	IMUL3Q     $0x000000f0, CX, BX
+	ADDQ       BX, DX
+	MOVQ       v_base+56(FP), BX
+	VMOVUPS    lanemask8<>+16(SB), Y2
+	XORQ       SI, SI
+	MOVQ       t+0(FP), DI
+
+sv_prod_24:
+	VMOVUPS      (BX), Y3
+	VMASKMOVPS   32(BX), Y2, Y4
+	VBROADCASTSS (DX)(SI*4), Y5
+	VFMADD231PS  Y3, Y5, Y0
+	VFMADD231PS  Y4, Y5, Y1
+	ADDQ         $0x00000090, BX
+	INCQ         SI
+	CMPQ         SI, DI
+	JL           sv_prod_24
+	MOVQ         y_base+80(FP), DX
+	IMUL3Q       $0x00000090, CX, BX
+	ADDQ         BX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y1, Y0, 32(DX)
+	INCQ         CX
+	JMP          sv_single_17
+
+sv_done_1:
+	VZEROUPPER
+	RET
+
+DATA sv_ninf_v8_ff800000<>+0(SB)/4, $0xff800000
+DATA sv_ninf_v8_ff800000<>+4(SB)/4, $0xff800000
+DATA sv_ninf_v8_ff800000<>+8(SB)/4, $0xff800000
+DATA sv_ninf_v8_ff800000<>+12(SB)/4, $0xff800000
+DATA sv_ninf_v8_ff800000<>+16(SB)/4, $0xff800000
+DATA sv_ninf_v8_ff800000<>+20(SB)/4, $0xff800000
+DATA sv_ninf_v8_ff800000<>+24(SB)/4, $0xff800000
+DATA sv_ninf_v8_ff800000<>+28(SB)/4, $0xff800000
+GLOBL sv_ninf_v8_ff800000<>(SB), RODATA|NOPTR, $32
+
+DATA lanemask8<>+0(SB)/4, $0xffffffff
+DATA lanemask8<>+4(SB)/4, $0xffffffff
+DATA lanemask8<>+8(SB)/4, $0xffffffff
+DATA lanemask8<>+12(SB)/4, $0xffffffff
+DATA lanemask8<>+16(SB)/4, $0xffffffff
+DATA lanemask8<>+20(SB)/4, $0xffffffff
+DATA lanemask8<>+24(SB)/4, $0xffffffff
+DATA lanemask8<>+28(SB)/4, $0xffffffff
+DATA lanemask8<>+32(SB)/4, $0x00000000
+DATA lanemask8<>+36(SB)/4, $0x00000000
+DATA lanemask8<>+40(SB)/4, $0x00000000
+DATA lanemask8<>+44(SB)/4, $0x00000000
+DATA lanemask8<>+48(SB)/4, $0x00000000
+DATA lanemask8<>+52(SB)/4, $0x00000000
+DATA lanemask8<>+56(SB)/4, $0x00000000
+DATA lanemask8<>+60(SB)/4, $0x00000000
+GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
+
+DATA sv_nmax_v8_ff7fffff<>+0(SB)/4, $0xff7fffff
+DATA sv_nmax_v8_ff7fffff<>+4(SB)/4, $0xff7fffff
+DATA sv_nmax_v8_ff7fffff<>+8(SB)/4, $0xff7fffff
+DATA sv_nmax_v8_ff7fffff<>+12(SB)/4, $0xff7fffff
+DATA sv_nmax_v8_ff7fffff<>+16(SB)/4, $0xff7fffff
+DATA sv_nmax_v8_ff7fffff<>+20(SB)/4, $0xff7fffff
+DATA sv_nmax_v8_ff7fffff<>+24(SB)/4, $0xff7fffff
+DATA sv_nmax_v8_ff7fffff<>+28(SB)/4, $0xff7fffff
+GLOBL sv_nmax_v8_ff7fffff<>(SB), RODATA|NOPTR, $32
+
+DATA exp_dcut_v8_c2aeac4f<>+0(SB)/4, $0xc2aeac4f
+DATA exp_dcut_v8_c2aeac4f<>+4(SB)/4, $0xc2aeac4f
+DATA exp_dcut_v8_c2aeac4f<>+8(SB)/4, $0xc2aeac4f
+DATA exp_dcut_v8_c2aeac4f<>+12(SB)/4, $0xc2aeac4f
+DATA exp_dcut_v8_c2aeac4f<>+16(SB)/4, $0xc2aeac4f
+DATA exp_dcut_v8_c2aeac4f<>+20(SB)/4, $0xc2aeac4f
+DATA exp_dcut_v8_c2aeac4f<>+24(SB)/4, $0xc2aeac4f
+DATA exp_dcut_v8_c2aeac4f<>+28(SB)/4, $0xc2aeac4f
+GLOBL exp_dcut_v8_c2aeac4f<>(SB), RODATA|NOPTR, $32
+
+DATA exp_magic_v8_4b40007f<>+0(SB)/4, $0x4b40007f
+DATA exp_magic_v8_4b40007f<>+4(SB)/4, $0x4b40007f
+DATA exp_magic_v8_4b40007f<>+8(SB)/4, $0x4b40007f
+DATA exp_magic_v8_4b40007f<>+12(SB)/4, $0x4b40007f
+DATA exp_magic_v8_4b40007f<>+16(SB)/4, $0x4b40007f
+DATA exp_magic_v8_4b40007f<>+20(SB)/4, $0x4b40007f
+DATA exp_magic_v8_4b40007f<>+24(SB)/4, $0x4b40007f
+DATA exp_magic_v8_4b40007f<>+28(SB)/4, $0x4b40007f
+GLOBL exp_magic_v8_4b40007f<>(SB), RODATA|NOPTR, $32
+
+DATA exp_log2e_v8_3fb8aa3b<>+0(SB)/4, $0x3fb8aa3b
+DATA exp_log2e_v8_3fb8aa3b<>+4(SB)/4, $0x3fb8aa3b
+DATA exp_log2e_v8_3fb8aa3b<>+8(SB)/4, $0x3fb8aa3b
+DATA exp_log2e_v8_3fb8aa3b<>+12(SB)/4, $0x3fb8aa3b
+DATA exp_log2e_v8_3fb8aa3b<>+16(SB)/4, $0x3fb8aa3b
+DATA exp_log2e_v8_3fb8aa3b<>+20(SB)/4, $0x3fb8aa3b
+DATA exp_log2e_v8_3fb8aa3b<>+24(SB)/4, $0x3fb8aa3b
+DATA exp_log2e_v8_3fb8aa3b<>+28(SB)/4, $0x3fb8aa3b
+GLOBL exp_log2e_v8_3fb8aa3b<>(SB), RODATA|NOPTR, $32
+
+DATA exp_mln2hi_v8_bf317218<>+0(SB)/4, $0xbf317218
+DATA exp_mln2hi_v8_bf317218<>+4(SB)/4, $0xbf317218
+DATA exp_mln2hi_v8_bf317218<>+8(SB)/4, $0xbf317218
+DATA exp_mln2hi_v8_bf317218<>+12(SB)/4, $0xbf317218
+DATA exp_mln2hi_v8_bf317218<>+16(SB)/4, $0xbf317218
+DATA exp_mln2hi_v8_bf317218<>+20(SB)/4, $0xbf317218
+DATA exp_mln2hi_v8_bf317218<>+24(SB)/4, $0xbf317218
+DATA exp_mln2hi_v8_bf317218<>+28(SB)/4, $0xbf317218
+GLOBL exp_mln2hi_v8_bf317218<>(SB), RODATA|NOPTR, $32
+
+DATA exp_mln2lo_v8_3102e308<>+0(SB)/4, $0x3102e308
+DATA exp_mln2lo_v8_3102e308<>+4(SB)/4, $0x3102e308
+DATA exp_mln2lo_v8_3102e308<>+8(SB)/4, $0x3102e308
+DATA exp_mln2lo_v8_3102e308<>+12(SB)/4, $0x3102e308
+DATA exp_mln2lo_v8_3102e308<>+16(SB)/4, $0x3102e308
+DATA exp_mln2lo_v8_3102e308<>+20(SB)/4, $0x3102e308
+DATA exp_mln2lo_v8_3102e308<>+24(SB)/4, $0x3102e308
+DATA exp_mln2lo_v8_3102e308<>+28(SB)/4, $0x3102e308
+GLOBL exp_mln2lo_v8_3102e308<>(SB), RODATA|NOPTR, $32
+
+DATA exp_c5_v8_3c07cfce<>+0(SB)/4, $0x3c07cfce
+DATA exp_c5_v8_3c07cfce<>+4(SB)/4, $0x3c07cfce
+DATA exp_c5_v8_3c07cfce<>+8(SB)/4, $0x3c07cfce
+DATA exp_c5_v8_3c07cfce<>+12(SB)/4, $0x3c07cfce
+DATA exp_c5_v8_3c07cfce<>+16(SB)/4, $0x3c07cfce
+DATA exp_c5_v8_3c07cfce<>+20(SB)/4, $0x3c07cfce
+DATA exp_c5_v8_3c07cfce<>+24(SB)/4, $0x3c07cfce
+DATA exp_c5_v8_3c07cfce<>+28(SB)/4, $0x3c07cfce
+GLOBL exp_c5_v8_3c07cfce<>(SB), RODATA|NOPTR, $32
+
+DATA exp_c4_v8_3d2b9d0d<>+0(SB)/4, $0x3d2b9d0d
+DATA exp_c4_v8_3d2b9d0d<>+4(SB)/4, $0x3d2b9d0d
+DATA exp_c4_v8_3d2b9d0d<>+8(SB)/4, $0x3d2b9d0d
+DATA exp_c4_v8_3d2b9d0d<>+12(SB)/4, $0x3d2b9d0d
+DATA exp_c4_v8_3d2b9d0d<>+16(SB)/4, $0x3d2b9d0d
+DATA exp_c4_v8_3d2b9d0d<>+20(SB)/4, $0x3d2b9d0d
+DATA exp_c4_v8_3d2b9d0d<>+24(SB)/4, $0x3d2b9d0d
+DATA exp_c4_v8_3d2b9d0d<>+28(SB)/4, $0x3d2b9d0d
+GLOBL exp_c4_v8_3d2b9d0d<>(SB), RODATA|NOPTR, $32
+
+DATA exp_c3_v8_3e2aad40<>+0(SB)/4, $0x3e2aad40
+DATA exp_c3_v8_3e2aad40<>+4(SB)/4, $0x3e2aad40
+DATA exp_c3_v8_3e2aad40<>+8(SB)/4, $0x3e2aad40
+DATA exp_c3_v8_3e2aad40<>+12(SB)/4, $0x3e2aad40
+DATA exp_c3_v8_3e2aad40<>+16(SB)/4, $0x3e2aad40
+DATA exp_c3_v8_3e2aad40<>+20(SB)/4, $0x3e2aad40
+DATA exp_c3_v8_3e2aad40<>+24(SB)/4, $0x3e2aad40
+DATA exp_c3_v8_3e2aad40<>+28(SB)/4, $0x3e2aad40
+GLOBL exp_c3_v8_3e2aad40<>(SB), RODATA|NOPTR, $32
+
+DATA exp_c2_v8_3efffee3<>+0(SB)/4, $0x3efffee3
+DATA exp_c2_v8_3efffee3<>+4(SB)/4, $0x3efffee3
+DATA exp_c2_v8_3efffee3<>+8(SB)/4, $0x3efffee3
+DATA exp_c2_v8_3efffee3<>+12(SB)/4, $0x3efffee3
+DATA exp_c2_v8_3efffee3<>+16(SB)/4, $0x3efffee3
+DATA exp_c2_v8_3efffee3<>+20(SB)/4, $0x3efffee3
+DATA exp_c2_v8_3efffee3<>+24(SB)/4, $0x3efffee3
+DATA exp_c2_v8_3efffee3<>+28(SB)/4, $0x3efffee3
+GLOBL exp_c2_v8_3efffee3<>(SB), RODATA|NOPTR, $32
+
+DATA exp_c1_v8_3f7ffffb<>+0(SB)/4, $0x3f7ffffb
+DATA exp_c1_v8_3f7ffffb<>+4(SB)/4, $0x3f7ffffb
+DATA exp_c1_v8_3f7ffffb<>+8(SB)/4, $0x3f7ffffb
+DATA exp_c1_v8_3f7ffffb<>+12(SB)/4, $0x3f7ffffb
+DATA exp_c1_v8_3f7ffffb<>+16(SB)/4, $0x3f7ffffb
+DATA exp_c1_v8_3f7ffffb<>+20(SB)/4, $0x3f7ffffb
+DATA exp_c1_v8_3f7ffffb<>+24(SB)/4, $0x3f7ffffb
+DATA exp_c1_v8_3f7ffffb<>+28(SB)/4, $0x3f7ffffb
+GLOBL exp_c1_v8_3f7ffffb<>(SB), RODATA|NOPTR, $32
+
+DATA sv_fltmin_v8_00800000<>+0(SB)/4, $0x00800000
+DATA sv_fltmin_v8_00800000<>+4(SB)/4, $0x00800000
+DATA sv_fltmin_v8_00800000<>+8(SB)/4, $0x00800000
+DATA sv_fltmin_v8_00800000<>+12(SB)/4, $0x00800000
+DATA sv_fltmin_v8_00800000<>+16(SB)/4, $0x00800000
+DATA sv_fltmin_v8_00800000<>+20(SB)/4, $0x00800000
+DATA sv_fltmin_v8_00800000<>+24(SB)/4, $0x00800000
+DATA sv_fltmin_v8_00800000<>+28(SB)/4, $0x00800000
+GLOBL sv_fltmin_v8_00800000<>(SB), RODATA|NOPTR, $32
+
+DATA sv_one_v8_3f800000<>+0(SB)/4, $0x3f800000
+DATA sv_one_v8_3f800000<>+4(SB)/4, $0x3f800000
+DATA sv_one_v8_3f800000<>+8(SB)/4, $0x3f800000
+DATA sv_one_v8_3f800000<>+12(SB)/4, $0x3f800000
+DATA sv_one_v8_3f800000<>+16(SB)/4, $0x3f800000
+DATA sv_one_v8_3f800000<>+20(SB)/4, $0x3f800000
+DATA sv_one_v8_3f800000<>+24(SB)/4, $0x3f800000
+DATA sv_one_v8_3f800000<>+28(SB)/4, $0x3f800000
+GLOBL sv_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
+
+// func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
+// Requires: AVX, FMA3
+TEXT ·softmaxValueBackAVX2(SB), NOSPLIT, $480-128
+	XORQ AX, AX
+
+svb_blocks_2:
+	MOVQ    t+0(FP), CX
+	LEAQ    6(AX), DX
+	CMPQ    DX, CX
+	JG      svb_singles_1
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	VXORPS  Y10, Y10, Y10
+	VXORPS  Y11, Y11, Y11
+	MOVQ    a_base+8(FP), CX
+	MOVQ    dy_base+56(FP), DX
+	LEAQ    (CX)(AX*4), CX
+	VMOVUPS lanemask8<>+16(SB), Y12
+	XORQ    BX, BX
+	MOVQ    t+0(FP), SI
+
+svb_dv_3:
+	VMOVUPS      (DX), Y13
+	VMASKMOVPS   32(DX), Y12, Y14
+	VBROADCASTSS (CX), Y15
+	VFMADD231PS  Y13, Y15, Y0
+	VFMADD231PS  Y14, Y15, Y1
+	VBROADCASTSS 4(CX), Y15
+	VFMADD231PS  Y13, Y15, Y2
+	VFMADD231PS  Y14, Y15, Y3
+	VBROADCASTSS 8(CX), Y15
+	VFMADD231PS  Y13, Y15, Y4
+	VFMADD231PS  Y14, Y15, Y5
+	VBROADCASTSS 12(CX), Y15
+	VFMADD231PS  Y13, Y15, Y6
+	VFMADD231PS  Y14, Y15, Y7
+	VBROADCASTSS 16(CX), Y15
+	VFMADD231PS  Y13, Y15, Y8
+	VFMADD231PS  Y14, Y15, Y9
+	VBROADCASTSS 20(CX), Y15
+	VFMADD231PS  Y13, Y15, Y10
+	VFMADD231PS  Y14, Y15, Y11
+	ADDQ         $0x000000f0, CX
+	ADDQ         $0x00000090, DX
+	INCQ         BX
+	CMPQ         BX, SI
+	JL           svb_dv_3
+	MOVQ         dv_base+104(FP), CX
+	IMUL3Q       $0x00000090, AX, DX
+	ADDQ         DX, CX
+	VMOVUPS      Y0, (CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y1, Y0, 32(CX)
+	VMOVUPS      Y2, 144(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y3, Y0, 176(CX)
+	VMOVUPS      Y4, 288(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y5, Y0, 320(CX)
+	VMOVUPS      Y6, 432(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y7, Y0, 464(CX)
+	VMOVUPS      Y8, 576(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y9, Y0, 608(CX)
+	VMOVUPS      Y10, 720(CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y11, Y0, 752(CX)
+	ADDQ         $0x00000006, AX
+	JMP          svb_blocks_2
+
+svb_singles_1:
+	MOVQ    t+0(FP), CX
+	CMPQ    AX, CX
+	JGE     svb_phase2_4
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	MOVQ    a_base+8(FP), CX
+	MOVQ    dy_base+56(FP), DX
+	LEAQ    (CX)(AX*4), CX
+	VMOVUPS lanemask8<>+16(SB), Y2
+	XORQ    BX, BX
+	MOVQ    t+0(FP), SI
+
+svb_dv_5:
+	VMOVUPS      (DX), Y3
+	VMASKMOVPS   32(DX), Y2, Y4
+	VBROADCASTSS (CX), Y5
+	VFMADD231PS  Y3, Y5, Y0
+	VFMADD231PS  Y4, Y5, Y1
+	ADDQ         $0x000000f0, CX
+	ADDQ         $0x00000090, DX
+	INCQ         BX
+	CMPQ         BX, SI
+	JL           svb_dv_5
+	MOVQ         dv_base+104(FP), CX
+	IMUL3Q       $0x00000090, AX, DX
+	ADDQ         DX, CX
+	VMOVUPS      Y0, (CX)
+	VMOVUPS      lanemask8<>+16(SB), Y0
+	VMASKMOVPS   Y1, Y0, 32(CX)
+	INCQ         AX
+	JMP          svb_singles_1
+
+svb_phase2_4:
+	XORQ AX, AX
+	MOVQ t+0(FP), CX
+	CMPQ CX, $0x00000010
+	JL   svb_row_7
+
+svb_rows_6:
+	MOVQ   t+0(FP), CX
+	LEAQ   2(AX), DX
+	CMPQ   DX, CX
+	JG     svb_row_7
+	MOVQ   dy_base+56(FP), CX
+	IMUL3Q $0x00000090, AX, DX
+	ADDQ   DX, CX
+	MOVQ   t+0(FP), DX
+	MOVQ   v_base+32(FP), SI
+	XORQ   BX, BX
+	LEAQ   (SP), DI
+
+svb_pblocks_9:
+	LEAQ         4(BX), R8
+	CMPQ         R8, DX
+	JG           svb_ptail_10
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      (CX), Y8
+	VMOVUPS      144(CX), Y9
+	VMOVUPS      (SI), Y10
+	VMOVUPS      144(SI), Y11
+	VMOVUPS      288(SI), Y12
+	VMOVUPS      432(SI), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      lanemask8<>+16(SB), Y13
+	VMASKMOVPS   32(CX), Y13, Y8
+	VMASKMOVPS   176(CX), Y13, Y9
+	VMASKMOVPS   32(SI), Y13, Y10
+	VMASKMOVPS   176(SI), Y13, Y11
+	VMASKMOVPS   320(SI), Y13, Y12
+	VMASKMOVPS   464(SI), Y13, Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, (DI)
+	VEXTRACTF128 $0x01, Y0, 240(DI)
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000010, DI
+	ADDQ         $0x00000240, SI
+	JMP          svb_pblocks_9
+
+svb_ptail_10:
+	CMPQ BX, DX
+	JE   svb_pdone_11
+	MOVQ DX, BX
+	SUBQ $0x00000004, BX
+	JGE  svb_ppos_12
+	XORQ BX, BX
+
+svb_ppos_12:
+	MOVQ         v_base+32(FP), DX
+	IMUL3Q       $0x00000090, BX, SI
+	ADDQ         SI, DX
+	LEAQ         (SP), SI
+	LEAQ         (SI)(BX*4), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VMOVUPS      (CX), Y8
+	VMOVUPS      144(CX), Y9
+	VMOVUPS      (DX), Y10
+	VMOVUPS      144(DX), Y11
+	VMOVUPS      288(DX), Y12
+	VMOVUPS      432(DX), Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VMOVUPS      lanemask8<>+16(SB), Y13
+	VMASKMOVPS   32(CX), Y13, Y8
+	VMASKMOVPS   176(CX), Y13, Y9
+	VMASKMOVPS   32(DX), Y13, Y10
+	VMASKMOVPS   176(DX), Y13, Y11
+	VMASKMOVPS   320(DX), Y13, Y12
+	VMASKMOVPS   464(DX), Y13, Y13
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y12, Y8, Y1
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y13, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y11, Y9, Y6
+	VFMADD231PS  Y13, Y9, Y7
+	VPERM2F128   $0x20, Y4, Y0, Y8
+	VPERM2F128   $0x31, Y4, Y0, Y0
+	VADDPS       Y0, Y8, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y0
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y6, Y2, Y1
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERM2F128   $0x20, Y7, Y3, Y2
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y1, Y8, Y3
+	VSHUFPS      $0xdd, Y1, Y8, Y1
+	VADDPS       Y1, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y0, Y1
+	VSHUFPS      $0xdd, Y2, Y0, Y0
+	VADDPS       Y0, Y1, Y1
+	VSHUFPS      $0x88, Y1, Y3, Y0
+	VSHUFPS      $0xdd, Y1, Y3, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x00, Y0, (SI)
+	VEXTRACTF128 $0x01, Y0, 240(SI)
+
+svb_pdone_11:
+	LEAQ    (AX), CX
+	MOVQ    t+0(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    a_base+8(FP), SI
+	IMUL3Q  $0x000000f0, CX, DI
+	ADDQ    DI, SI
+	MOVQ    DX, DI
+	ANDQ    $0x00000007, DX
+	SUBQ    DX, DI
+	LEAQ    lanemask8<>+0(SB), R8
+	NEGQ    DX
+	VMOVUPS 32(R8)(DX*4), Y0
+	VXORPS  Y1, Y1, Y1
+	XORQ    DX, DX
+
+svb_dot_13:
+	CMPQ        DX, DI
+	JAE         svb_dot_tail_14
+	VMOVUPS     (BX)(DX*4), Y2
+	VFMADD231PS (SI)(DX*4), Y2, Y1
+	ADDQ        $0x00000008, DX
+	JMP         svb_dot_13
+
+svb_dot_tail_14:
+	VMASKMOVPS  (BX)(DX*4), Y0, Y2
+	VMASKMOVPS  (SI)(DX*4), Y0, Y3
+	VFMADD231PS Y3, Y2, Y1
+	VPERM2F128  $0x01, Y1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	MOVQ        db_base+80(FP), DX
+	IMUL3Q      $0x000000f0, CX, CX
+	ADDQ        CX, DX
+	XORQ        CX, CX
+
+svb_db_15:
+	CMPQ    CX, DI
+	JAE     svb_db_tail_16
+	VMOVUPS (BX)(CX*4), Y2
+	VSUBPS  Y1, Y2, Y2
+	VMULPS  (SI)(CX*4), Y2, Y2
+	VMOVUPS Y2, (DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     svb_db_15
+
+svb_db_tail_16:
+	VMASKMOVPS (BX)(CX*4), Y0, Y2
+	VSUBPS     Y1, Y2, Y2
+	VMASKMOVPS (SI)(CX*4), Y0, Y1
+	VMULPS     Y1, Y2, Y2
+	VMASKMOVPS Y2, Y0, (DX)(CX*4)
+	LEAQ       1(AX), CX
+	MOVQ       t+0(FP), DX
+	LEAQ       240(SP), BX
+	MOVQ       a_base+8(FP), SI
+	IMUL3Q     $0x000000f0, CX, DI
+	ADDQ       DI, SI
+	MOVQ       DX, DI
+	ANDQ       $0x00000007, DX
+	SUBQ       DX, DI
+	LEAQ       lanemask8<>+0(SB), R8
+	NEGQ       DX
+	VMOVUPS    32(R8)(DX*4), Y0
+	VXORPS     Y1, Y1, Y1
+	XORQ       DX, DX
+
+svb_dot_17:
+	CMPQ        DX, DI
+	JAE         svb_dot_tail_18
+	VMOVUPS     (BX)(DX*4), Y2
+	VFMADD231PS (SI)(DX*4), Y2, Y1
+	ADDQ        $0x00000008, DX
+	JMP         svb_dot_17
+
+svb_dot_tail_18:
+	VMASKMOVPS  (BX)(DX*4), Y0, Y2
+	VMASKMOVPS  (SI)(DX*4), Y0, Y3
+	VFMADD231PS Y3, Y2, Y1
+	VPERM2F128  $0x01, Y1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	MOVQ        db_base+80(FP), DX
+	IMUL3Q      $0x000000f0, CX, CX
+	ADDQ        CX, DX
+	XORQ        CX, CX
+
+svb_db_19:
+	CMPQ    CX, DI
+	JAE     svb_db_tail_20
+	VMOVUPS (BX)(CX*4), Y2
+	VSUBPS  Y1, Y2, Y2
+	VMULPS  (SI)(CX*4), Y2, Y2
+	VMOVUPS Y2, (DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     svb_db_19
+
+svb_db_tail_20:
+	VMASKMOVPS (BX)(CX*4), Y0, Y2
+	VSUBPS     Y1, Y2, Y2
+	VMASKMOVPS (SI)(CX*4), Y0, Y1
+	VMULPS     Y1, Y2, Y2
+	VMASKMOVPS Y2, Y0, (DX)(CX*4)
+	ADDQ       $0x00000002, AX
+	JMP        svb_rows_6
+
+svb_row_7:
+	MOVQ   t+0(FP), CX
+	CMPQ   AX, CX
+	JGE    svb_done_8
+	MOVQ   t+0(FP), CX
+	MOVQ   dy_base+56(FP), DX
+	IMUL3Q $0x00000090, AX, BX
+	ADDQ   BX, DX
+	LEAQ   (SP), BX
+	MOVQ   t+0(FP), SI
+	CMPQ   SI, $0x00000008
+	JL     svb_gsingle_22
+	MOVQ   v_base+32(FP), DI
+	XORQ   SI, SI
+	MOVQ   BX, R8
+
+svb_gblocks_23:
+	LEAQ        8(SI), R9
+	CMPQ        R9, CX
+	JG          svb_gtail_24
+	VXORPS      Y0, Y0, Y0
+	VXORPS      Y1, Y1, Y1
+	VXORPS      Y2, Y2, Y2
+	VXORPS      Y3, Y3, Y3
+	VXORPS      Y4, Y4, Y4
+	VXORPS      Y5, Y5, Y5
+	VXORPS      Y6, Y6, Y6
+	VXORPS      Y7, Y7, Y7
+	VMOVUPS     (DX), Y8
+	VFMADD231PS (DI), Y8, Y0
+	VFMADD231PS 288(DI), Y8, Y1
+	VFMADD231PS 144(DI), Y8, Y2
+	VFMADD231PS 432(DI), Y8, Y3
+	VFMADD231PS 576(DI), Y8, Y4
+	VFMADD231PS 864(DI), Y8, Y5
+	VFMADD231PS 720(DI), Y8, Y6
+	VFMADD231PS 1008(DI), Y8, Y7
+	VMOVUPS     lanemask8<>+16(SB), Y9
+	VMASKMOVPS  32(DX), Y9, Y8
+	VMASKMOVPS  32(DI), Y9, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VMASKMOVPS  320(DI), Y9, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VMASKMOVPS  176(DI), Y9, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VMASKMOVPS  464(DI), Y9, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VMASKMOVPS  608(DI), Y9, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VMASKMOVPS  896(DI), Y9, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VMASKMOVPS  752(DI), Y9, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VMASKMOVPS  1040(DI), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x88, Y1, Y8, Y3
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y3, Y3
+	VSHUFPS     $0x88, Y2, Y0, Y1
+	VSHUFPS     $0xdd, Y2, Y0, Y0
+	VADDPS      Y0, Y1, Y1
+	VSHUFPS     $0x88, Y1, Y3, Y0
+	VSHUFPS     $0xdd, Y1, Y3, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (R8)
+	ADDQ        $0x00000008, SI
+	ADDQ        $0x00000020, R8
+	ADDQ        $0x00000480, DI
+	JMP         svb_gblocks_23
+
+svb_gtail_24:
+	CMPQ SI, CX
+	JE   svb_gdone_21
+	MOVQ CX, SI
+	SUBQ $0x00000008, SI
+	JGE  svb_gpos_25
+	XORQ SI, SI
+
+svb_gpos_25:
+	MOVQ        v_base+32(FP), CX
+	IMUL3Q      $0x00000090, SI, DI
+	ADDQ        DI, CX
+	LEAQ        (BX)(SI*4), BX
+	VXORPS      Y0, Y0, Y0
+	VXORPS      Y1, Y1, Y1
+	VXORPS      Y2, Y2, Y2
+	VXORPS      Y3, Y3, Y3
+	VXORPS      Y4, Y4, Y4
+	VXORPS      Y5, Y5, Y5
+	VXORPS      Y6, Y6, Y6
+	VXORPS      Y7, Y7, Y7
+	VMOVUPS     (DX), Y8
+	VFMADD231PS (CX), Y8, Y0
+	VFMADD231PS 288(CX), Y8, Y1
+	VFMADD231PS 144(CX), Y8, Y2
+	VFMADD231PS 432(CX), Y8, Y3
+	VFMADD231PS 576(CX), Y8, Y4
+	VFMADD231PS 864(CX), Y8, Y5
+	VFMADD231PS 720(CX), Y8, Y6
+	VFMADD231PS 1008(CX), Y8, Y7
+	VMOVUPS     lanemask8<>+16(SB), Y9
+	VMASKMOVPS  32(DX), Y9, Y8
+	VMASKMOVPS  32(CX), Y9, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VMASKMOVPS  320(CX), Y9, Y10
+	VFMADD231PS Y10, Y8, Y1
+	VMASKMOVPS  176(CX), Y9, Y10
+	VFMADD231PS Y10, Y8, Y2
+	VMASKMOVPS  464(CX), Y9, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VMASKMOVPS  608(CX), Y9, Y10
+	VFMADD231PS Y10, Y8, Y4
+	VMASKMOVPS  896(CX), Y9, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VMASKMOVPS  752(CX), Y9, Y10
+	VFMADD231PS Y10, Y8, Y6
+	VMASKMOVPS  1040(CX), Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPERM2F128  $0x20, Y4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y0
+	VADDPS      Y0, Y8, Y8
+	VPERM2F128  $0x20, Y5, Y1, Y0
+	VPERM2F128  $0x31, Y5, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERM2F128  $0x20, Y6, Y2, Y1
+	VPERM2F128  $0x31, Y6, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y7, Y3, Y2
+	VPERM2F128  $0x31, Y7, Y3, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x88, Y1, Y8, Y3
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y3, Y3
+	VSHUFPS     $0x88, Y2, Y0, Y1
+	VSHUFPS     $0xdd, Y2, Y0, Y0
+	VADDPS      Y0, Y1, Y1
+	VSHUFPS     $0x88, Y1, Y3, Y0
+	VSHUFPS     $0xdd, Y1, Y3, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (BX)
+	JMP         svb_gdone_21
+
+svb_gsingle_22:
+	MOVQ v_base+32(FP), DI
+	XORQ SI, SI
+
+svb_gdot_26:
+	VXORPS      Y0, Y0, Y0
+	VMOVUPS     (DX), Y1
+	VMOVUPS     (DI), Y2
+	VFMADD231PS Y2, Y1, Y0
+	VMOVUPS     lanemask8<>+16(SB), Y2
+	VMASKMOVPS  32(DX), Y2, Y1
+	VMASKMOVPS  32(DI), Y2, Y2
+	VFMADD231PS Y2, Y1, Y0
+	VPERM2F128  $0x01, Y0, Y0, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERMILPS   $0x4e, Y0, Y1
+	VADDPS      Y1, Y0, Y0
+	VPERMILPS   $0xb1, Y0, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     lanemask8<>+28(SB), Y1
+	VMASKMOVPS  Y0, Y1, (BX)(SI*4)
+	ADDQ        $0x00000090, DI
+	INCQ        SI
+	CMPQ        SI, CX
+	JL          svb_gdot_26
+
+svb_gdone_21:
+	MOVQ    t+0(FP), CX
+	LEAQ    (SP), DX
+	MOVQ    a_base+8(FP), BX
+	IMUL3Q  $0x000000f0, AX, SI
+	ADDQ    SI, BX
+	MOVQ    CX, SI
+	ANDQ    $0x00000007, CX
+	SUBQ    CX, SI
+	LEAQ    lanemask8<>+0(SB), DI
+	NEGQ    CX
+	VMOVUPS 32(DI)(CX*4), Y0
+	VXORPS  Y1, Y1, Y1
+	XORQ    CX, CX
+
+svb_dot_27:
+	CMPQ        CX, SI
+	JAE         svb_dot_tail_28
+	VMOVUPS     (DX)(CX*4), Y2
+	VFMADD231PS (BX)(CX*4), Y2, Y1
+	ADDQ        $0x00000008, CX
+	JMP         svb_dot_27
+
+svb_dot_tail_28:
+	VMASKMOVPS  (DX)(CX*4), Y0, Y2
+	VMASKMOVPS  (BX)(CX*4), Y0, Y3
+	VFMADD231PS Y3, Y2, Y1
+	VPERM2F128  $0x01, Y1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	MOVQ        db_base+80(FP), CX
+	IMUL3Q      $0x000000f0, AX, DI
+	ADDQ        DI, CX
+	XORQ        DI, DI
+
+svb_db_29:
+	CMPQ    DI, SI
+	JAE     svb_db_tail_30
+	VMOVUPS (DX)(DI*4), Y2
+	VSUBPS  Y1, Y2, Y2
+	VMULPS  (BX)(DI*4), Y2, Y2
+	VMOVUPS Y2, (CX)(DI*4)
+	ADDQ    $0x00000008, DI
+	JMP     svb_db_29
+
+svb_db_tail_30:
+	VMASKMOVPS (DX)(DI*4), Y0, Y2
+	VSUBPS     Y1, Y2, Y2
+	VMASKMOVPS (BX)(DI*4), Y0, Y1
+	VMULPS     Y1, Y2, Y2
+	VMASKMOVPS Y2, Y0, (CX)(DI*4)
+	INCQ       AX
+	JMP        svb_row_7
+
+svb_done_8:
 	VZEROUPPER
 	RET
 
@@ -9500,24 +12743,6 @@ skip_46:
 	JLT  pair_1
 	VZEROUPPER
 	RET
-
-DATA lanemask8<>+0(SB)/4, $0xffffffff
-DATA lanemask8<>+4(SB)/4, $0xffffffff
-DATA lanemask8<>+8(SB)/4, $0xffffffff
-DATA lanemask8<>+12(SB)/4, $0xffffffff
-DATA lanemask8<>+16(SB)/4, $0xffffffff
-DATA lanemask8<>+20(SB)/4, $0xffffffff
-DATA lanemask8<>+24(SB)/4, $0xffffffff
-DATA lanemask8<>+28(SB)/4, $0xffffffff
-DATA lanemask8<>+32(SB)/4, $0x00000000
-DATA lanemask8<>+36(SB)/4, $0x00000000
-DATA lanemask8<>+40(SB)/4, $0x00000000
-DATA lanemask8<>+44(SB)/4, $0x00000000
-DATA lanemask8<>+48(SB)/4, $0x00000000
-DATA lanemask8<>+52(SB)/4, $0x00000000
-DATA lanemask8<>+56(SB)/4, $0x00000000
-DATA lanemask8<>+60(SB)/4, $0x00000000
-GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
 // func vanillaLogitsBackXAVX2(t int, dc []float32, w []float32, dx []float32, scale float32)
 // Requires: AVX, FMA3
@@ -14775,106 +18000,6 @@ DATA xent_neginf_v8_ff800000<>+20(SB)/4, $0xff800000
 DATA xent_neginf_v8_ff800000<>+24(SB)/4, $0xff800000
 DATA xent_neginf_v8_ff800000<>+28(SB)/4, $0xff800000
 GLOBL xent_neginf_v8_ff800000<>(SB), RODATA|NOPTR, $32
-
-DATA exp_dcut_v8_c2aeac4f<>+0(SB)/4, $0xc2aeac4f
-DATA exp_dcut_v8_c2aeac4f<>+4(SB)/4, $0xc2aeac4f
-DATA exp_dcut_v8_c2aeac4f<>+8(SB)/4, $0xc2aeac4f
-DATA exp_dcut_v8_c2aeac4f<>+12(SB)/4, $0xc2aeac4f
-DATA exp_dcut_v8_c2aeac4f<>+16(SB)/4, $0xc2aeac4f
-DATA exp_dcut_v8_c2aeac4f<>+20(SB)/4, $0xc2aeac4f
-DATA exp_dcut_v8_c2aeac4f<>+24(SB)/4, $0xc2aeac4f
-DATA exp_dcut_v8_c2aeac4f<>+28(SB)/4, $0xc2aeac4f
-GLOBL exp_dcut_v8_c2aeac4f<>(SB), RODATA|NOPTR, $32
-
-DATA exp_magic_v8_4b40007f<>+0(SB)/4, $0x4b40007f
-DATA exp_magic_v8_4b40007f<>+4(SB)/4, $0x4b40007f
-DATA exp_magic_v8_4b40007f<>+8(SB)/4, $0x4b40007f
-DATA exp_magic_v8_4b40007f<>+12(SB)/4, $0x4b40007f
-DATA exp_magic_v8_4b40007f<>+16(SB)/4, $0x4b40007f
-DATA exp_magic_v8_4b40007f<>+20(SB)/4, $0x4b40007f
-DATA exp_magic_v8_4b40007f<>+24(SB)/4, $0x4b40007f
-DATA exp_magic_v8_4b40007f<>+28(SB)/4, $0x4b40007f
-GLOBL exp_magic_v8_4b40007f<>(SB), RODATA|NOPTR, $32
-
-DATA exp_log2e_v8_3fb8aa3b<>+0(SB)/4, $0x3fb8aa3b
-DATA exp_log2e_v8_3fb8aa3b<>+4(SB)/4, $0x3fb8aa3b
-DATA exp_log2e_v8_3fb8aa3b<>+8(SB)/4, $0x3fb8aa3b
-DATA exp_log2e_v8_3fb8aa3b<>+12(SB)/4, $0x3fb8aa3b
-DATA exp_log2e_v8_3fb8aa3b<>+16(SB)/4, $0x3fb8aa3b
-DATA exp_log2e_v8_3fb8aa3b<>+20(SB)/4, $0x3fb8aa3b
-DATA exp_log2e_v8_3fb8aa3b<>+24(SB)/4, $0x3fb8aa3b
-DATA exp_log2e_v8_3fb8aa3b<>+28(SB)/4, $0x3fb8aa3b
-GLOBL exp_log2e_v8_3fb8aa3b<>(SB), RODATA|NOPTR, $32
-
-DATA exp_mln2hi_v8_bf317218<>+0(SB)/4, $0xbf317218
-DATA exp_mln2hi_v8_bf317218<>+4(SB)/4, $0xbf317218
-DATA exp_mln2hi_v8_bf317218<>+8(SB)/4, $0xbf317218
-DATA exp_mln2hi_v8_bf317218<>+12(SB)/4, $0xbf317218
-DATA exp_mln2hi_v8_bf317218<>+16(SB)/4, $0xbf317218
-DATA exp_mln2hi_v8_bf317218<>+20(SB)/4, $0xbf317218
-DATA exp_mln2hi_v8_bf317218<>+24(SB)/4, $0xbf317218
-DATA exp_mln2hi_v8_bf317218<>+28(SB)/4, $0xbf317218
-GLOBL exp_mln2hi_v8_bf317218<>(SB), RODATA|NOPTR, $32
-
-DATA exp_mln2lo_v8_3102e308<>+0(SB)/4, $0x3102e308
-DATA exp_mln2lo_v8_3102e308<>+4(SB)/4, $0x3102e308
-DATA exp_mln2lo_v8_3102e308<>+8(SB)/4, $0x3102e308
-DATA exp_mln2lo_v8_3102e308<>+12(SB)/4, $0x3102e308
-DATA exp_mln2lo_v8_3102e308<>+16(SB)/4, $0x3102e308
-DATA exp_mln2lo_v8_3102e308<>+20(SB)/4, $0x3102e308
-DATA exp_mln2lo_v8_3102e308<>+24(SB)/4, $0x3102e308
-DATA exp_mln2lo_v8_3102e308<>+28(SB)/4, $0x3102e308
-GLOBL exp_mln2lo_v8_3102e308<>(SB), RODATA|NOPTR, $32
-
-DATA exp_c5_v8_3c07cfce<>+0(SB)/4, $0x3c07cfce
-DATA exp_c5_v8_3c07cfce<>+4(SB)/4, $0x3c07cfce
-DATA exp_c5_v8_3c07cfce<>+8(SB)/4, $0x3c07cfce
-DATA exp_c5_v8_3c07cfce<>+12(SB)/4, $0x3c07cfce
-DATA exp_c5_v8_3c07cfce<>+16(SB)/4, $0x3c07cfce
-DATA exp_c5_v8_3c07cfce<>+20(SB)/4, $0x3c07cfce
-DATA exp_c5_v8_3c07cfce<>+24(SB)/4, $0x3c07cfce
-DATA exp_c5_v8_3c07cfce<>+28(SB)/4, $0x3c07cfce
-GLOBL exp_c5_v8_3c07cfce<>(SB), RODATA|NOPTR, $32
-
-DATA exp_c4_v8_3d2b9d0d<>+0(SB)/4, $0x3d2b9d0d
-DATA exp_c4_v8_3d2b9d0d<>+4(SB)/4, $0x3d2b9d0d
-DATA exp_c4_v8_3d2b9d0d<>+8(SB)/4, $0x3d2b9d0d
-DATA exp_c4_v8_3d2b9d0d<>+12(SB)/4, $0x3d2b9d0d
-DATA exp_c4_v8_3d2b9d0d<>+16(SB)/4, $0x3d2b9d0d
-DATA exp_c4_v8_3d2b9d0d<>+20(SB)/4, $0x3d2b9d0d
-DATA exp_c4_v8_3d2b9d0d<>+24(SB)/4, $0x3d2b9d0d
-DATA exp_c4_v8_3d2b9d0d<>+28(SB)/4, $0x3d2b9d0d
-GLOBL exp_c4_v8_3d2b9d0d<>(SB), RODATA|NOPTR, $32
-
-DATA exp_c3_v8_3e2aad40<>+0(SB)/4, $0x3e2aad40
-DATA exp_c3_v8_3e2aad40<>+4(SB)/4, $0x3e2aad40
-DATA exp_c3_v8_3e2aad40<>+8(SB)/4, $0x3e2aad40
-DATA exp_c3_v8_3e2aad40<>+12(SB)/4, $0x3e2aad40
-DATA exp_c3_v8_3e2aad40<>+16(SB)/4, $0x3e2aad40
-DATA exp_c3_v8_3e2aad40<>+20(SB)/4, $0x3e2aad40
-DATA exp_c3_v8_3e2aad40<>+24(SB)/4, $0x3e2aad40
-DATA exp_c3_v8_3e2aad40<>+28(SB)/4, $0x3e2aad40
-GLOBL exp_c3_v8_3e2aad40<>(SB), RODATA|NOPTR, $32
-
-DATA exp_c2_v8_3efffee3<>+0(SB)/4, $0x3efffee3
-DATA exp_c2_v8_3efffee3<>+4(SB)/4, $0x3efffee3
-DATA exp_c2_v8_3efffee3<>+8(SB)/4, $0x3efffee3
-DATA exp_c2_v8_3efffee3<>+12(SB)/4, $0x3efffee3
-DATA exp_c2_v8_3efffee3<>+16(SB)/4, $0x3efffee3
-DATA exp_c2_v8_3efffee3<>+20(SB)/4, $0x3efffee3
-DATA exp_c2_v8_3efffee3<>+24(SB)/4, $0x3efffee3
-DATA exp_c2_v8_3efffee3<>+28(SB)/4, $0x3efffee3
-GLOBL exp_c2_v8_3efffee3<>(SB), RODATA|NOPTR, $32
-
-DATA exp_c1_v8_3f7ffffb<>+0(SB)/4, $0x3f7ffffb
-DATA exp_c1_v8_3f7ffffb<>+4(SB)/4, $0x3f7ffffb
-DATA exp_c1_v8_3f7ffffb<>+8(SB)/4, $0x3f7ffffb
-DATA exp_c1_v8_3f7ffffb<>+12(SB)/4, $0x3f7ffffb
-DATA exp_c1_v8_3f7ffffb<>+16(SB)/4, $0x3f7ffffb
-DATA exp_c1_v8_3f7ffffb<>+20(SB)/4, $0x3f7ffffb
-DATA exp_c1_v8_3f7ffffb<>+24(SB)/4, $0x3f7ffffb
-DATA exp_c1_v8_3f7ffffb<>+28(SB)/4, $0x3f7ffffb
-GLOBL exp_c1_v8_3f7ffffb<>(SB), RODATA|NOPTR, $32
 
 // func softmaxScaleAVX2(t int, x []float32, lse []float32, y []float32, scale float32)
 // Requires: AVX, AVX2, FMA3

@@ -5,6 +5,20 @@ package enc_random
 
 import kernels "github.com/synthgen/synthgen/runtime/kernels"
 
+func softmaxValueAvx2Checked(t int, b []float32, a []float32, v []float32, y []float32) {
+	checkSoftmaxValue(t, b, a, v, y)
+	if t == 0 {
+		return
+	}
+	softmaxValueAVX2(t, b, a, v, y)
+}
+func softmaxValueBackAvx2Checked(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32) {
+	checkSoftmaxValueBack(t, a, v, dy, db, dv)
+	if t == 0 {
+		return
+	}
+	softmaxValueBackAVX2(t, a, v, dy, db, dv)
+}
 func triScaleAvx2Checked(t int, alpha float32, x []float32, y []float32) {
 	checkTriScale(t, alpha, x, y)
 	if t == 0 {
@@ -122,6 +136,20 @@ func gemvDVAvx2Checked(t int, x []float32, w []float32, bias []float32, y []floa
 		return
 	}
 	gemvDVAVX2(t, x, w, bias, y)
+}
+func softmaxValueAvx512Checked(t int, b []float32, a []float32, v []float32, y []float32) {
+	checkSoftmaxValue(t, b, a, v, y)
+	if t == 0 {
+		return
+	}
+	softmaxValueAVX512(t, b, a, v, y)
+}
+func softmaxValueBackAvx512Checked(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32) {
+	checkSoftmaxValueBack(t, a, v, dy, db, dv)
+	if t == 0 {
+		return
+	}
+	softmaxValueBackAVX512(t, a, v, dy, db, dv)
 }
 func triScaleAvx512Checked(t int, alpha float32, x []float32, y []float32) {
 	checkTriScale(t, alpha, x, y)
@@ -245,42 +273,46 @@ func gemvDVAvx512Checked(t int, x []float32, w []float32, bias []float32, y []fl
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
-		AdamW:         adamWAvx2Checked,
-		Gelu:          geluAvx2Checked,
-		GeluBack:      geluBackAvx2Checked,
-		GemmShape:     gemmShapeAVX2,
-		GemmTile:      gemmTileAvx2Checked,
-		GemvDD:        gemvDDAvx2Checked,
-		GemvDF:        gemvDFAvx2Checked,
-		GemvDV:        gemvDVAvx2Checked,
-		GemvFD:        gemvFDAvx2Checked,
-		ISA:           kernels.AVX2,
-		LayerNorm:     layerNormAvx2Checked,
-		LayerNormBack: layerNormBackAvx2Checked,
-		LayerNormGrad: layerNormGradAvx2Checked,
-		SoftmaxScale:  softmaxScaleAvx2Checked,
-		SoftmaxStats:  softmaxStatsAvx2Checked,
-		TriAxpy:       triAxpyAvx2Checked,
-		TriDot:        triDotAvx2Checked,
-		TriScale:      triScaleAvx2Checked,
+		AdamW:            adamWAvx2Checked,
+		Gelu:             geluAvx2Checked,
+		GeluBack:         geluBackAvx2Checked,
+		GemmShape:        gemmShapeAVX2,
+		GemmTile:         gemmTileAvx2Checked,
+		GemvDD:           gemvDDAvx2Checked,
+		GemvDF:           gemvDFAvx2Checked,
+		GemvDV:           gemvDVAvx2Checked,
+		GemvFD:           gemvFDAvx2Checked,
+		ISA:              kernels.AVX2,
+		LayerNorm:        layerNormAvx2Checked,
+		LayerNormBack:    layerNormBackAvx2Checked,
+		LayerNormGrad:    layerNormGradAvx2Checked,
+		SoftmaxScale:     softmaxScaleAvx2Checked,
+		SoftmaxStats:     softmaxStatsAvx2Checked,
+		SoftmaxValue:     softmaxValueAvx2Checked,
+		SoftmaxValueBack: softmaxValueBackAvx2Checked,
+		TriAxpy:          triAxpyAvx2Checked,
+		TriDot:           triDotAvx2Checked,
+		TriScale:         triScaleAvx2Checked,
 	}, kernels.Set{
-		AdamW:         adamWAvx512Checked,
-		Gelu:          geluAvx512Checked,
-		GeluBack:      geluBackAvx512Checked,
-		GemmShape:     gemmShapeAVX512,
-		GemmTile:      gemmTileAvx512Checked,
-		GemvDD:        gemvDDAvx512Checked,
-		GemvDF:        gemvDFAvx512Checked,
-		GemvDV:        gemvDVAvx512Checked,
-		GemvFD:        gemvFDAvx512Checked,
-		ISA:           kernels.AVX512,
-		LayerNorm:     layerNormAvx512Checked,
-		LayerNormBack: layerNormBackAvx512Checked,
-		LayerNormGrad: layerNormGradAvx512Checked,
-		SoftmaxScale:  softmaxScaleAvx512Checked,
-		SoftmaxStats:  softmaxStatsAvx512Checked,
-		TriAxpy:       triAxpyAvx512Checked,
-		TriDot:        triDotAvx512Checked,
-		TriScale:      triScaleAvx512Checked,
+		AdamW:            adamWAvx512Checked,
+		Gelu:             geluAvx512Checked,
+		GeluBack:         geluBackAvx512Checked,
+		GemmShape:        gemmShapeAVX512,
+		GemmTile:         gemmTileAvx512Checked,
+		GemvDD:           gemvDDAvx512Checked,
+		GemvDF:           gemvDFAvx512Checked,
+		GemvDV:           gemvDVAvx512Checked,
+		GemvFD:           gemvFDAvx512Checked,
+		ISA:              kernels.AVX512,
+		LayerNorm:        layerNormAvx512Checked,
+		LayerNormBack:    layerNormBackAvx512Checked,
+		LayerNormGrad:    layerNormGradAvx512Checked,
+		SoftmaxScale:     softmaxScaleAvx512Checked,
+		SoftmaxStats:     softmaxStatsAvx512Checked,
+		SoftmaxValue:     softmaxValueAvx512Checked,
+		SoftmaxValueBack: softmaxValueBackAvx512Checked,
+		TriAxpy:          triAxpyAvx512Checked,
+		TriDot:           triDotAvx512Checked,
+		TriScale:         triScaleAvx512Checked,
 	}}
 }

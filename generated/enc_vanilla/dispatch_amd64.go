@@ -5,6 +5,20 @@ package enc_vanilla
 
 import kernels "github.com/synthgen/synthgen/runtime/kernels"
 
+func softmaxValueAvx2Checked(t int, b []float32, a []float32, v []float32, y []float32) {
+	checkSoftmaxValue(t, b, a, v, y)
+	if t == 0 {
+		return
+	}
+	softmaxValueAVX2(t, b, a, v, y)
+}
+func softmaxValueBackAvx2Checked(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32) {
+	checkSoftmaxValueBack(t, a, v, dy, db, dv)
+	if t == 0 {
+		return
+	}
+	softmaxValueBackAVX2(t, a, v, dy, db, dv)
+}
 func vanillaLogitsAvx2Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	checkVanillaLogits(t, x, w, bias, c, scale)
 	if t == 0 {
@@ -143,6 +157,20 @@ func gemvDVAvx2Checked(t int, x []float32, w []float32, bias []float32, y []floa
 		return
 	}
 	gemvDVAVX2(t, x, w, bias, y)
+}
+func softmaxValueAvx512Checked(t int, b []float32, a []float32, v []float32, y []float32) {
+	checkSoftmaxValue(t, b, a, v, y)
+	if t == 0 {
+		return
+	}
+	softmaxValueAVX512(t, b, a, v, y)
+}
+func softmaxValueBackAvx512Checked(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32) {
+	checkSoftmaxValueBack(t, a, v, dy, db, dv)
+	if t == 0 {
+		return
+	}
+	softmaxValueBackAVX512(t, a, v, dy, db, dv)
 }
 func vanillaLogitsAvx512Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	checkVanillaLogits(t, x, w, bias, c, scale)
@@ -302,6 +330,8 @@ func sets() []kernels.Set {
 		LayerNormGrad:      layerNormGradAvx2Checked,
 		SoftmaxScale:       softmaxScaleAvx2Checked,
 		SoftmaxStats:       softmaxStatsAvx2Checked,
+		SoftmaxValue:       softmaxValueAvx2Checked,
+		SoftmaxValueBack:   softmaxValueBackAvx2Checked,
 		TriAxpy:            triAxpyAvx2Checked,
 		TriDot:             triDotAvx2Checked,
 		TriScale:           triScaleAvx2Checked,
@@ -324,6 +354,8 @@ func sets() []kernels.Set {
 		LayerNormGrad:      layerNormGradAvx512Checked,
 		SoftmaxScale:       softmaxScaleAvx512Checked,
 		SoftmaxStats:       softmaxStatsAvx512Checked,
+		SoftmaxValue:       softmaxValueAvx512Checked,
+		SoftmaxValueBack:   softmaxValueBackAvx512Checked,
 		TriAxpy:            triAxpyAvx512Checked,
 		TriDot:             triDotAvx512Checked,
 		TriScale:           triScaleAvx512Checked,

@@ -5,6 +5,12 @@
 package enc_vanilla
 
 //go:noescape
+func softmaxValueAVX512(t int, b []float32, a []float32, v []float32, y []float32)
+
+//go:noescape
+func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
+
+//go:noescape
 func vanillaLogitsAVX512(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)
 
 //go:noescape
@@ -60,6 +66,12 @@ func gemvFDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
 
 //go:noescape
 func gemvDVAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
+
+//go:noescape
+func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
+
+//go:noescape
+func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
 
 //go:noescape
 func vanillaLogitsAVX2(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)
