@@ -13,7 +13,8 @@ const (
 	// whose position bias is identically 0).
 	AttentionNone AttentionKind = iota
 	// AttentionProbs: the synthesizer family, vanilla and their mixtures:
-	// the probabilities A = softmax(B) of the last Forward, causal. They
+	// the probabilities A = softmax(B) of the last Forward, causal (over
+	// every key j < t for a bidirectional spec, "causal": false). They
 	// depend on the input, except for random and fixed_random, whose B is
 	// R itself.
 	AttentionProbs
@@ -44,7 +45,8 @@ func (m *Model) AttentionKind() AttentionKind {
 // AttentionMap writes the attention weights of head h of layer l for
 // sequence s of the last Forward on ws into dst, as a t×t row-major matrix
 // (t the sequence length of that Forward): dst[i·t+j] is the weight of key
-// position j for query position i, 0 for j > i; see AttentionKind for what
+// position j for query position i, 0 for j > i (except the probabilities
+// of a bidirectional synthesizer, over every j < t); see AttentionKind for what
 // the weights are. It returns t, or 0 (writing nothing) when the variant
 // has no attention weights. It must follow a Forward on ws (and precede
 // any Backward on it, which overwrites the probabilities); it costs the
@@ -75,7 +77,11 @@ func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 		tk := s*m.heads + h
 		a := lw.a[tk*n*n : tk*n*n+n*n]
 		for i := 0; i < t; i++ {
-			copy(dst[i*t:i*t+i+1], a[i*n:i*n+i+1])
+			keys := i + 1
+			if !m.Spec.Causal() {
+				keys = t
+			}
+			copy(dst[i*t:i*t+keys], a[i*n:i*n+keys])
 		}
 	case AttentionLinear:
 		d, dh := m.d, m.dh
