@@ -116,16 +116,9 @@ var unmaskedAsm = map[catalog.Kind]bool{
 
 // Has reports whether there is assembly for op under cfg: every kind has,
 // except, for a bidirectional spec, a Causal kind whose emitter knows only
-// the causal triangle (and the softmax-value backward at long rows, N ≥
-// svLongN); its Go kernel serves every level.
+// the causal triangle; its Go kernel serves every level.
 func Has(op catalog.Op, cfg catalog.Config) bool {
-	if !cfg.Bidirectional || !op.Entry().Causal {
-		return true
-	}
-	if op.Kind == catalog.SoftmaxValueBack && cfg.N >= svLongN {
-		return false
-	}
-	return unmaskedAsm[op.Kind]
+	return !cfg.Bidirectional || !op.Entry().Causal || unmaskedAsm[op.Kind]
 }
 
 // Name is the assembly function's name for op at level isa.

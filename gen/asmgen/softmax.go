@@ -45,8 +45,8 @@ import (
 // entries j < t: the forward's rows share one length (each has one masked
 // tail vector) and its products take j < t for every row of a block, with
 // no corner; the backward's dv sums run over every row i < t and its
-// gradient rows, s_i and db over j < t. The long-row backward (N ≥
-// svLongN) is not written for it: such specs take the Go kernel (Has).
+// gradient rows, s_i and db over j < t (at long rows, dvRows and gPanels
+// likewise).
 //
 // Row tails use lane masks (K registers, or VMASKMOVPS with a mask table on
 // AVX2); so does the last vector of a head when DH is not a multiple of the
