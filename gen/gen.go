@@ -67,7 +67,7 @@ type Options struct {
 // do, a spec with "causal": false is refused rather than generated with
 // masked kernels.
 func unmaskedReady(s *specs.Spec) bool {
-	return specs.IsAttentionFree(s.Variant)
+	return s.IsSynthesizer() || specs.IsAttentionFree(s.Variant)
 }
 
 // Render builds the package for spec s in memory.
@@ -110,6 +110,9 @@ func Render(s *specs.Spec, o Options) (*Package, error) {
 	emitted := map[kernels.ISA][]catalog.Op{}
 	for _, isa := range asmLevels {
 		for _, op := range ops {
+			if !asmgen.Has(op, cfg) {
+				continue
+			}
 			if err := asmgen.Emit(af, op, isa); err != nil {
 				return nil, fmt.Errorf("spec %s: %w", s.Name, err)
 			}

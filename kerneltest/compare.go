@@ -389,11 +389,16 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 			scale("b", 3)
 		}
 	case catalog.SoftmaxValueBack:
-		// Causal softmax rows of logits of size 2; every fifth row fully
-		// masked (zero), as a masked forward leaves it.
+		// Softmax rows (causal, or all t keys of a bidirectional spec) of
+		// logits of size 2; every fifth row fully masked (zero), as a
+		// masked forward leaves it.
 		a, sh := v["a"], shape["a"]
 		for r := 0; r < t; r++ {
-			row := a[r*sh.Stride : r*sh.Stride+r+1]
+			w := t
+			if sh.Triangle() {
+				w = r + 1
+			}
+			row := a[r*sh.Stride : r*sh.Stride+w]
 			if r%5 == 3 {
 				clear(row)
 				continue

@@ -97,7 +97,7 @@ func (g aftGeom) uPairs(l, t int) int {
 // wLayout is w's (and dw's) layout at length t: the causal triangle, or
 // the [t, t] block.
 func (e *env) wLayout(t int) layout {
-	if e.bi {
+	if e.bidi {
 		return layout{rows: t, stride: e.n, width: t}
 	}
 	return triangle(t, e.n)
@@ -628,7 +628,7 @@ func linInputs(e *env, t int, mode string, rng *rand.Rand) (fq, fk, v mat, d *li
 	for k := range fq.v {
 		fq.v[k], fk.v[k] = feat(), feat()
 	}
-	d = &linData{t: t, dh: e.dh, fq: aftHeadVals(fq, t, e.dh), fk: aftHeadVals(fk, t, e.dh), v: aftHeadVals(v, t, e.dh), bi: e.bi}
+	d = &linData{t: t, dh: e.dh, fq: aftHeadVals(fq, t, e.dh), fk: aftHeadVals(fk, t, e.dh), v: aftHeadVals(v, t, e.dh), bi: e.bidi}
 	return fq, fk, v, d
 }
 

@@ -87,6 +87,15 @@ func triIdx(t, n int) []int {
 	return out
 }
 
+// logitIdx lists the indices of a [t, n] logit matrix that e's kernels
+// use: the causal triangle, or the square of a bidirectional spec.
+func (e *env) logitIdx(t int) []int {
+	if e.bidi {
+		return rectIdx(t, e.n, t)
+	}
+	return triIdx(t, e.n)
+}
+
 // rectIdx lists the indices of rows t of width w, stride apart.
 func rectIdx(t, stride, w int) []int {
 	var out []int
@@ -168,7 +177,7 @@ func softmaxGradients(t *testing.T, e *env, k *kernels.Kernels, tt int, rng *ran
 	dv := make([]float32, tt*d)
 	k.SoftmaxValueBack(tt, a, v, r, db, dv)
 	var bIdx []int
-	for _, i := range triIdx(tt, n) {
+	for _, i := range e.logitIdx(tt) {
 		if !math.IsInf(float64(b[i]), 0) {
 			bIdx = append(bIdx, i)
 		}
@@ -189,7 +198,7 @@ func productGradients(t *testing.T, e *env, g geometry, f kernels.ProductFunc, b
 	r := randSlice(rng, tt*n)
 	c := make([]float32, tt*n)
 	const scale = 0.7
-	cIdx := triIdx(tt, n)
+	cIdx := e.logitIdx(tt)
 	loss := func() float64 {
 		f(tt, x, w, bias, c, scale)
 		return dotAt(c, r, cIdx)
@@ -213,7 +222,7 @@ func tileGradients(t *testing.T, e *env, k *kernels.Kernels, tt int, rng *rand.R
 	fb := randSlice(rng, (tt-1)*lb+e.b)
 	r := randSlice(rng, tt*n)
 	c := make([]float32, tt*n)
-	cIdx := triIdx(tt, n)
+	cIdx := e.logitIdx(tt)
 	loss := func() float64 {
 		k.FactDenseLogits(tt, fa, fb, c)
 		return dotAt(c, r, cIdx)

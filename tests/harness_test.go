@@ -30,6 +30,19 @@ type layout struct {
 // triangle is the causal triangle of t rows with row stride n.
 func triangle(t, n int) layout { return layout{rows: t, stride: n, width: -1} }
 
+// square is the unmasked logit matrix of t rows of t entries, row stride n:
+// what a bidirectional spec's kernels read and write.
+func square(t, n int) layout { return layout{rows: t, stride: n, width: t} }
+
+// colStart is the first row that has an entry in column p: p in the causal
+// triangle, 0 otherwise.
+func (l layout) colStart(p int) int {
+	if l.width < 0 {
+		return p
+	}
+	return 0
+}
+
 // rowLen is the number of active entries of row r.
 func (l layout) rowLen(r int) int {
 	if l.width < 0 {

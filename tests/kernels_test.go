@@ -22,17 +22,27 @@ type env struct {
 	name                     string
 	n, d, heads, dh, k, a, b int
 	ffn, vocab               int
+	// bidi is the spec's "causal": false: the attention kernels see every
+	// key j < t, and logit matrices are the square i, j < t rather than
+	// the causal triangle.
+	bidi bool
 	// h is the head whose columns head-sliced operands occupy: a middle
 	// one, so that other heads' columns lie on both sides as guards when
 	// there are three heads or more.
 	h int
-	// bi is the spec's "causal": false: the attention kernels see every
-	// key j < t.
-	bi bool
 }
 
 func envOf(s specs.Spec) *env {
-	return &env{name: s.Name, n: s.N, d: s.D, heads: s.Heads, dh: s.DH(), k: s.K, a: s.A, b: s.B, ffn: s.FFN, vocab: s.Vocab, h: s.Heads / 2, bi: s.Bidirectional}
+	return &env{name: s.Name, n: s.N, d: s.D, heads: s.Heads, dh: s.DH(), k: s.K, a: s.A, b: s.B, ffn: s.FFN, vocab: s.Vocab, h: s.Heads / 2, bidi: s.Bidirectional}
+}
+
+// logits is the layout of a logit or probability matrix at length t: the
+// causal triangle, or the square of a bidirectional spec.
+func (e *env) logits(t int) layout {
+	if e.bidi {
+		return square(t, e.n)
+	}
+	return triangle(t, e.n)
 }
 
 // head is head e.h's slice of a [t, D] matrix.
@@ -156,8 +166,9 @@ func (e *env) tileLayouts(t int) (la, lb layout) {
 func maskRows(rng *rand.Rand, b mat) {
 	inf := float32(math.Inf(-1))
 	for i := 0; i < b.lay.rows; i++ {
-		keep := rng.IntN(i + 1)
-		for j := 0; j <= i; j++ {
+		L := b.lay.rowLen(i)
+		keep := rng.IntN(L)
+		for j := 0; j < L; j++ {
 			k := b.lay.pos(i, j)
 			switch i % 4 {
 			case 0:
@@ -191,15 +202,16 @@ func extremeLogits(rng *rand.Rand, l layout) mat {
 	return m
 }
 
-// probabilities is a causal softmax of random logits, rounded to float32,
-// with every fifth row fully masked (zero).
-func probabilities(rng *rand.Rand, t, n int, scale float64) mat {
-	a := newMat(triangle(t, n))
-	for i := 0; i < t; i++ {
+// probabilities is a softmax of random logits over the rows of layout l
+// (causal or square), rounded to float32, with every fifth row fully
+// masked (zero).
+func probabilities(rng *rand.Rand, l layout, scale float64) mat {
+	a := newMat(l)
+	for i := 0; i < l.rows; i++ {
 		if i%5 == 3 {
 			continue
 		}
-		x := make([]float64, i+1)
+		x := make([]float64, l.rowLen(i))
 		m, s := math.Inf(-1), 0.0
 		for j := range x {
 			x[j] = rng.NormFloat64() * scale
@@ -240,7 +252,7 @@ var kernelTests = map[string]kernelTest{
 			if mode == "integers" {
 				fa, fb = ints(rng, la, 3), ints(rng, lb, 3)
 			}
-			lc := triangle(t, e.n)
+			lc := e.logits(t)
 			c := refTile(t, e.b, fa, fb, lc)
 			if mode == "integers" {
 				exactly(c)
@@ -258,7 +270,7 @@ var kernelTests = map[string]kernelTest{
 		modes: []string{"random", "integers"},
 		scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
 			la, lb := e.tileLayouts(t)
-			lc := triangle(t, e.n)
+			lc := e.logits(t)
 			fa, fb, dc := mixed(rng, la, 1), mixed(rng, lb, 1), mixed(rng, lc, 1)
 			if mode == "integers" {
 				fa, fb, dc = ints(rng, la, 3), ints(rng, lb, 3), ints(rng, lc, 3)
@@ -279,7 +291,7 @@ var kernelTests = map[string]kernelTest{
 	"TriScale": {
 		modes: []string{"random"},
 		scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
-			l := triangle(t, e.n)
+			l := e.logits(t)
 			x := mixed(rng, l, 1)
 			alpha := float32(rng.NormFloat64())
 			return scenario{
@@ -292,7 +304,7 @@ var kernelTests = map[string]kernelTest{
 	"TriAxpy": {
 		modes: []string{"random", "integers"},
 		scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
-			l := triangle(t, e.n)
+			l := e.logits(t)
 			x, y0 := mixed(rng, l, 1), mixed(rng, l, 1)
 			alpha := float32(rng.NormFloat64())
 			if mode == "integers" {
@@ -312,7 +324,7 @@ var kernelTests = map[string]kernelTest{
 	"TriDot": {
 		modes: []string{"random", "integers"},
 		scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
-			l := triangle(t, e.n)
+			l := e.logits(t)
 			x, y := mixed(rng, l, 1), mixed(rng, l, 1)
 			if mode == "integers" {
 				x, y = ints(rng, l, 3), ints(rng, l, 3)
@@ -332,7 +344,7 @@ var kernelTests = map[string]kernelTest{
 func productOps(e *env, field string, t int) (g geometry, lx, lw, lc layout) {
 	g = e.geometry(field)
 	return g, layout{rows: t, stride: g.lx, width: g.w, col: g.colX},
-		layout{rows: t, stride: g.lw, width: g.w, col: g.colW}, triangle(t, e.n)
+		layout{rows: t, stride: g.lw, width: g.w, col: g.colW}, e.logits(t)
 }
 
 var productTest = kernelTest{
@@ -421,7 +433,7 @@ var productBackWTest = kernelTest{
 // softmaxValueScenario builds a SoftmaxValue call; bscale and vscale are
 // the typical sizes of the logits and the values.
 func softmaxValueScenario(e *env, t int, mode string, rng *rand.Rand, vscale, bscale float64) scenario {
-	lb, lv := triangle(t, e.n), e.head(t)
+	lb, lv := e.logits(t), e.head(t)
 	b := mixed(rng, lb, bscale)
 	switch mode {
 	case "extreme":
@@ -446,8 +458,8 @@ func softmaxValueScenario(e *env, t int, mode string, rng *rand.Rand, vscale, bs
 // softmaxValueBackScenario builds a SoftmaxValueBack call; ascale is the
 // size of the logits the probabilities come from, gscale that of v and dy.
 func softmaxValueBackScenario(e *env, t int, mode string, rng *rand.Rand, gscale, ascale float64) scenario {
-	la, lv := triangle(t, e.n), e.head(t)
-	a := probabilities(rng, t, e.n, ascale)
+	la, lv := e.logits(t), e.head(t)
+	a := probabilities(rng, la, ascale)
 	v, dy := mixed(rng, lv, gscale), mixed(rng, lv, gscale)
 	if mode == "integers" {
 		a, v, dy = ints(rng, la, 3), ints(rng, lv, 3), ints(rng, lv, 3)

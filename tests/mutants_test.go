@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/synthgen/synthgen/gen/catalog"
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
@@ -161,6 +163,61 @@ func TestMutantsAreCaught(t *testing.T) {
 			}
 			if !caught {
 				t.Errorf("mutant %q of %s was not caught", m.name, m.field)
+			}
+		})
+	}
+}
+
+// TestCausalKernelOnSquareIsCaught: the causal kernels of odd have
+// exactly the sizes of enc_odd's, its bidirectional twin; run on enc_odd's
+// scenarios (the square i, j < t) in place of enc_odd's kernels, each
+// must be reported, while enc_odd's own pass: the references and the
+// guards tell the triangle from the square, for every kernel the
+// bidirectional spec has.
+func TestCausalKernelOnSquareIsCaught(t *testing.T) {
+	const name, causal = "enc_odd", "odd"
+	spec, err := kernels.Spec(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := envOf(spec)
+	if !e.bidi {
+		t.Fatalf("%s is not bidirectional", name)
+	}
+	bi, err := kernels.LookupAt(name, kernels.Go)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := kernels.LookupAt(causal, kernels.Go)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range bi.KernelNames() {
+		kt, ok := kernelTestFor(f)
+		if !ok || f == "GemmTile" || f == "GemmShape" {
+			continue
+		}
+		k, ok := catalog.KindOf(field(bi.Set, f).Interface())
+		if !ok || !catalog.Of(k).Causal {
+			continue
+		}
+		t.Run(f, func(t *testing.T) {
+			good, bad := bind(field(bi.Set, f)), bind(field(ca.Set, f))
+			caught := false
+			for _, tl := range []int{7, 15} {
+				for _, mode := range kt.modes {
+					sc := kt.scenario(e, f, tl, mode, rngFor("square", f, tl, mode))
+					sc.t, sc.label = tl, fmt.Sprintf("t=%d %s", tl, mode)
+					for _, p := range runScenario(sc, []level{{"go", good}, {"causal", bad}}) {
+						if strings.Contains(p, " go: ") {
+							t.Errorf("the bidirectional kernel failed: %s", p)
+						}
+						caught = caught || strings.Contains(p, " causal: ")
+					}
+				}
+			}
+			if !caught {
+				t.Errorf("%s's causal %s passed on %s's square", causal, f, name)
 			}
 		})
 	}

@@ -54,38 +54,41 @@ func exactly(es ...*expect) {
 //	a[i,j] = exp(b[i,j] − m_i) / Σ_{j'≤i} exp(b[i,j'] − m_i)
 //	y[i,c] = Σ_{j≤i} a[i,j]·v[j,c]
 //
-// and a = 0, y = 0 on a row of b that is all −Inf.
+// and a = 0, y = 0 on a row of b that is all −Inf. The keys of row i are
+// those of b's layout: j ≤ i in the causal triangle, every j < t in the
+// square of a bidirectional spec (the same for every reference below).
 func refSoftmaxValue(t, dh int, b, v mat, la, ly layout) (a, y *expect) {
 	a, y = newExpect("a", la), newExpect("y", ly)
 	for i := 0; i < t; i++ {
+		L := b.lay.rowLen(i)
 		m := math.Inf(-1)
-		for j := 0; j <= i; j++ {
+		for j := 0; j < L; j++ {
 			m = math.Max(m, float64(b.at(i, j)))
 		}
 		if math.IsInf(m, -1) {
 			continue // a = 0 and y = 0 exactly: newExpect's zeros, tolerance 0
 		}
-		p := make([]float64, i+1)
-		pt := make([]float64, i+1)
+		p := make([]float64, L)
+		pt := make([]float64, L)
 		sum := 0.0
-		for j := 0; j <= i; j++ {
+		for j := 0; j < L; j++ {
 			p[j] = math.Exp(float64(b.at(i, j)) - m)
 			sum += p[j]
 		}
-		for j := 0; j <= i; j++ {
+		for j := 0; j < L; j++ {
 			p[j] /= sum
-			pt[j] = probTol(i+1, float64(b.at(i, j))-m, p[j])
+			pt[j] = probTol(L, float64(b.at(i, j))-m, p[j])
 			a.set(i, j, p[j], pt[j])
 		}
 		for c := 0; c < dh; c++ {
 			s, mag, errA := 0.0, 0.0, 0.0
-			for j := 0; j <= i; j++ {
+			for j := 0; j < L; j++ {
 				vj := float64(v.at(j, c))
 				s += p[j] * vj
 				mag += math.Abs(p[j] * vj)
 				errA += pt[j] * math.Abs(vj)
 			}
-			y.set(i, c, s, errA+sumTol(i+1, mag))
+			y.set(i, c, s, errA+sumTol(L, mag))
 		}
 	}
 	return a, y
@@ -100,18 +103,20 @@ func refSoftmaxValueBack(t, dh int, a, v, dy mat, ldb, ldv layout) (db, dv *expe
 	for j := 0; j < t; j++ {
 		for c := 0; c < dh; c++ {
 			s, mag := 0.0, 0.0
-			for i := j; i < t; i++ {
+			i0 := a.lay.colStart(j)
+			for i := i0; i < t; i++ {
 				x := float64(a.at(i, j)) * float64(dy.at(i, c))
 				s += x
 				mag += math.Abs(x)
 			}
-			dv.set(j, c, s, sumTol(t-j, mag))
+			dv.set(j, c, s, sumTol(t-i0, mag))
 		}
 	}
 	for i := 0; i < t; i++ {
-		g := make([]float64, i+1)
-		eg := make([]float64, i+1)
-		for j := 0; j <= i; j++ {
+		L := a.lay.rowLen(i)
+		g := make([]float64, L)
+		eg := make([]float64, L)
+		for j := 0; j < L; j++ {
 			mag := 0.0
 			for c := 0; c < dh; c++ {
 				x := float64(dy.at(i, c)) * float64(v.at(j, c))
@@ -121,14 +126,14 @@ func refSoftmaxValueBack(t, dh int, a, v, dy mat, ldb, ldv layout) (db, dv *expe
 			eg[j] = sumTol(dh, mag)
 		}
 		s, mag, es := 0.0, 0.0, 0.0
-		for j := 0; j <= i; j++ {
+		for j := 0; j < L; j++ {
 			aj := float64(a.at(i, j))
 			s += aj * g[j]
 			mag += math.Abs(aj * g[j])
 			es += math.Abs(aj) * eg[j]
 		}
-		es += sumTol(i+1, mag)
-		for j := 0; j <= i; j++ {
+		es += sumTol(L, mag)
+		for j := 0; j < L; j++ {
 			aj := float64(a.at(i, j))
 			d := aj * (g[j] - s)
 			db.set(i, j, d, math.Abs(aj)*(eg[j]+es+4*u*(math.Abs(g[j])+math.Abs(s)))+4*u*math.Abs(d)+0x1p-140)
@@ -143,7 +148,7 @@ func refProduct(t, width int, x, w mat, bias []float32, scale float32, lc layout
 	c := newExpect("c", lc)
 	sc := float64(scale)
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := 0; j < lc.rowLen(i); j++ {
 			s, mag := 0.0, 0.0
 			for p := 0; p < width; p++ {
 				prod := float64(x.at(i, p)) * float64(w.at(j, p))
@@ -168,12 +173,13 @@ func refProductBackX(t, width int, dc, w mat, scale float32, ldx layout) *expect
 	for i := 0; i < t; i++ {
 		for p := 0; p < width; p++ {
 			s, mag := 0.0, 0.0
-			for j := 0; j <= i; j++ {
+			L := dc.lay.rowLen(i)
+			for j := 0; j < L; j++ {
 				prod := float64(dc.at(i, j)) * float64(w.at(j, p))
 				s += prod
 				mag += math.Abs(prod)
 			}
-			dx.set(i, p, sc*s, sumTol(i+2, math.Abs(sc)*mag))
+			dx.set(i, p, sc*s, sumTol(L+1, math.Abs(sc)*mag))
 		}
 	}
 	return dx
@@ -187,13 +193,14 @@ func refProductBackW(t, width int, dc, x, dw0 mat, dbias0 []float32, scale float
 	for j := 0; j < t; j++ {
 		for p := 0; p < width; p++ {
 			s, mag := 0.0, 0.0
-			for i := j; i < t; i++ {
+			i0 := dc.lay.colStart(j)
+			for i := i0; i < t; i++ {
 				prod := float64(dc.at(i, j)) * float64(x.at(i, p))
 				s += prod
 				mag += math.Abs(prod)
 			}
 			d0 := float64(dw0.at(j, p))
-			dw.set(j, p, d0+sc*s, sumTol(t-j+2, math.Abs(d0)+math.Abs(sc)*mag))
+			dw.set(j, p, d0+sc*s, sumTol(t-i0+2, math.Abs(d0)+math.Abs(sc)*mag))
 		}
 	}
 	if dbias0 == nil {
@@ -202,11 +209,12 @@ func refProductBackW(t, width int, dc, x, dw0 mat, dbias0 []float32, scale float
 	dbias = newExpect("dbias", layout{rows: 1, stride: t, width: t})
 	for j := 0; j < t; j++ {
 		s, mag := float64(dbias0[j]), math.Abs(float64(dbias0[j]))
-		for i := j; i < t; i++ {
+		i0 := dc.lay.colStart(j)
+		for i := i0; i < t; i++ {
 			s += float64(dc.at(i, j))
 			mag += math.Abs(float64(dc.at(i, j)))
 		}
-		dbias.set(0, j, s, sumTol(t-j+2, mag))
+		dbias.set(0, j, s, sumTol(t-i0+2, mag))
 	}
 	return dw, dbias
 }
@@ -215,7 +223,7 @@ func refProductBackW(t, width int, dc, x, dw0 mat, dbias0 []float32, scale float
 func refTile(t, fbw int, fa, fb mat, lc layout) *expect {
 	c := newExpect("c", lc)
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := 0; j < lc.rowLen(i); j++ {
 			v := float64(fa.at(i, j/fbw)) * float64(fb.at(i, j%fbw))
 			c.set(i, j, v, 2*u*math.Abs(v)+0x1p-140)
 		}
@@ -233,7 +241,7 @@ func refTileBack(t, faw, fbw int, dc, fa, fb mat) (dfa, dfb *expect) {
 		for p := 0; p < faw; p++ {
 			s, mag := 0.0, 0.0
 			for q := 0; q < fbw; q++ {
-				if j := p*fbw + q; j <= i {
+				if j := p*fbw + q; j < dc.lay.rowLen(i) {
 					prod := float64(dc.at(i, j)) * float64(fb.at(i, q))
 					s += prod
 					mag += math.Abs(prod)
@@ -244,7 +252,7 @@ func refTileBack(t, faw, fbw int, dc, fa, fb mat) (dfa, dfb *expect) {
 		for q := 0; q < fbw; q++ {
 			s, mag := 0.0, 0.0
 			for p := 0; p < faw; p++ {
-				if j := p*fbw + q; j <= i {
+				if j := p*fbw + q; j < dc.lay.rowLen(i) {
 					prod := float64(dc.at(i, j)) * float64(fa.at(i, p))
 					s += prod
 					mag += math.Abs(prod)
@@ -260,7 +268,7 @@ func refTileBack(t, faw, fbw int, dc, fa, fb mat) (dfa, dfb *expect) {
 func refTriScale(t int, alpha float32, x mat) *expect {
 	y := newExpect("y", x.lay)
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := 0; j < x.lay.rowLen(i); j++ {
 			v := float64(alpha) * float64(x.at(i, j))
 			y.set(i, j, v, 2*u*math.Abs(v)+0x1p-140)
 		}
@@ -272,7 +280,7 @@ func refTriScale(t int, alpha float32, x mat) *expect {
 func refTriAxpy(t int, alpha float32, x, y0 mat) *expect {
 	y := newExpect("y", x.lay)
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := 0; j < x.lay.rowLen(i); j++ {
 			ax := float64(alpha) * float64(x.at(i, j))
 			y0v := float64(y0.at(i, j))
 			y.set(i, j, y0v+ax, sumTol(2, math.Abs(y0v)+math.Abs(ax)))
@@ -285,11 +293,11 @@ func refTriAxpy(t int, alpha float32, x, y0 mat) *expect {
 func refTriDot(t int, x, y mat) *expect {
 	s, mag := 0.0, 0.0
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := 0; j < x.lay.rowLen(i); j++ {
 			prod := float64(x.at(i, j)) * float64(y.at(i, j))
 			s += prod
 			mag += math.Abs(prod)
 		}
 	}
-	return scalarExpect(s, sumTol(t*(t+1)/2, mag))
+	return scalarExpect(s, sumTol(x.lay.count(), mag))
 }

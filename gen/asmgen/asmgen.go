@@ -105,6 +105,22 @@ var emitters = map[catalog.Kind]emitter{
 	catalog.Gemv:             emitGemv,
 }
 
+// unmaskedAsm lists the Causal kinds whose emitters have the unmasked form
+// (catalog.Config.Bidirectional).
+var unmaskedAsm = map[catalog.Kind]bool{
+	catalog.TriScale: true, catalog.TriAxpy: true, catalog.TriDot: true,
+	catalog.Product: true, catalog.ProductBackX: true, catalog.ProductBackW: true,
+	catalog.Tile: true, catalog.TileBack: true,
+	catalog.SoftmaxValue: true, catalog.SoftmaxValueBack: true,
+}
+
+// Has reports whether there is assembly for op under cfg: every kind has,
+// except, for a bidirectional spec, a Causal kind whose emitter knows only
+// the causal triangle; its Go kernel serves every level.
+func Has(op catalog.Op, cfg catalog.Config) bool {
+	return !cfg.Bidirectional || !op.Entry().Causal || unmaskedAsm[op.Kind]
+}
+
 // Name is the assembly function's name for op at level isa.
 func Name(op catalog.Op, isa kernels.ISA) string {
 	switch isa {
@@ -128,6 +144,9 @@ func Emit(f *File, op catalog.Op, isa kernels.ISA) error {
 	e := emitters[op.Kind]
 	if e == nil {
 		return fmt.Errorf("asmgen: no emitter for %s", op.Kind)
+	}
+	if !Has(op, f.Config) {
+		return fmt.Errorf("asmgen: no unmasked (bidirectional) %s yet", op.Kind)
 	}
 	f.Ctx.Function(Name(op, isa))
 	f.Ctx.Attributes(attr.NOSPLIT)

@@ -28,6 +28,12 @@ import (
 // corner of each row block is unrolled so that dc is never read above the
 // diagonal. Columns p ≥ W of x, w, dx and dw (other heads' columns) are
 // never read or written: the last vector of a row is masked.
+//
+// For a bidirectional spec (Config.Bidirectional) the three kernels run
+// over the square i, j < t: Product takes every row 0..t−1 against each
+// panel pair (both panels, stores masked to the columns j < t), BackX
+// every column j < t for each row block, BackW every row i < t for each
+// column block, with no triangle corner.
 
 // productRows returns the rows per block of Product: r1 for the diagonal
 // rows of a panel pair (one vector of c per row), r2 for the rows below
@@ -134,8 +140,12 @@ func emitProduct(f *File, op catalog.Op, isa kernels.ISA) {
 	lPair := p.k.lbl("pair")
 	p.k.label(lPair)
 	p.panels()
-	p.diagonalRows()
-	p.rowsBelow()
+	if f.Config.Bidirectional {
+		p.allRows()
+	} else {
+		p.diagonalRows()
+		p.rowsBelow()
+	}
 	c.ADDQ(synImm(2*p.V), p.j0)
 	c.CMPQ(p.j0, p.t)
 	c.JLT(synRef(lPair))
@@ -468,6 +478,55 @@ func (p *causalProduct) rowsBelow() {
 	k.label(lNext)
 }
 
+// allRows emits, for a bidirectional spec, rows 0 .. t−1 of the panel
+// pair: panels A and B, each store masked to the columns j < t.
+func (p *causalProduct) allRows() {
+	k, c, N, LX, V := p.k, p.c, p.N, p.LX, p.V
+	p.xi = k.gp(c.Param("x").Base())
+	p.ci = k.gp(c.Param("c").Base())
+	c.LEAQ(synMemIdx(p.ci, 0, p.j0, 4), p.ci)
+	p.left = c.GP64()
+	c.MOVQ(p.t, p.left)
+	// The lanes of A and B below t: min(t−j0, V) and max(min(t−j0−V, V), 0).
+	nA, nB := c.GP64(), c.GP64()
+	p.rowsFrom(nA, 0)
+	k.capLanes(nA)
+	p.rowsFrom(nB, V)
+	k.capLanes(nB)
+	lPos := k.lbl("bpos")
+	c.CMPQ(nB, synImm(0))
+	c.JGE(synRef(lPos))
+	c.XORQ(nB, nB)
+	k.label(lPos)
+	p.rowBlocks(p.R2, func(r int) {
+		accA, accB := make([]reg.VecVirtual, r), make([]reg.VecVirtual, r)
+		for q := range accA {
+			accA[q], accB[q] = k.vec(), k.vec()
+			k.zero(accA[q])
+			k.zero(accB[q])
+		}
+		p.overP(func(xp, wp reg.GPVirtual, u int) {
+			wa, wb := k.vec(), k.vec()
+			k.load(synMem(wp, 4*V*u), wa)
+			k.load(synMem(wp, p.panel+4*V*u), wb)
+			for q := 0; q < r; q++ {
+				b := k.vec()
+				k.bcast(synMem(xp, 4*(q*LX+u)), b)
+				c.VFMADD231PS(b, wa, accA[q])
+				c.VFMADD231PS(b, wb, accB[q])
+			}
+		})
+		mA, mB := k.dynLanes(nA), k.dynLanes(nB)
+		for q := 0; q < r; q++ {
+			c.VFMADD213PS(p.biasA, p.scale, accA[q])
+			k.storeM(accA[q], mA, synMem(p.ci, 4*q*N))
+			c.VFMADD213PS(p.biasB, p.scale, accB[q])
+			k.storeM(accB[q], mB, synMem(p.ci, 4*(q*N+V)))
+		}
+		p.nextRows(r)
+	})
+}
+
 // backPlan chooses, for BackX and BackW of width W (nv vectors), how many
 // vectors of p one pass covers (pc) and how many rows a block holds (r):
 // r·pc accumulators, pc operand vectors, a broadcast and the tail mask must
@@ -540,6 +599,7 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 	t := k.gp(c.Param("t"))
 	i0 := c.GP64()
 	c.XORQ(i0, i0)
+	bidi := f.Config.Bidirectional
 
 	block := func(r int) {
 		for _, ch := range synPChunks(nv, pc) {
@@ -562,7 +622,11 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 			c.ADDQ(tmp, dcp)
 			wp := k.gp(c.Param("w").Base())
 			cnt := c.GP64()
-			c.MOVQ(i0, cnt)
+			if bidi {
+				c.MOVQ(t, cnt) // every column j < t: no corner
+			} else {
+				c.MOVQ(i0, cnt)
+			}
 			lJ, lTri := k.lbl("cols"), k.lbl("tri")
 			c.TESTQ(cnt, cnt)
 			c.JZ(synRef(lTri))
@@ -582,7 +646,7 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 			c.JNZ(synRef(lJ))
 			// Columns j = i0+e, e < r: rows q ≥ e of the block.
 			k.label(lTri)
-			for e := 0; e < r; e++ {
+			for e := 0; e < r && !bidi; e++ {
 				wv := make([]reg.VecVirtual, ch.n)
 				for v := range wv {
 					wv[v] = k.vec()
@@ -650,6 +714,7 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 	t := k.gp(c.Param("t"))
 	j0 := c.GP64()
 	c.XORQ(j0, j0)
+	bidi := f.Config.Bidirectional
 
 	block := func(r int) {
 		for _, ch := range synPChunks(nv, pc) {
@@ -665,17 +730,25 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 					k.zero(acc[q][v])
 				}
 			}
-			xj := k.gp(c.Param("x").Base()) // row j0 of x
+			xj := k.gp(c.Param("x").Base()) // row j0 of x (row 0 for a bidirectional spec)
 			tmp := c.GP64()
-			c.MOVQ(j0, tmp)
-			c.IMUL3Q(synImm(4*LX), tmp, tmp)
-			c.ADDQ(tmp, xj)
-			dcj := k.gp(c.Param("dc").Base()) // dc[j0, j0]
-			c.MOVQ(j0, tmp)
-			c.IMUL3Q(synImm(4*(N+1)), tmp, tmp)
-			c.ADDQ(tmp, dcj)
+			if !bidi {
+				c.MOVQ(j0, tmp)
+				c.IMUL3Q(synImm(4*LX), tmp, tmp)
+				c.ADDQ(tmp, xj)
+			}
+			dcj := k.gp(c.Param("dc").Base()) // dc[j0, j0] (dc[0, j0])
+			cnt := c.GP64()
+			if bidi {
+				c.LEAQ(synMemIdx(dcj, 0, j0, 4), dcj)
+				c.MOVQ(t, cnt) // every row i < t: no corner
+			} else {
+				c.MOVQ(j0, tmp)
+				c.IMUL3Q(synImm(4*(N+1)), tmp, tmp)
+				c.ADDQ(tmp, dcj)
+			}
 			// Rows i = j0+e, e < r−1: columns j0+q, q ≤ e.
-			for e := 0; e < r-1; e++ {
+			for e := 0; e < r-1 && !bidi; e++ {
 				xv := make([]reg.VecVirtual, ch.n)
 				for v := range xv {
 					xv[v] = k.vec()
@@ -686,12 +759,13 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 				}
 			}
 			// Rows i = j0+r−1..t−1: every column of the block.
-			c.ADDQ(synImm(4*(r-1)*LX), xj)
-			c.ADDQ(synImm(4*(r-1)*N), dcj)
-			cnt := c.GP64()
-			c.MOVQ(t, cnt)
-			c.SUBQ(j0, cnt)
-			c.SUBQ(synImm(r-1), cnt)
+			if !bidi {
+				c.ADDQ(synImm(4*(r-1)*LX), xj)
+				c.ADDQ(synImm(4*(r-1)*N), dcj)
+				c.MOVQ(t, cnt)
+				c.SUBQ(j0, cnt)
+				c.SUBQ(synImm(r-1), cnt)
+			}
 			lI := k.lbl("rows")
 			k.label(lI)
 			xv := make([]reg.VecVirtual, ch.n)
@@ -760,7 +834,8 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 }
 
 // columnSums adds to out[j] (a slice parameter) the sums Σ_{j≤i<t}
-// tri[i·N+j] over the causal triangle of the slice parameter tri.
+// tri[i·N+j] over the causal triangle of the slice parameter tri
+// (Σ_{i<t} over the square for a bidirectional spec).
 func (k *simd) columnSums(t reg.GPVirtual, tri, out string) {
 	c := k.c
 	N, V := k.f.Config.N, k.W
@@ -768,6 +843,13 @@ func (k *simd) columnSums(t reg.GPVirtual, tri, out string) {
 	c.XORQ(j0, j0)
 	lPanel := k.lbl("colpanel")
 	k.label(lPanel)
+	if k.f.Config.Bidirectional {
+		k.squareColumnSums(t, j0, tri, out)
+		c.ADDQ(synImm(V), j0)
+		c.CMPQ(j0, t)
+		c.JLT(synRef(lPanel))
+		return
+	}
 	dcp := k.gp(c.Param(tri).Base()) // tri[j0, j0]
 	tmp := c.GP64()
 	c.MOVQ(j0, tmp)
@@ -830,4 +912,37 @@ func (k *simd) columnSums(t reg.GPVirtual, tri, out string) {
 	c.ADDQ(synImm(V), j0)
 	c.CMPQ(j0, t)
 	c.JLT(synRef(lPanel))
+}
+
+// squareColumnSums adds to out[j0 : j0+min(V, t−j0)] the column sums
+// Σ_{i<t} tri[i·N+j] of a bidirectional spec's square, loads masked to the
+// columns j < t.
+func (k *simd) squareColumnSums(t, j0 reg.GPVirtual, tri, out string) {
+	c := k.c
+	N := k.f.Config.N
+	n := c.GP64()
+	c.MOVQ(t, n)
+	c.SUBQ(j0, n)
+	k.capLanes(n)
+	mk := k.dynLanes(n)
+	dcp := k.gp(c.Param(tri).Base()) // tri[0, j0]
+	c.LEAQ(synMemIdx(dcp, 0, j0, 4), dcp)
+	rows := c.GP64()
+	c.MOVQ(t, rows)
+	acc := k.vec()
+	k.zero(acc)
+	lRow := k.lbl("sqrow")
+	k.label(lRow)
+	v := k.vec()
+	k.loadM(synMem(dcp, 0), mk, v)
+	c.VADDPS(v, acc, acc)
+	c.ADDQ(synImm(4*N), dcp)
+	c.DECQ(rows)
+	c.JNZ(synRef(lRow))
+	ob := k.gp(c.Param(out).Base())
+	dst := synMemIdx(ob, 0, j0, 4)
+	old := k.vec()
+	k.loadM(dst, mk, old)
+	c.VADDPS(old, acc, acc)
+	k.storeM(acc, mk, dst)
 }

@@ -27,6 +27,9 @@ type synTestConfig struct {
 	FA, FB, LA, LB    int
 	bench             bool // also benchmark it (SYNTH_BENCH_DIR)
 	skipTile, skipTri bool
+	// bidi builds the unmasked kernels of a bidirectional spec
+	// (Config.Bidirectional): the square i, j < t, not the triangle.
+	bidi bool
 }
 
 var synTestConfigs = []synTestConfig{
@@ -45,6 +48,13 @@ var synTestConfigs = []synTestConfig{
 	{name: "w40", N: 60, W: 40, LX: 41, LW: 43, FA: 60, FB: 1, LA: 60, LB: 2, skipTri: true},
 	{name: "w100", N: 33, W: 100, LX: 100, LW: 101, FA: 3, FB: 11, LA: 3, LB: 11, skipTri: true},
 	{name: "w1", N: 17, W: 1, LX: 3, LW: 1, FA: 17, FB: 1, LA: 17, LB: 1},
+	// The unmasked kernels of bidirectional specs, at the same awkward sizes.
+	{name: "odd_k5_bidi", N: 60, W: 5, LX: 5, LW: 5, FA: 6, FB: 10, LA: 18, LB: 30, bidi: true},
+	{name: "odd_vanilla_bidi", N: 60, W: 12, LX: 36, LW: 36, FA: 4, FB: 15, LA: 4, LB: 15, bidi: true},
+	{name: "vanilla_bidi", N: 128, W: 32, LX: 128, LW: 128, FA: 16, FB: 8, LA: 64, LB: 32, bidi: true},
+	{name: "big_bidi", N: 128, W: 64, LX: 512, LW: 512, FA: 1, FB: 128, LA: 3, LB: 130, skipTri: true, bidi: true},
+	{name: "w100_bidi", N: 33, W: 100, LX: 100, LW: 101, FA: 3, FB: 11, LA: 3, LB: 11, skipTri: true, bidi: true},
+	{name: "w1_bidi", N: 17, W: 1, LX: 3, LW: 1, FA: 17, FB: 1, LA: 17, LB: 1, bidi: true},
 }
 
 func (cf synTestConfig) ops() []catalog.Op {
@@ -74,7 +84,7 @@ func synRender(t *testing.T, cf synTestConfig) (asm, stubs []byte) {
 	if cf.FA*cf.FB != cf.N {
 		t.Fatalf("%s: FA·FB = %d, want N = %d", cf.name, cf.FA*cf.FB, cf.N)
 	}
-	f := NewFile(catalog.Config{N: cf.N})
+	f := NewFile(catalog.Config{N: cf.N, Bidirectional: cf.bidi})
 	for _, isa := range []kernels.ISA{kernels.AVX512, kernels.AVX2} {
 		for _, op := range cf.ops() {
 			if err := Emit(f, op, isa); err != nil {
@@ -195,7 +205,7 @@ func TestSynKernels(t *testing.T) {
 		fmt.Fprintf(&b, "\tN, W, LX, LW = %d, %d, %d, %d\n", cf.N, cf.W, cf.LX, cf.LW)
 		fmt.Fprintf(&b, "\tFA, FB, LA, LB = %d, %d, %d, %d\n", cf.FA, cf.FB, cf.LA, cf.LB)
 		fmt.Fprintf(&b, "\thaveAVX512, haveAVX2 = %v, %v\n", kernels.Supported(kernels.AVX512), kernels.Supported(kernels.AVX2))
-		fmt.Fprintf(&b, "\thasTile, hasTri, bench = %v, %v, %v\n)\n", !cf.skipTile, !cf.skipTri, cf.bench)
+		fmt.Fprintf(&b, "\thasTile, hasTri, bench, bidi = %v, %v, %v, %v\n)\n", !cf.skipTile, !cf.skipTri, cf.bench, cf.bidi)
 		b.WriteString(synLevels(cf))
 		write(filepath.Join(pd, "config_test.go"), b.Bytes())
 		write(filepath.Join(pd, "harness_test.go"), []byte(synHarness))
@@ -338,10 +348,28 @@ func matrix(b *buf, t, stride, width int) {
 	}
 }
 
-// tri fills the causal triangle j ≤ i < t of a row-stride-N matrix.
+// keys is the number of entries row i of a logit matrix has at length t:
+// i+1 in the causal triangle, t in the square of a bidirectional spec.
+func keys(i, t int) int {
+	if bidi {
+		return t
+	}
+	return i + 1
+}
+
+// first is the first row that has column j: j, or 0 in the square.
+func first(j int) int {
+	if bidi {
+		return 0
+	}
+	return j
+}
+
+// tri fills the causal triangle j ≤ i < t of a row-stride-N matrix (the
+// square i, j < t for a bidirectional spec).
 func tri(b *buf, t int) {
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := 0; j < keys(i, t); j++ {
 			b.s[i*N+j] = rnd()
 		}
 	}
@@ -401,7 +429,7 @@ func TestProduct(t *testing.T) {
 			l.product(n, x.s, w.s, bias, c.s, scale)
 			for idx, got := range c.s {
 				i, j := idx/N, idx%N
-				if j > i {
+				if j >= keys(i, n) {
 					if !isSent(got) {
 						t.Fatalf("%s t=%d mode=%d: c[%d,%d] = %v written above the diagonal", l.name, n, mode, i, j, got)
 					}
@@ -445,7 +473,7 @@ func TestProductBackX(t *testing.T) {
 				continue
 			}
 			var s, mag float64
-			for j := 0; j <= i; j++ {
+			for j := 0; j < keys(i, n); j++ {
 				v := float64(dc.s[i*N+j]) * float64(w.s[j*LW+p])
 				s += v
 				mag += math.Abs(v)
@@ -486,7 +514,7 @@ func TestProductBackW(t *testing.T) {
 					continue
 				}
 				var s, mag float64
-				for i := j; i < n; i++ {
+				for i := first(j); i < n; i++ {
 					v := float64(dc.s[i*N+j]) * float64(x.s[i*LX+p])
 					s += v
 					mag += math.Abs(v)
@@ -500,7 +528,7 @@ func TestProductBackW(t *testing.T) {
 			if withBias {
 				for j, got := range dbias {
 					var s, mag float64
-					for i := j; i < n; i++ {
+					for i := first(j); i < n; i++ {
 						s += float64(dc.s[i*N+j])
 						mag += math.Abs(float64(dc.s[i*N+j]))
 					}
@@ -528,7 +556,7 @@ func TestTile(t *testing.T) {
 		l.tile(n, fa.s, fb.s, c.s)
 		for idx, got := range c.s {
 			i, j := idx/N, idx%N
-			if j > i {
+			if j >= keys(i, n) {
 				if !isSent(got) {
 					t.Fatalf("%s t=%d mode=%d: c[%d,%d] = %v written above the diagonal", l.name, n, mode, i, j, got)
 				}
@@ -566,7 +594,7 @@ func TestTileBack(t *testing.T) {
 				continue
 			}
 			var s, mag float64
-			for q := 0; q < FB && p*FB+q <= i; q++ {
+			for q := 0; q < FB && p*FB+q < keys(i, n); q++ {
 				v := float64(dc.s[i*N+p*FB+q]) * float64(fb.s[i*LB+q])
 				s += v
 				mag += math.Abs(v)
@@ -584,7 +612,7 @@ func TestTileBack(t *testing.T) {
 				continue
 			}
 			var s, mag float64
-			for p := 0; p < FA && p*FB+q <= i; p++ {
+			for p := 0; p < FA && p*FB+q < keys(i, n); p++ {
 				v := float64(dc.s[i*N+p*FB+q]) * float64(fa.s[i*LA+p])
 				s += v
 				mag += math.Abs(v)
@@ -622,7 +650,7 @@ func TestTri(t *testing.T) {
 			var s, mag float64
 			for idx, got := range y.s {
 				i, j := idx/N, idx%N
-				if j > i {
+				if j >= keys(i, n) {
 					if !isSent(got) {
 						t.Fatalf("%s %s t=%d mode=%d: y[%d,%d] = %v written above the diagonal", l.name, op, n, mode, i, j, got)
 					}

@@ -41,6 +41,13 @@ import (
 // computes their gradient rows from a transposed copy of V (gPanels,
 // softmax_panels.go). The backward is in softmax_back.go.
 //
+// For a bidirectional spec (Config.Bidirectional) every row has the t
+// entries j < t: the forward's rows share one length (each has one masked
+// tail vector) and its products take j < t for every row of a block, with
+// no corner; the backward's dv sums run over every row i < t and its
+// gradient rows, s_i and db over j < t (at long rows, dvRows and gPanels
+// likewise).
+//
 // Row tails use lane masks (K registers, or VMASKMOVPS with a mask table on
 // AVX2); so does the last vector of a head when DH is not a multiple of the
 // width, so no entry with j > i and no column ≥ DH is ever read or written.
@@ -224,7 +231,12 @@ func (s *svKit) softmaxRows(i0 reg.GPVirtual, g0, n int) {
 	bp := s.rowPtr("b", i0, N)
 	ap := s.rowPtr("a", i0, N)
 	full, base := c.GP64(), c.GP64()
-	c.LEAQ(operand.Mem{Base: i0, Disp: g0 + 1}, full) // shortest row's length
+	bidi := s.f.Config.Bidirectional
+	if bidi {
+		c.Load(c.Param("t"), full) // every row's length
+	} else {
+		c.LEAQ(operand.Mem{Base: i0, Disp: g0 + 1}, full) // shortest row's length
+	}
 	c.MOVQ(full, base)
 	c.ANDQ(imm(^(W - 1)), full)
 	c.SUBQ(full, base) // entries of the shortest row past full
@@ -247,6 +259,10 @@ func (s *svKit) softmaxRows(i0 reg.GPVirtual, g0, n int) {
 		c.JMP(operand.LabelRef(loop))
 		c.Label(done)
 		for r := 0; r < n; r++ {
+			if bidi { // every row: base < W entries past full
+				tail(j, r, 0, s.dynLanes(base))
+				continue
+			}
 			m1, m2, n2 := s.tailMasks(base, r)
 			tail(j, r, 0, m1)
 			if r > 0 { // the second vector is empty unless rem = base+r ≥ W
@@ -412,15 +428,27 @@ func (s *svKit) fwdBlock(rb int, i0 reg.GPVirtual) {
 			}
 		}
 		loop := s.lbl("sv_prod")
-		c.Label(loop)
-		step(operand.Mem{Base: vp}, 0, 0)
-		c.ADDQ(imm(4*vs), vp)
-		c.INCQ(j)
-		c.CMPQ(j, i0)
-		c.JLE(operand.LabelRef(loop))
-		// Corner: j = i0+jj takes rows jj … rb−1.
-		for jj := 1; jj < rb; jj++ {
-			step(operand.Mem{Base: vp, Disp: 4 * vs * (jj - 1)}, jj, 4*(jj-1))
+		if s.f.Config.Bidirectional {
+			// Every key j < t for every row of the block; no corner.
+			t := c.GP64()
+			c.Load(c.Param("t"), t)
+			c.Label(loop)
+			step(operand.Mem{Base: vp}, 0, 0)
+			c.ADDQ(imm(4*vs), vp)
+			c.INCQ(j)
+			c.CMPQ(j, t)
+			c.JL(operand.LabelRef(loop))
+		} else {
+			c.Label(loop)
+			step(operand.Mem{Base: vp}, 0, 0)
+			c.ADDQ(imm(4*vs), vp)
+			c.INCQ(j)
+			c.CMPQ(j, i0)
+			c.JLE(operand.LabelRef(loop))
+			// Corner: j = i0+jj takes rows jj … rb−1.
+			for jj := 1; jj < rb; jj++ {
+				step(operand.Mem{Base: vp, Disp: 4 * vs * (jj - 1)}, jj, 4*(jj-1))
+			}
 		}
 		yp := s.rowPtr("y", i0, D)
 		for r := 0; r < rb; r++ {

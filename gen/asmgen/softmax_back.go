@@ -143,6 +143,17 @@ func emitSoftmaxValueBack(f *File, op catalog.Op, isa kernels.ISA) {
 	c.RET()
 }
 
+// rowEnd sets L to the number of keys of row i (and of the rows before it
+// in a block ending at row i+off−1): i+off under the causal mask, t for a
+// bidirectional spec.
+func (s *svKit) rowEnd(L, i reg.GPVirtual, off int) {
+	if s.f.Config.Bidirectional {
+		s.c.Load(s.c.Param("t"), L)
+		return
+	}
+	s.c.LEAQ(operand.Mem{Base: i, Disp: off}, L)
+}
+
 // dvBlock emits dv rows j0 … j0+rb−1 = Σ_{i ≥ j} a_ij dy_i.
 func (s *svKit) dvBlock(rb int, j0 reg.GPVirtual) {
 	c, N, D := s.c, s.f.Config.N, s.f.Config.D
@@ -156,8 +167,15 @@ func (s *svKit) dvBlock(rb int, j0 reg.GPVirtual) {
 				s.zero(x)
 			}
 		}
-		ap := s.rowPtr("a", j0, N+1) // &a[j0][j0]
-		dyp := s.rowPtr("dy", j0, D)
+		bidi := s.f.Config.Bidirectional
+		var ap, dyp reg.GPVirtual
+		if bidi { // &a[0][j0] and row 0 of dy: every row i < t
+			ap, dyp = s.param("a"), s.param("dy")
+			c.LEAQ(operand.Mem{Base: ap, Index: j0, Scale: 4}, ap)
+		} else {
+			ap = s.rowPtr("a", j0, N+1) // &a[j0][j0]
+			dyp = s.rowPtr("dy", j0, D)
+		}
 		dm := s.chunkMask(c0, cw)
 		vv := s.vecs(cw)
 		step := func(ii, last int) { // row i = j0+ii (relative to the pointers) for dv rows ≤ last
@@ -167,12 +185,16 @@ func (s *svKit) dvBlock(rb int, j0 reg.GPVirtual) {
 			}
 		}
 		// Corner: row i = j0+ii feeds dv rows 0 … ii.
-		for ii := 0; ii < rb-1; ii++ {
+		for ii := 0; ii < rb-1 && !bidi; ii++ {
 			step(ii, ii)
 		}
 		i := c.GP64()
-		c.LEAQ(operand.Mem{Base: j0, Disp: rb - 1}, i)
-		if rb > 1 {
+		if bidi {
+			c.XORQ(i, i)
+		} else {
+			c.LEAQ(operand.Mem{Base: j0, Disp: rb - 1}, i)
+		}
+		if rb > 1 && !bidi {
 			c.ADDQ(imm(4*N*(rb-1)), ap)
 			c.ADDQ(imm(4*D*(rb-1)), dyp)
 		}
@@ -288,7 +310,7 @@ func (s *svKit) gRows(i0 reg.GPVirtual, gbuf operand.Mem) {
 	ri, rj := s.pairBlock()
 	dyp := s.rowPtr("dy", i0, D)
 	L := c.GP64()
-	c.LEAQ(operand.Mem{Base: i0, Disp: ri}, L)
+	s.rowEnd(L, i0, ri)
 	jb, vp, gp := c.GP64(), s.param("v"), c.GP64()
 	c.XORQ(jb, jb)
 	c.LEAQ(gbuf, gp)
@@ -370,7 +392,7 @@ func (s *svKit) gPairs(dyp, vp, gp reg.GPVirtual) {
 func (s *svKit) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 	c, W, D := s.c, s.W, s.f.Config.D
 	L := c.GP64()
-	c.LEAQ(operand.Mem{Base: i, Disp: 1}, L)
+	s.rowEnd(L, i, 1)
 	dyp := s.rowPtr("dy", i, D)
 	gb := c.GP64()
 	c.LEAQ(gbuf, gb)
@@ -458,7 +480,7 @@ func (s *svKit) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 func (s *svKit) finishRow(i reg.GPVirtual, gbuf operand.Mem) {
 	c, W, N := s.c, s.W, s.f.Config.N
 	L, gb := c.GP64(), c.GP64()
-	c.LEAQ(operand.Mem{Base: i, Disp: 1}, L)
+	s.rowEnd(L, i, 1)
 	c.LEAQ(gbuf, gb)
 	ap := s.rowPtr("a", i, N)
 	full, rem := c.GP64(), c.GP64()

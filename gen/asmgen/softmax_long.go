@@ -166,12 +166,20 @@ func (s *svKit) dvRows(i0 reg.GPVirtual, rb int) {
 		}
 		ap, dvp, j := s.rowPtr("a", i0, N), s.headRowPtr("dv", s.dvCopy), c.GP64()
 		c.XORQ(j, j)
+		// The keys every row of the block has: j < i0, or, for a
+		// bidirectional spec, j < t (and no corner).
+		bidi := s.f.Config.Bidirectional
+		end := i0
+		if bidi {
+			end = c.GP64()
+			c.Load(c.Param("t"), end)
+		}
 		keys := func(name string, g int) {
 			loop, done := s.lbl(name), s.lbl(name+"_done")
 			c.Label(loop)
 			e := c.GP64()
 			c.LEAQ(operand.Mem{Base: j, Disp: g}, e)
-			c.CMPQ(e, i0)
+			c.CMPQ(e, end)
 			c.JG(operand.LabelRef(done))
 			group(ap, dvp, 0, 0, g, -1)
 			c.ADDQ(imm(4*g), ap)
@@ -185,7 +193,7 @@ func (s *svKit) dvRows(i0 reg.GPVirtual, rb int) {
 			keys("svb_dvr1", 1)
 		}
 		// Corner: j = i0 here.
-		for q0 := 0; q0 < rb; q0 += R {
+		for q0 := 0; q0 < rb && !bidi; q0 += R {
 			group(ap, dvp, 4*q0, 4*ds*q0, min(R, rb-q0), q0)
 		}
 	}

@@ -99,7 +99,7 @@ func (s *svKit) transposeV(vt operand.Mem) {
 }
 
 // gPanels emits the gradient rows i0 … i0+rb−1 to gbuf (row stride
-// gStride) for the keys j < i0+rb, rounded up to whole panels (keys past a
+// gStride) for the keys j < i0+rb (j < t for a bidirectional spec), rounded up to whole panels (keys past a
 // row's diagonal, or ≥ t with v taken as 0, are computed and not read),
 // from the transposed V at vt; rb is a multiple of panelRows. Each panel
 // also asks for the block's lines of a under it, which dvRows and
@@ -110,7 +110,12 @@ func (s *svKit) gPanels(i0 reg.GPVirtual, rb int, gbuf, vt operand.Mem) {
 	c, N, D, W := s.c, s.f.Config.N, s.f.Config.D, s.W
 	P, TR, GS, DH := s.panelKeys(), s.panelRows(), s.gStride(), s.dh
 	np := c.GP64()
-	c.LEAQ(operand.Mem{Base: i0, Disp: rb + P - 1}, np)
+	if s.f.Config.Bidirectional { // every key j < t
+		c.Load(c.Param("t"), np)
+		c.ADDQ(imm(P-1), np)
+	} else {
+		c.LEAQ(operand.Mem{Base: i0, Disp: rb + P - 1}, np)
+	}
 	c.SHRQ(operand.U8(bits.TrailingZeros(uint(P))), np)
 	vtp, gp := c.GP64(), c.GP64()
 	s.lineAddr(vt, vtp)

@@ -39,15 +39,25 @@ var svConfigs = []catalog.Config{
 	{N: 17, D: 5, Heads: 5},     // DH 1
 	{N: 24, D: 10, Heads: 2},    // DH 5
 	{N: 20, D: 40, Heads: 1},    // DH 40
+	// The unmasked kernels of bidirectional specs.
+	{N: 1030, D: 40, Heads: 2, Bidirectional: true}, // long rows, DH 20
+	{N: 60, D: 36, Heads: 3, Bidirectional: true},   // enc_odd.json: DH 12
+	{N: 128, D: 64, Heads: 4, Bidirectional: true},  // enc_*.json: DH 16
+	{N: 33, D: 256, Heads: 2, Bidirectional: true},  // DH 128
+	{N: 17, D: 5, Heads: 5, Bidirectional: true},    // DH 1
+	{N: 24, D: 10, Heads: 2, Bidirectional: true},   // DH 5
 }
 
 func svName(cfg catalog.Config) string {
+	if cfg.Bidirectional {
+		return fmt.Sprintf("n%d_d%d_h%d_bidi", cfg.N, cfg.D, cfg.Heads)
+	}
 	return fmt.Sprintf("n%d_d%d_h%d", cfg.N, cfg.D, cfg.Heads)
 }
 
 // svOps are the two softmax-value ops of cfg, named after it.
 func svOps(cfg catalog.Config) []catalog.Op {
-	tri := catalog.Shape{Rows: -1, Stride: cfg.N, Width: -1}
+	tri := catalog.Shape{Rows: -1, Stride: cfg.N, Width: -1, Square: cfg.Bidirectional}
 	head := catalog.Shape{Rows: -1, Stride: cfg.D, Width: cfg.DH}
 	n := svName(cfg)
 	return []catalog.Op{
@@ -144,8 +154,8 @@ func buildSVPackage(t *testing.T, dir string) map[string][]byte {
 					t.Fatalf("%s %s: %v", op.Func, isa, err)
 				}
 			}
-			fmt.Fprintf(&cases, "\t{name: %q, N: %d, D: %d, Heads: %d, isa: %q, fwd: %s, back: %s},\n",
-				svName(cfg), cfg.N, cfg.D, cfg.Heads, isa, Name(ops[0], isa), Name(ops[1], isa))
+			fmt.Fprintf(&cases, "\t{name: %q, N: %d, D: %d, Heads: %d, bidi: %v, isa: %q, fwd: %s, back: %s},\n",
+				svName(cfg), cfg.N, cfg.D, cfg.Heads, cfg.Bidirectional, isa, Name(ops[0], isa), Name(ops[1], isa))
 		}
 		asm, stubs, err := compile(f, "svtest")
 		if err != nil {

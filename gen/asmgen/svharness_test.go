@@ -27,6 +27,7 @@ import (
 type kcase struct {
 	name        string
 	N, D, Heads int
+	bidi        bool // unmasked kernels: every row has the t keys j < t
 	isa         string
 	fwd         func(t int, b, a, v, y []float32)
 	back        func(t int, a, v, dy, db, dv []float32)
@@ -91,16 +92,26 @@ func lengths(N int) []int {
 	return ts
 }
 
-// logits fills the triangle of b (row stride N) with a mix of ordinary
-// values, ±1e4, −Inf entries and one all −Inf row.
-func logits(r *rand.Rand, b []float32, t, N int) {
+// rowKeys is the number of keys of row i at length t: i+1 in the causal
+// triangle, t for the unmasked (bidirectional) kernels.
+func rowKeys(bidi bool, i, t int) int {
+	if bidi {
+		return t
+	}
+	return i + 1
+}
+
+// logits fills the triangle of b (row stride N; the square i, j < t when
+// bidi) with a mix of ordinary values, ±1e4, −Inf entries and one all −Inf
+// row.
+func logits(r *rand.Rand, b []float32, t, N int, bidi bool) {
 	ninf := float32(math.Inf(-1))
 	allInf := -1
 	if t > 2 {
 		allInf = r.IntN(t)
 	}
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := 0; j < rowKeys(bidi, i, t); j++ {
 			x := float32(r.NormFloat64() * 3)
 			switch u := r.IntN(20); {
 			case u == 0:
@@ -121,19 +132,19 @@ func logits(r *rand.Rand, b []float32, t, N int) {
 	}
 }
 
-func refSoftmax(b []float32, t, N int) [][]float64 {
+func refSoftmax(b []float32, t, N int, bidi bool) [][]float64 {
 	a := make([][]float64, t)
 	for i := 0; i < t; i++ {
-		a[i] = make([]float64, i+1)
+		a[i] = make([]float64, rowKeys(bidi, i, t))
 		m := math.Inf(-1)
-		for j := 0; j <= i; j++ {
+		for j := range a[i] {
 			m = math.Max(m, float64(b[i*N+j]))
 		}
 		if math.IsInf(m, -1) {
 			continue // all −Inf: zeros
 		}
 		s := 0.0
-		for j := 0; j <= i; j++ {
+		for j := range a[i] {
 			e := math.Exp(float64(b[i*N+j]) - m)
 			a[i][j] = e
 			s += e
@@ -168,7 +179,7 @@ func checkForward(kc kcase, DH, t int, alias bool) error {
 	tb := &tbShim{}
 	nt := need(t, t, N, t)
 	b := pageEnd(tb, nt, sentinel)
-	logits(r, b, t, N)
+	logits(r, b, t, N, kc.bidi)
 	bIn := append([]float32(nil), b...)
 	a := b
 	if !alias {
@@ -187,7 +198,7 @@ func checkForward(kc kcase, DH, t int, alias bool) error {
 	defer tb.release()
 	kc.fwd(t, b, a, v, y)
 
-	ref := refSoftmax(bIn, t, N)
+	ref := refSoftmax(bIn, t, N, kc.bidi)
 	var errs []string
 	bad := func(f string, args ...any) {
 		if len(errs) < 8 {
@@ -200,7 +211,7 @@ func checkForward(kc kcase, DH, t int, alias bool) error {
 	for i := 0; i < t; i++ {
 		for j := 0; j < N && i*N+j < nt; j++ {
 			got := a[i*N+j]
-			if j > i {
+			if j >= rowKeys(kc.bidi, i, t) {
 				want := sentinel
 				if alias {
 					want = bIn[i*N+j]
@@ -227,7 +238,7 @@ func checkForward(kc kcase, DH, t int, alias bool) error {
 				continue
 			}
 			want, mag := 0.0, 0.0
-			for j := 0; j <= i; j++ {
+			for j := range ref[i] {
 				want += ref[i][j] * float64(v[j*D+c])
 				mag += math.Abs(ref[i][j] * float64(v[j*D+c]))
 			}
@@ -303,11 +314,11 @@ func checkBackward(kc kcase, DH, t int, alias bool) error {
 	defer tb.release()
 	nt := need(t, t, N, t)
 	b := make([]float32, nt)
-	logits(r, b, t, N)
-	p := refSoftmax(b, t, N)
+	logits(r, b, t, N, kc.bidi)
+	p := refSoftmax(b, t, N, kc.bidi)
 	a := pageEnd(tb, nt, sentinel)
 	for i := 0; i < t; i++ {
-		for j := 0; j <= i; j++ {
+		for j := range p[i] {
 			a[i*N+j] = float32(p[i][j])
 		}
 	}
@@ -347,7 +358,11 @@ func checkBackward(kc kcase, DH, t int, alias bool) error {
 				continue
 			}
 			want, mag := 0.0, 0.0
-			for i := j; i < t; i++ {
+			i0 := j
+			if kc.bidi {
+				i0 = 0
+			}
+			for i := i0; i < t; i++ {
 				x := float64(aIn[i*N+j]) * float64(dy[i*D+c])
 				want += x
 				mag += math.Abs(x)
@@ -358,10 +373,11 @@ func checkBackward(kc kcase, DH, t int, alias bool) error {
 		}
 	}
 	for i := 0; i < t; i++ {
-		g := make([]float64, i+1)
-		gm := make([]float64, i+1)
+		L := rowKeys(kc.bidi, i, t)
+		g := make([]float64, L)
+		gm := make([]float64, L)
 		s, sm := 0.0, 0.0
-		for j := 0; j <= i; j++ {
+		for j := 0; j < L; j++ {
 			for c := 0; c < DH; c++ {
 				x := float64(dy[i*D+c]) * float64(v[j*D+c])
 				g[j] += x
@@ -372,7 +388,7 @@ func checkBackward(kc kcase, DH, t int, alias bool) error {
 		}
 		for j := 0; j < N && i*N+j < nt; j++ {
 			got := db[i*N+j]
-			if j > i {
+			if j >= L {
 				if !same(got, aIn[i*N+j]) {
 					bad("db[%d][%d] = %v outside the triangle was written", i, j, got)
 				}

@@ -12,7 +12,9 @@ import (
 // c is FA segments of FB columns, segment p being fa[i,p]·fb[i,:]. With
 // len = i+1 entries in the row, the first len/FB segments are whole and the
 // next one has len%FB entries; both counts are carried from row to row, so
-// no division happens at run time.
+// no division happens at run time. For a bidirectional spec every row has
+// len = t entries: the counts are t/FB and t%FB for every row, found once
+// by subtraction (tileSquareCounts).
 
 // synTileKeep is the largest number of vectors of fb kept in registers.
 const synTileKeep = 4
@@ -28,6 +30,22 @@ func (k *simd) tileCounts(nf, r reg.GPVirtual, FB int) {
 	c.XORQ(r, r)
 	c.INCQ(nf)
 	k.label(lNoWrap)
+}
+
+// tileSquareCounts sets nf = t/FB and r = t%FB, t ≥ 0 in register t (not
+// modified): a bidirectional spec's counts, the same for every row.
+func (k *simd) tileSquareCounts(t, nf, r reg.GPVirtual, FB int) {
+	c := k.c
+	c.XORQ(nf, nf)
+	c.MOVQ(t, r)
+	lLoop, lDone := k.lbl("divfb"), k.lbl("divfbdone")
+	k.label(lLoop)
+	c.CMPQ(r, synImm(FB))
+	c.JLT(synRef(lDone))
+	c.SUBQ(synImm(FB), r)
+	c.INCQ(nf)
+	c.JMP(synRef(lLoop))
+	k.label(lDone)
 }
 
 // tileMask is the static mask of vector kk of a row of FB floats split in
@@ -52,12 +70,19 @@ func emitTile(f *File, op catalog.Op, isa kernels.ISA) {
 	fb := k.gp(c.Param("fb").Base())
 	cr := k.gp(c.Param("c").Base())
 	nf, r := c.GP64(), c.GP64()
-	c.XORQ(nf, nf)
-	c.XORQ(r, r)
+	bidi := f.Config.Bidirectional
+	if bidi {
+		k.tileSquareCounts(rows, nf, r, FB)
+	} else {
+		c.XORQ(nf, nf)
+		c.XORQ(r, r)
+	}
 
 	lRow, lPart, lNext := k.lbl("row"), k.lbl("part"), k.lbl("next")
 	k.label(lRow)
-	k.tileCounts(nf, r, FB)
+	if !bidi {
+		k.tileCounts(nf, r, FB)
+	}
 	var tail reg.Register
 	if FB%V != 0 {
 		tail = k.lanes(FB % V)
@@ -185,12 +210,19 @@ func emitTileBack(f *File, op catalog.Op, isa kernels.ISA) {
 	dfa := k.gp(c.Param("dfa").Base())
 	dfb := k.gp(c.Param("dfb").Base())
 	nf, r := c.GP64(), c.GP64()
-	c.XORQ(nf, nf)
-	c.XORQ(r, r)
+	bidi := f.Config.Bidirectional
+	if bidi {
+		k.tileSquareCounts(rows, nf, r, FB)
+	} else {
+		c.XORQ(nf, nf)
+		c.XORQ(r, r)
+	}
 
 	lRow := k.lbl("row")
 	k.label(lRow)
-	k.tileCounts(nf, r, FB)
+	if !bidi {
+		k.tileCounts(nf, r, FB)
+	}
 
 	// The vectors of fb are handled in groups of synTileKeep: fb and the
 	// dfb accumulators of a group stay in registers while the row's

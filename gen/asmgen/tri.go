@@ -9,7 +9,7 @@ import (
 
 // The causal-triangle vector operations (kernels.TriScaleFunc,
 // TriAxpyFunc, TriDotFunc): row i < t of x and y (row stride N) has the
-// i+1 entries j ≤ i. Each row is walked with four vectors at a time, then
+// i+1 entries j ≤ i (t entries j < t for a bidirectional spec). Each row is walked with four vectors at a time, then
 // one, then a masked tail, so nothing right of the diagonal is touched.
 
 func emitTriScale(f *File, op catalog.Op, isa kernels.ISA) { synEmitTriRows(f, op, isa, synTriScale) }
@@ -82,8 +82,15 @@ func synEmitTriRows(f *File, op catalog.Op, isa kernels.ISA, kind synTriKind) {
 		}
 	}
 
-	L := c.GP64() // length of the current row, i+1
-	c.MOVQ(synImm(1), L)
+	// L is the length of the current row: i+1 under the causal mask; t for
+	// every row of a bidirectional spec, t then counting the rows left.
+	bidi := f.Config.Bidirectional
+	L := c.GP64()
+	if bidi {
+		c.MOVQ(t, L)
+	} else {
+		c.MOVQ(synImm(1), L)
+	}
 	lRow, l4, l1, lTail, lNext := k.lbl("row"), k.lbl("by4"), k.lbl("by1"), k.lbl("tail"), k.lbl("next")
 	k.label(lRow)
 	o := c.GP64()
@@ -113,9 +120,14 @@ func synEmitTriRows(f *File, op catalog.Op, isa kernels.ISA, kind synTriKind) {
 	k.label(lNext)
 	c.ADDQ(synImm(4*N), x)
 	c.ADDQ(synImm(4*N), y)
-	c.INCQ(L)
-	c.CMPQ(L, t)
-	c.JLE(synRef(lRow))
+	if bidi {
+		c.DECQ(t)
+		c.JNZ(synRef(lRow))
+	} else {
+		c.INCQ(L)
+		c.CMPQ(L, t)
+		c.JLE(synRef(lRow))
+	}
 
 	if kind == synTriDot {
 		c.VADDPS(acc[1], acc[0], acc[0])

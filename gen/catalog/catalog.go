@@ -102,7 +102,9 @@ func Ops(s *specs.Spec) []Op {
 	if !s.IsSynthesizer() {
 		return nil
 	}
-	tri := Shape{Rows: -1, Stride: c.N, Width: -1}
+	// The logit matrices: the causal triangle, or the square of a
+	// bidirectional spec.
+	tri := Shape{Rows: -1, Stride: c.N, Width: -1, Square: c.Bidirectional}
 	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}
 	ops := []Op{
 		{Field: "SoftmaxValue", Func: "softmaxValue", Kind: SoftmaxValue,

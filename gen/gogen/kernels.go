@@ -228,11 +228,11 @@ func combineRows(coef, src, stride, out string, width int, scale string) []jen.C
 //
 //	out[j·ostride + c]  op  scale · Σ_{j≤i<t} tri[i·N + j] · src[i·sstride + c],  c < width,
 //
-// with op "=" (overwrite) or "+=" (accumulate) and width the value of the
+// (Σ_{i<t} for a bidirectional cfg) with op "=" (overwrite) or "+=" (accumulate) and width the value of the
 // local constant widthName: the transposed product of a causal triangle,
 // walking the triangle's column j inside each chunk of output columns.
 // scale "" means 1.
-func combineCols(tri, src, sstride, out, ostride, widthName string, width int, op, scale string) jen.Code {
+func combineCols(cfg catalog.Config, tri, src, sstride, out, ostride, widthName string, width int, op, scale string) jen.Code {
 	body := []jen.Code{
 		jen.Id("outr").Op(":=").Add(win(out, rowOff("j", ostride), jen.Id(widthName))),
 	}
@@ -246,7 +246,7 @@ func combineCols(tri, src, sstride, out, ostride, widthName string, width int, o
 		}
 		res := []jen.Code{
 			declAccs(r),
-			jen.For(jen.Id("i").Op(":=").Id("j"), jen.Id("i").Op("<").Id("t"), jen.Id("i").Op("++")).Block(inner...),
+			jen.For(jen.Id("i").Op(":=").Add(colStart(cfg)), jen.Id("i").Op("<").Id("t"), jen.Id("i").Op("++")).Block(inner...),
 		}
 		return append(res, store("outr", c, r, op, scale)...)
 	})...)
@@ -311,6 +311,48 @@ func forRows(body ...jen.Code) jen.Code {
 // triRow is name[i·N : i·N+n : i·N+n], row i of a causal triangle cut to
 // its first n entries.
 func triRow(name string, n jen.Code) *jen.Statement { return win(name, rowOff("i", "N"), n) }
+
+// rowLen is the number of keys row i of a logit matrix has: i+1 under the
+// causal mask, t for a bidirectional spec (every key j < t).
+func rowLen(cfg catalog.Config) jen.Code {
+	if cfg.Bidirectional {
+		return jen.Id("t")
+	}
+	return jen.Id("i").Op("+").Lit(1)
+}
+
+// colStart is the first row i that column j of a logit matrix has: j under
+// the causal mask, 0 for a bidirectional spec.
+func colStart(cfg catalog.Config) jen.Code {
+	if cfg.Bidirectional {
+		return jen.Lit(0)
+	}
+	return jen.Id("j")
+}
+
+// unmasked rewrites a causal kernel's doc comment for a bidirectional spec:
+// the triangle j ≤ i becomes the square i, j < t.
+var unmasked = strings.NewReplacer(
+	"Σ_{j≤i<t}", "Σ_{i<t}",
+	"Σ_{j=p·FB+q ≤ i}", "Σ_{j=p·FB+q < t}",
+	"Σ_{j≤i}", "Σ_{j<t}",
+	"Σ_{j'≤i}", "Σ_{j'<t}",
+	"max_{j≤i}", "max_{j<t}",
+	"j ≤ i < t", "i, j < t",
+	"j ≤ i", "j < t",
+	"entries with j > i", "entries with j ≥ t",
+	"causal triangle", "square i, j < t",
+	"causal softmax", "unmasked softmax",
+	"causal product", "unmasked product",
+)
+
+// maskDoc is doc as it reads for cfg: unchanged under the causal mask.
+func maskDoc(cfg catalog.Config, doc string) string {
+	if cfg.Bidirectional {
+		return unmasked.Replace(doc)
+	}
+	return doc
+}
 
 // funcDecl adds `func Name(op)<signature> { body }` with its doc comment,
 // the signature being the catalog's for op's kind, parameter names and

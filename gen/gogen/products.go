@@ -27,12 +27,12 @@ for N = %d, W = %d, LX = %d, LW = %d: for j ≤ i < t (overwrite)
 	c[i·N+j] = scale · Σ_{p<W} x[i·LX+p] · w[j·LW+p] + bias[j]
 
 bias may be empty (no bias).`, Name(op), cfg.N, op.W, op.LX, op.LW)
-	funcDecl(f, op, doc,
+	funcDecl(f, op, maskDoc(cfg, doc),
 		productSizes(op, cfg),
 		jen.Id("hasBias").Op(":=").Len(jen.Id("bias")).Op("!=").Lit(0),
 		forRows(
 			jen.Id("xr").Op(":=").Add(win("x", rowOff("i", "LX"), jen.Id("W"))),
-			jen.Id("cr").Op(":=").Add(triRow("c", jen.Id("i").Op("+").Lit(1))),
+			jen.Id("cr").Op(":=").Add(triRow("c", rowLen(cfg))),
 			jen.Comment("c_ij = scale · x_i·w_j, a chunk of rows of w at a time."),
 			jen.Block(rowDots("cr", "xr", "w", "LW", "W", op.W, func(s jen.Code) jen.Code {
 				return jen.Id("scale").Op("*").Add(s)
@@ -55,11 +55,11 @@ func emitProductBackX(f *jen.File, op catalog.Op, cfg catalog.Config) {
 
 	dx[i·LX+p] = scale · Σ_{j≤i} dc[i·N+j] · w[j·LW+p],  p < W`, Name(op), cfg.N, op.W, op.LX, op.LW)
 	row := []jen.Code{
-		jen.Id("dcr").Op(":=").Add(triRow("dc", jen.Id("i").Op("+").Lit(1))),
+		jen.Id("dcr").Op(":=").Add(triRow("dc", rowLen(cfg))),
 		jen.Id("dxr").Op(":=").Add(win("dx", rowOff("i", "LX"), jen.Id("W"))),
 	}
 	row = append(row, combineRows("dcr", "w", "LW", "dxr", op.W, "scale")...)
-	funcDecl(f, op, doc, productSizes(op, cfg), forRows(row...))
+	funcDecl(f, op, maskDoc(cfg, doc), productSizes(op, cfg), forRows(row...))
 }
 
 // emitProductBackW emits dw += scale·dcᵀ·x and dbias += column sums of dc.
@@ -70,15 +70,15 @@ the bias (kernels.ProductBackWFunc) for N = %d, W = %d, LX = %d, LW = %d
 
 	dw[j·LW+p] += scale · Σ_{j≤i<t} dc[i·N+j] · x[i·LX+p],  p < W
 	dbias[j]   += Σ_{j≤i<t} dc[i·N+j]  (skipped when dbias is empty)`, Name(op), cfg.N, op.W, op.LX, op.LW)
-	funcDecl(f, op, doc,
+	funcDecl(f, op, maskDoc(cfg, doc),
 		productSizes(op, cfg),
 		jen.Comment("dw_j += scale · Σ_{i≥j} dc_ij · x_i, walking column j of dc."),
-		combineCols("dc", "x", "LX", "dw", "LW", "W", op.W, "+=", "scale"),
+		combineCols(cfg, "dc", "x", "LX", "dw", "LW", "W", op.W, "+=", "scale"),
 		jen.If(jen.Len(jen.Id("dbias")).Op("==").Lit(0)).Block(jen.Return()),
 		jen.Comment("dbias_j += Σ_{i≥j} dc_ij: column sums gathered row by row in a scratch row."),
 		jen.Var().Id("sb").Index(jen.Id("N")).Float32(),
 		forRows(
-			jen.Id("dcr").Op(":=").Add(triRow("dc", jen.Id("i").Op("+").Lit(1))),
+			jen.Id("dcr").Op(":=").Add(triRow("dc", rowLen(cfg))),
 			jen.Id("sr").Op(":=").Id("sb").Index(jen.Empty(), jen.Len(jen.Id("dcr"))),
 			jen.For(jen.List(jen.Id("j"), jen.Id("dij")).Op(":=").Range().Id("dcr")).Block(
 				jen.Id("sr").Index(jen.Id("j")).Op("+=").Id("dij"),
@@ -125,10 +125,10 @@ N = %d, FA = %d, FB = %d, LA = %d, LB = %d: for j ≤ i < t (overwrite)
 	full := unrollFB(op.FB, func(q jen.Code) jen.Code {
 		return jen.Id("cq").Index(q).Op("=").Id("ap").Op("*").Id("fbr").Index(q)
 	})
-	funcDecl(f, op, doc,
+	funcDecl(f, op, maskDoc(cfg, doc),
 		tileSizes(op, cfg),
 		forRows(
-			jen.Id("cr").Op(":=").Add(triRow("c", jen.Id("i").Op("+").Lit(1))),
+			jen.Id("cr").Op(":=").Add(triRow("c", rowLen(cfg))),
 			jen.Id("far").Op(":=").Add(win("fa", rowOff("i", "LA"), jen.Id("FA"))),
 			jen.Id("fbr").Op(":=").Add(win("fb", rowOff("i", "LB"), jen.Id("FB"))),
 			jen.Comment("Whole blocks of FB columns p·FB … p·FB+FB−1 ≤ i."),
@@ -169,10 +169,10 @@ i < t, p < FA, q < FB (overwrite)
 	block = append(block, unrollFB(op.FB, func(q jen.Code) jen.Code {
 		return jen.Id("dfbr").Index(q).Op("+=").Id("dq").Index(q).Op("*").Id("ap")
 	})...)
-	funcDecl(f, op, doc,
+	funcDecl(f, op, maskDoc(cfg, doc),
 		tileSizes(op, cfg),
 		forRows(
-			jen.Id("dcr").Op(":=").Add(triRow("dc", jen.Id("i").Op("+").Lit(1))),
+			jen.Id("dcr").Op(":=").Add(triRow("dc", rowLen(cfg))),
 			jen.Id("far").Op(":=").Add(win("fa", rowOff("i", "LA"), jen.Id("FA"))),
 			jen.Id("fbr").Op(":=").Add(win("fb", rowOff("i", "LB"), jen.Id("FB"))),
 			jen.Id("dfar").Op(":=").Add(win("dfa", rowOff("i", "LA"), jen.Id("FA"))),

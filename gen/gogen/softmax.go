@@ -27,8 +27,8 @@ exponentials are computed in float64 to within 6e-9 relative (so a is within
 two float32 ulps of exact); entries with j > i and columns c ≥ DH are never
 touched.`, Name(op), cfg.N, cfg.D, cfg.DH)
 	row := []jen.Code{
-		jen.Id("br").Op(":=").Add(triRow("b", jen.Id("i").Op("+").Lit(1))),
-		jen.Id("ar").Op(":=").Add(triRow("a", jen.Id("i").Op("+").Lit(1))),
+		jen.Id("br").Op(":=").Add(triRow("b", rowLen(cfg))),
+		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
 		jen.Id("yr").Op(":=").Add(win("y", rowOff("i", "D"), jen.Id("DH"))),
 		jen.Comment("m is the row maximum; a fully masked row (all −Inf) gives a = 0 and y = 0."),
 		jen.Id("m").Op(":=").Id("br").Index(jen.Lit(0)),
@@ -55,7 +55,7 @@ touched.`, Name(op), cfg.N, cfg.D, cfg.DH)
 		jen.Comment("y_i = Σ_j a_ij · v_j, a chunk of output columns at a time."),
 	}
 	row = append(row, combineRows("ar", "v", "D", "yr", cfg.DH, "")...)
-	funcDecl(f, op, doc,
+	funcDecl(f, op, maskDoc(cfg, doc),
 		constBlock(
 			size{"N", cfg.N, "row stride of b and a"},
 			size{"D", cfg.D, "row stride of v and y"},
@@ -77,7 +77,7 @@ func emitSoftmaxValueBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
 
 db may be a: dv is computed before db is written.`, Name(op), cfg.N, cfg.D, cfg.DH)
 	row := []jen.Code{
-		jen.Id("ar").Op(":=").Add(triRow("a", jen.Id("i").Op("+").Lit(1))),
+		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
 		jen.Id("dyr").Op(":=").Add(win("dy", rowOff("i", "D"), jen.Id("DH"))),
 		jen.Id("gr").Op(":=").Id("g").Index(jen.Empty(), jen.Len(jen.Id("ar")), jen.Len(jen.Id("ar"))),
 		jen.Comment("g_ij = dy_i · v_j, a chunk of rows of v at a time."),
@@ -87,19 +87,19 @@ db may be a: dv is computed before db is written.`, Name(op), cfg.N, cfg.D, cfg.
 			jen.Id("s").Op("+=").Float64().Call(jen.Id("aj")).Op("*").Float64().Call(jen.Id("gr").Index(jen.Id("j"))),
 		),
 		jen.Id("sf").Op(":=").Float32().Call(jen.Id("s")),
-		jen.Id("dbr").Op(":=").Add(triRow("db", jen.Id("i").Op("+").Lit(1))),
+		jen.Id("dbr").Op(":=").Add(triRow("db", rowLen(cfg))),
 		jen.For(jen.List(jen.Id("j"), jen.Id("aj")).Op(":=").Range().Id("ar")).Block(
 			jen.Id("dbr").Index(jen.Id("j")).Op("=").Id("aj").Op("*").Parens(jen.Id("gr").Index(jen.Id("j")).Op("-").Id("sf")),
 		),
 	}
-	funcDecl(f, op, doc,
+	funcDecl(f, op, maskDoc(cfg, doc),
 		constBlock(
 			size{"N", cfg.N, "row stride of a and db"},
 			size{"D", cfg.D, "row stride of v, dy and dv"},
 			size{"DH", cfg.DH, "head width"},
 		),
 		jen.Comment("dv_j = Σ_{i≥j} a_ij · dy_i, walking column j of a; done first since db may be a."),
-		combineCols("a", "dy", "D", "dv", "D", "DH", cfg.DH, "=", ""),
+		combineCols(cfg, "a", "dy", "D", "dv", "D", "DH", cfg.DH, "=", ""),
 		jen.Comment("db_ij = a_ij · (g_ij − Σ_j' a_ij' g_ij'), row by row, g_ij kept in a scratch row."),
 		jen.Var().Id("g").Index(jen.Id("N")).Float32(),
 		forRows(row...),

@@ -14,7 +14,7 @@ const triUnroll = 4
 // triLoop emits, per row i < t, rows xr and yr of x and y cut to the causal
 // part, and elem(xs, ys, k) for every entry: unrolled by four on windows of
 // constant length, then the remainder.
-func triLoop(elem func(xs, ys string, k jen.Code) jen.Code, pre, post []jen.Code) jen.Code {
+func triLoop(cfg catalog.Config, elem func(xs, ys string, k jen.Code) jen.Code, pre, post []jen.Code) jen.Code {
 	quad := []jen.Code{
 		jen.Id("xq").Op(":=").Add(win("xr", idx("j"), jen.Lit(triUnroll))),
 		jen.Id("yq").Op(":=").Add(win("yr", idx("j"), jen.Lit(triUnroll))),
@@ -23,8 +23,8 @@ func triLoop(elem func(xs, ys string, k jen.Code) jen.Code, pre, post []jen.Code
 		quad = append(quad, elem("xq", "yq", jen.Lit(k)))
 	}
 	row := []jen.Code{
-		jen.Id("xr").Op(":=").Add(triRow("x", jen.Id("i").Op("+").Lit(1))),
-		jen.Id("yr").Op(":=").Add(triRow("y", jen.Id("i").Op("+").Lit(1))),
+		jen.Id("xr").Op(":=").Add(triRow("x", rowLen(cfg))),
+		jen.Id("yr").Op(":=").Add(triRow("y", rowLen(cfg))),
 	}
 	row = append(row, pre...)
 	row = append(row,
@@ -37,7 +37,7 @@ func triLoop(elem func(xs, ys string, k jen.Code) jen.Code, pre, post []jen.Code
 }
 
 func triDoc(op catalog.Op, cfg catalog.Config, what string) string {
-	return fmt.Sprintf("%s %s.\nN = %d; entries with j > i are never touched.", Name(op), what, cfg.N)
+	return maskDoc(cfg, fmt.Sprintf("%s %s.\nN = %d; entries with j > i are never touched.", Name(op), what, cfg.N))
 }
 
 func triConst(cfg catalog.Config) jen.Code {
@@ -48,7 +48,7 @@ func triConst(cfg catalog.Config) jen.Code {
 func emitTriScale(f *jen.File, op catalog.Op, cfg catalog.Config) {
 	funcDecl(f, op, triDoc(op, cfg, "writes y[i·N+j] = alpha·x[i·N+j] for j ≤ i < t\n(kernels.TriScaleFunc, overwrite)"),
 		triConst(cfg),
-		triLoop(func(xs, ys string, k jen.Code) jen.Code {
+		triLoop(cfg, func(xs, ys string, k jen.Code) jen.Code {
 			return jen.Id(ys).Index(k).Op("=").Id("alpha").Op("*").Id(xs).Index(k)
 		}, nil, nil),
 	)
@@ -58,7 +58,7 @@ func emitTriScale(f *jen.File, op catalog.Op, cfg catalog.Config) {
 func emitTriAxpy(f *jen.File, op catalog.Op, cfg catalog.Config) {
 	funcDecl(f, op, triDoc(op, cfg, "adds alpha·x[i·N+j] to y[i·N+j] for j ≤ i < t\n(kernels.TriAxpyFunc, accumulate)"),
 		triConst(cfg),
-		triLoop(func(xs, ys string, k jen.Code) jen.Code {
+		triLoop(cfg, func(xs, ys string, k jen.Code) jen.Code {
 			return jen.Id(ys).Index(k).Op("+=").Id("alpha").Op("*").Id(xs).Index(k)
 		}, nil, nil),
 	)
@@ -76,7 +76,7 @@ func emitTriDot(f *jen.File, op catalog.Op, cfg catalog.Config) {
 	funcDecl(f, op, triDoc(op, cfg, "returns Σ_{j≤i<t} x[i·N+j]·y[i·N+j] (kernels.TriDotFunc),\nsumming each row in four float32 accumulators and the rows in float64"),
 		triConst(cfg),
 		jen.Var().Id("total").Float64(),
-		triLoop(elem,
+		triLoop(cfg, elem,
 			[]jen.Code{declAccs(triUnroll)},
 			[]jen.Code{jen.Id("total").Op("+=").Float64().Call(sumAccs(triUnroll))},
 		),

@@ -82,7 +82,7 @@ func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]f
 	}
 	switch op.Kind {
 	case catalog.SoftmaxValueBack:
-		probabilities(a["a"], spec.N, t)
+		probabilities(a["a"], spec.N, t, spec.Bidirectional)
 	case catalog.Linear, catalog.LinearBack:
 		for _, name := range []string{"fq", "fk"} {
 			for i, x := range a[name] {
@@ -128,15 +128,20 @@ func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]f
 	return a
 }
 
-// probabilities turns random values into causal softmax rows.
-func probabilities(a []float32, n, t int) {
+// probabilities turns random values into softmax rows: causal (row i has
+// i+1 keys), or of all t keys for a bidirectional spec.
+func probabilities(a []float32, n, t int, bidi bool) {
 	for i := 0; i < t; i++ {
+		keys := i + 1
+		if bidi {
+			keys = t
+		}
 		var s float32
-		for j := 0; j <= i; j++ {
+		for j := 0; j < keys; j++ {
 			a[i*n+j] = float32(math.Abs(float64(a[i*n+j]))) + 1e-3
 			s += a[i*n+j]
 		}
-		for j := 0; j <= i; j++ {
+		for j := 0; j < keys; j++ {
 			a[i*n+j] /= s
 		}
 	}

@@ -224,7 +224,8 @@ func (op *Operand) where(j int) string {
 
 // Shape is a catalog shape at length t as a harness placement: the slice
 // length, the active entries in row order, and the row stride. A shape of
-// −1 rows and −1 width is the causal triangle (row r has r + 1 entries).
+// −1 rows and −1 width is the causal triangle (row r has r + 1 entries),
+// unless it is Square (t entries per row).
 func Shape(sh catalog.Shape, t int) (length int, active []int) {
 	length = sh.Need(t)
 	if length == 0 {

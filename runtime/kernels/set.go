@@ -10,7 +10,11 @@
 //     starting at column h·DH, read with row stride D.
 //   - Logit and probability matrices of one (sequence, head) are [t, N]
 //     row-major with row stride N. Only the causal lower triangle j ≤ i < t
-//     is read or written; kernels never touch entries with j > i.
+//     is read or written; kernels never touch entries with j > i. A
+//     bidirectional spec's ("causal": false, Spec.Bidirectional) kernels
+//     take the whole square i, j < t instead: the formulas below hold
+//     with "j ≤ i" read as "j < t" (and Σ_{j≤i<t} as Σ_{i<t}), and no
+//     entry with j ≥ t is touched.
 //   - "Overwrite" outputs are written whole; "accumulate" outputs are added to.
 //
 // Each kernel type's doc comment below gives its exact formula.

@@ -13,7 +13,8 @@ const (
 	// whose position bias is identically 0).
 	AttentionNone AttentionKind = iota
 	// AttentionProbs: the synthesizer family, vanilla and their mixtures:
-	// the probabilities A = softmax(B) of the last Forward, causal. They
+	// the probabilities A = softmax(B) of the last Forward, causal (over
+	// every key j < t for a bidirectional spec, "causal": false). They
 	// depend on the input, except for random and fixed_random, whose B is
 	// R itself.
 	AttentionProbs
@@ -77,7 +78,11 @@ func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 		tk := s*m.heads + h
 		a := lw.a[tk*n*n : tk*n*n+n*n]
 		for i := 0; i < t; i++ {
-			copy(dst[i*t:i*t+i+1], a[i*n:i*n+i+1])
+			keys := i + 1
+			if !m.Spec.Causal() {
+				keys = t
+			}
+			copy(dst[i*t:i*t+keys], a[i*n:i*n+keys])
 		}
 	case AttentionLinear:
 		d, dh := m.d, m.dh

@@ -133,9 +133,17 @@ func refLoss(m *model.Model, in, tg []int32, batch int) (float64, [][]float64) {
 				if s.Has("factorized_dense") {
 					fa, fb = lin(head(g, hh), pre+"attn.fa"), lin(head(g, hh), pre+"attn.fb")
 				}
+				// keys(i) is the number of keys row i sees: i+1 under
+				// the causal mask, t for a bidirectional spec.
+				keys := func(i int) int {
+					if s.Causal() {
+						return i + 1
+					}
+					return t
+				}
 				for ci, c := range comps {
 					for i := 0; i < t; i++ {
-						for j := 0; j <= i; j++ {
+						for j := 0; j < keys(i); j++ {
 							var e float64
 							switch c {
 							case "vanilla":
@@ -165,14 +173,14 @@ func refLoss(m *model.Model, in, tg []int32, batch int) (float64, [][]float64) {
 				}
 				for i := 0; i < t; i++ {
 					mx := math.Inf(-1)
-					for j := 0; j <= i; j++ {
+					for j := 0; j < keys(i); j++ {
 						mx = math.Max(mx, B[i][j])
 					}
 					z := 0.0
-					for j := 0; j <= i; j++ {
+					for j := 0; j < keys(i); j++ {
 						z += math.Exp(B[i][j] - mx)
 					}
-					for j := 0; j <= i; j++ {
+					for j := 0; j < keys(i); j++ {
 						a := math.Exp(B[i][j]-mx) / z
 						for p := 0; p < dh; p++ {
 							y[i][hh*dh+p] += a * v[j][hh*dh+p]
