@@ -13,6 +13,7 @@ import (
 	"github.com/synthgen/synthgen/internal/textfmt"
 	"github.com/synthgen/synthgen/runtime/data"
 	"github.com/synthgen/synthgen/runtime/listops"
+	"github.com/synthgen/synthgen/specs"
 )
 
 // defaultStudyDir is synth compare's output folder without -out.
@@ -42,7 +43,7 @@ func compareCmd(e *env, args []string) error {
 		seed                                        uint64
 		resume                                      bool
 	)
-	fs.StringVar(&specList, "specs", "", "comma-separated specs to compare: linked spec names, spec files or globs (specs/aft_*.json) (default: every linked spec of spec "+study.DefaultRef+"'s size)")
+	fs.StringVar(&specList, "specs", "", "comma-separated specs to compare: linked spec names, spec files or globs (specs/aft_*.json) (default: every linked spec of spec "+study.DefaultRef+"'s size; with -task classify or listops, of "+study.DefaultClassifyRef+"'s: the bidirectional classifiers)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
 	fs.IntVar(&steps, "steps", study.DefaultSteps, "training steps of every run")
 	fs.IntVar(&batch, "batch", study.DefaultBatch, "sequences of n tokens per step")
@@ -56,9 +57,9 @@ func compareCmd(e *env, args []string) error {
 	fs.StringVar(&task, "task", "lm", "lm (language models on a text), classify (classifiers on labelled files: -data, -valid, -test) or listops (classify on ListOps)")
 	fs.StringVar(&valid, "valid", "", "-task classify/listops: the labelled validation `file` (the validation curves)")
 	fs.StringVar(&test, "test", "", "-task classify/listops: the labelled test `file` (the table's loss and accuracy)")
-	fs.IntVar(&loTrain, "listops-train", 2000, "-task listops without -data: training sequences to generate")
-	fs.IntVar(&loVal, "listops-val", 200, "-task listops without -data: validation sequences to generate")
-	fs.IntVar(&loTest, "listops-test", 500, "-task listops without -data: test sequences to generate")
+	fs.IntVar(&loTrain, "listops-train", 20000, "-task listops without -data: training sequences to generate")
+	fs.IntVar(&loVal, "listops-val", 500, "-task listops without -data: validation sequences to generate")
+	fs.IntVar(&loTest, "listops-test", 2000, "-task listops without -data: test sequences to generate")
 	fs.IntVar(&logEvery, "log-every", 50, "print a progress line every this many steps (and at each evaluation) when output is not a terminal")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -168,10 +169,13 @@ func (p *studyProgress) event(pr study.Progress) {
 // out/listops: lengths from a quarter of to the smallest n of the specs,
 // LRA's depth and arity, from seed. It returns the three files.
 func writeListOps(e *env, out, specList string, seed uint64, train, val, test int) (string, string, string, error) {
+	var ss []specs.Spec
+	var err error
 	if specList == "" {
-		return "", "", "", fmt.Errorf("-task listops: give the classifier specs to compare with -specs")
+		ss, err = study.DefaultClassifyFamily()
+	} else {
+		ss, err = study.ResolveSpecs(strings.Split(specList, ","))
 	}
-	ss, err := study.ResolveSpecs(strings.Split(specList, ","))
 	if err != nil {
 		return "", "", "", fmt.Errorf("-specs: %w", err)
 	}

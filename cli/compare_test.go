@@ -128,3 +128,23 @@ func TestDefaultFamily(t *testing.T) {
 		t.Errorf("default family %s, want %s", got, want)
 	}
 }
+
+// TestDefaultClassifyFamily: a classification study's default specs are
+// the 12 bidirectional classifiers of every shipped variant, one size.
+func TestDefaultClassifyFamily(t *testing.T) {
+	fam, err := study.DefaultClassifyFamily()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range fam {
+		if s.Causal() || !s.IsClassifier() || s.N != fam[0].N || s.D != fam[0].D {
+			t.Errorf("spec %s: causal %v classifier %v n %d d %d", s.Name, s.Causal(), s.IsClassifier(), s.N, s.D)
+		}
+		names = append(names, s.Name)
+	}
+	want := "enc_vanilla enc_random enc_fixed_random enc_factorized_random enc_dense enc_factorized_dense enc_random_vanilla enc_aft_full enc_aft_local enc_aft_simple enc_aft_conv enc_linear"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("default classifier family %s, want %s", got, want)
+	}
+}

@@ -14,6 +14,11 @@ import (
 // linked specs of n 128, d 128, 4 heads, 4 layers.
 const DefaultRef = "random"
 
+// DefaultClassifyRef is the spec whose size makes the default family of a
+// classification study: the bidirectional classifiers enc_* (n 128, d 64,
+// 4 heads, 2 layers, 10 classes).
+const DefaultClassifyRef = "enc_random"
+
 // variantRank orders a family as the Synthesizer paper's tables do:
 // vanilla, the synthetic variants, the mixtures, then the attention-free
 // and linear baselines.
@@ -33,7 +38,8 @@ func rank(s specs.Spec) int {
 }
 
 // Family returns every linked spec of ref's size (n, d, heads, layers,
-// ffn and vocabulary), one per variant family member, in the order
+// ffn and vocabulary) and kind (task, classes and causality), one per
+// variant family member, in the order
 // vanilla, synthetic variants, mixtures, AFT, linear (then by name).
 func Family(ref specs.Spec) ([]specs.Spec, error) {
 	var out []specs.Spec
@@ -42,7 +48,8 @@ func Family(ref specs.Spec) ([]specs.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.N == ref.N && s.D == ref.D && s.Heads == ref.Heads && s.Layers == ref.Layers && s.FFN == ref.FFN && s.Vocab == ref.Vocab {
+		if s.N == ref.N && s.D == ref.D && s.Heads == ref.Heads && s.Layers == ref.Layers && s.FFN == ref.FFN && s.Vocab == ref.Vocab &&
+			s.Task == ref.Task && s.Classes == ref.Classes && s.Bidirectional == ref.Bidirectional {
 			out = append(out, s)
 		}
 	}
@@ -65,6 +72,16 @@ func DefaultFamily() ([]specs.Spec, error) {
 	ref, err := synth.LookupSpec(DefaultRef)
 	if err != nil {
 		return nil, fmt.Errorf("default family: %w", err)
+	}
+	return Family(ref)
+}
+
+// DefaultClassifyFamily is Family of the linked spec DefaultClassifyRef:
+// the bidirectional classifiers of every shipped variant (12 specs).
+func DefaultClassifyFamily() ([]specs.Spec, error) {
+	ref, err := synth.LookupSpec(DefaultClassifyRef)
+	if err != nil {
+		return nil, fmt.Errorf("default classifier family: %w", err)
 	}
 	return Family(ref)
 }

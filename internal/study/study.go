@@ -222,7 +222,11 @@ func New(dir string, opts ...Option) (*Study, error) {
 		return nil, err
 	}
 	if len(o.s.Specs) == 0 {
-		fam, err := DefaultFamily()
+		family := DefaultFamily
+		if o.s.Task == TaskClassify || o.s.Task == TaskListOps {
+			family = DefaultClassifyFamily
+		}
+		fam, err := family()
 		if err != nil {
 			return nil, err
 		}
