@@ -67,6 +67,9 @@ func MeasureGenerate(name string, workers, reps int) (GenResult, error) {
 	if err != nil {
 		return GenResult{}, err
 	}
+	if k.Spec.IsClassifier() {
+		return GenResult{}, fmt.Errorf("%s: spec is a classifier (task %q, causal %t): it generates no text", name, k.Spec.Task, k.Spec.Causal())
+	}
 	m, err := model.New(k.Spec, k, 1)
 	if err != nil {
 		return GenResult{}, fmt.Errorf("%s: %w", name, err)

@@ -77,6 +77,10 @@ func TestMeasureGenerate(t *testing.T) {
 	if _, err := MeasureGenerate("no_such_spec", 1, 1); err == nil {
 		t.Error("unknown spec: no error")
 	}
+	// A bidirectional classifier generates nothing: an error, no panic.
+	if _, err := MeasureGenerate("enc_odd", 1, 1); err == nil || !strings.Contains(err.Error(), "classifier") {
+		t.Errorf("enc_odd: %v, want a classifier's error", err)
+	}
 }
 
 func TestArgmax(t *testing.T) {

@@ -113,7 +113,8 @@ var attnFreeSpecs = []struct {
 }
 
 // TestAttnFreeReference compares the forward pass with the naive float64
-// network of the card.
+// network of the card (a bidirectional spec's: the classifier's, loss and
+// class logits).
 func TestAttnFreeReference(t *testing.T) {
 	for _, gs := range attnFreeSpecs {
 		for _, tt := range []int{1, gs.t + 3} {
@@ -123,21 +124,13 @@ func TestAttnFreeReference(t *testing.T) {
 				const batch = 2
 				ws := m.NewWorkspace(batch)
 				in, tg := tokens(9, batch, tt)
-				loss := m.Forward(ws, in, tg, batch)
+				tg = trainTargets(m, tg, batch)
+				loss := forward(m, ws, in, tg, batch)
 				want, wantLogits := refLoss(m, in, tg, batch)
 				if math.Abs(loss-want) > 2e-6*want {
 					t.Errorf("loss %.8f, reference %.8f", loss, want)
 				}
-				worst := 0.0
-				for b := 0; b < batch; b++ {
-					for i := 0; i < tt; i++ {
-						got := ws.Logits(b, i)
-						for v, e := range wantLogits[b*tt+i] {
-							worst = math.Max(worst, math.Abs(float64(got[v])-e))
-						}
-					}
-				}
-				if worst > 1e-4 {
+				if worst := refWorst(m, ws, wantLogits, batch, tt); worst > 1e-4 {
 					t.Errorf("logits differ from the reference by up to %.3g", worst)
 				}
 			})
@@ -146,7 +139,8 @@ func TestAttnFreeReference(t *testing.T) {
 }
 
 // TestAttnFreeGradients checks every parameter's gradient against finite
-// differences through the whole network.
+// differences through the whole network (a bidirectional spec's: the
+// classifier's, its head included).
 func TestAttnFreeGradients(t *testing.T) {
 	for _, gs := range attnFreeSpecs {
 		if testing.Short() && !strings.HasPrefix(gs.name, "odd_") {
@@ -160,7 +154,8 @@ func TestAttnFreeGradients(t *testing.T) {
 			const batch = 2
 			ws := m.NewWorkspace(batch)
 			in, tg := tokens(3, batch, gs.t)
-			loss := m.Forward(ws, in, tg, batch)
+			tg = trainTargets(m, tg, batch)
+			loss := forward(m, ws, in, tg, batch)
 			m.Backward(ws)
 			if math.IsNaN(loss) || loss <= 0 {
 				t.Fatalf("loss %v", loss)

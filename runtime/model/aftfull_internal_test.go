@@ -13,7 +13,8 @@ import (
 // TestAFTFullProducts checks the factorised aft_full (aftfull.go) against
 // its per-row-stabilised kernels, forward and every gradient, on ordinary
 // weights and on keys and biases spread so wide that some (i, c) fall back
-// to the direct computation; unmasked (enc_aft_full) too.
+// to the direct computation; unmasked (enc_aft_full, a classifier, whose
+// loss and gradients come through the pooled head) too.
 func TestAFTFullProducts(t *testing.T) {
 	for _, name := range []string{"odd_aft_full", "aft_full", "enc_aft_full", "odd_enc_aft_full"} {
 		for _, scale := range []float64{1, 120} {
@@ -54,11 +55,19 @@ func TestAFTFullProducts(t *testing.T) {
 				for i := range in {
 					in[i], tg[i] = int32(rng.IntN(256)), int32(rng.IntN(256))
 				}
+				labels := make([]int32, batch)
+				for b := range labels {
+					labels[b] = int32(rng.IntN(max(k.Spec.Classes, 1)))
+				}
 				var loss [2]float64
 				var ws [2]*Workspace
 				for i, m := range models {
 					ws[i] = m.NewWorkspace(batch)
-					loss[i] = m.Forward(ws[i], in, tg, batch)
+					if m.classes > 0 { // a bidirectional spec: the classifier, labelled by tg
+						loss[i] = m.ForwardClassify(ws[i], in, labels, batch)
+					} else {
+						loss[i] = m.Forward(ws[i], in, tg, batch)
+					}
 					m.Backward(ws[i])
 				}
 				if math.Abs(loss[0]-loss[1]) > 1e-5*math.Abs(loss[1]) {

@@ -41,7 +41,7 @@ func TestAttentionMap(t *testing.T) {
 			}
 			in, _ := tokens(7, 2, tl)
 			ws := m.NewWorkspace(2)
-			m.Forward(ws, in, nil, 2)
+			forward(m, ws, in, nil, 2)
 			maps := map[[3]int][]float32{}
 			for sq := 0; sq < 2; sq++ {
 				for l := 0; l < s.Layers; l++ {
@@ -143,7 +143,7 @@ func TestAttentionMap(t *testing.T) {
 				t.Error("the maps of two different sequences are equal")
 			}
 			ws1 := m.NewWorkspace(1)
-			m.Forward(ws1, in[tl:], nil, 1)
+			forward(m, ws1, in[tl:], nil, 1)
 			for l := 0; l < s.Layers; l++ {
 				for h := 0; h < s.Heads; h++ {
 					dst := make([]float32, tl*tl)

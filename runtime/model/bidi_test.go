@@ -11,11 +11,10 @@ import (
 // The unmasked ("causal": false) synthesizer attention through the whole
 // network: the forward against the card's float64 network with every key
 // j < t (refLoss), the gradients against finite differences, and the
-// attention maps over the full square. They run the language-model path
-// (Forward with targets) of the bidirectional specs, which exercises the
-// attention exactly as a classifier's blocks run it; once the classifier's
-// head exists (a "head.weight" parameter), that path is the head's tests'
-// to check and these skip.
+// attention maps over the full square. A bidirectional spec is a
+// classifier (the spec rules), so they run the classifier's path
+// (ForwardClassify with labels: pooled lnf output, head, cross-entropy),
+// whose loss and class logits depend on every position's attention.
 
 // bidiSpecs are the bidirectional specs checked, with a length below n
 // that is no multiple of 8 or 16.
@@ -26,16 +25,15 @@ var bidiSpecs = []struct {
 	{"enc_odd", 13}, {"enc_vanilla", 11}, {"enc_random_vanilla", 9}, {"enc_factorized_dense", 21},
 }
 
-// bidiModel is newModel for a bidirectional spec, skipping the test once
-// the model has a classifier head (see above).
+// bidiModel is newModel for a bidirectional spec, a classifier.
 func bidiModel(t *testing.T, name string) *model.Model {
 	t.Helper()
 	m := newModel(t, name, 1)
 	if m.Spec.Causal() {
 		t.Fatalf("spec %s is causal", name)
 	}
-	if m.Param("head.weight") != nil {
-		t.Skipf("%s has a classifier head: the head's tests check its network", name)
+	if m.Classes() == 0 {
+		t.Fatalf("spec %s is bidirectional but no classifier", name)
 	}
 	return m
 }
@@ -54,53 +52,17 @@ func TestBidirectionalReference(t *testing.T) {
 			const batch = 2
 			ws := m.NewWorkspace(batch)
 			in, tg := tokens(9, batch, c.t)
-			loss := m.Forward(ws, in, tg, batch)
+			tg = trainTargets(m, tg, batch)
+			loss := m.ForwardClassify(ws, in, tg, batch)
 			want, wantLogits := refLoss(m, in, tg, batch)
 			if math.Abs(loss-want) > 2e-6*want {
 				t.Errorf("loss %.8f, reference %.8f", loss, want)
 			}
-			worst := 0.0
-			for b := 0; b < batch; b++ {
-				for i := 0; i < c.t; i++ {
-					got := ws.Logits(b, i)
-					for v, e := range wantLogits[b*c.t+i] {
-						worst = math.Max(worst, math.Abs(float64(got[v])-e))
-					}
-				}
-			}
+			worst := refWorst(m, ws, wantLogits, batch, c.t)
 			if worst > 1e-4 {
 				t.Errorf("logits differ from the reference by up to %.3g", worst)
 			}
 			t.Logf("loss %.7f, reference %.7f, worst logit difference %.2g", loss, want, worst)
-		})
-	}
-}
-
-// TestBidirectionalSeesTheFuture: changing the last byte of a sequence
-// changes the first position's logits of a bidirectional spec (every
-// position sees every key), and never those of the causal odd.
-func TestBidirectionalSeesTheFuture(t *testing.T) {
-	for _, name := range []string{"enc_odd", "odd"} {
-		t.Run(name, func(t *testing.T) {
-			m := newModel(t, name, 1)
-			if m.Param("head.weight") != nil {
-				t.Skipf("%s has a classifier head", name)
-			}
-			perturb(m, 2)
-			const tl = 9
-			in, tg := tokens(4, 1, tl)
-			ws := m.NewWorkspace(1)
-			m.Forward(ws, in, tg, 1)
-			first := append([]float32(nil), ws.Logits(0, 0)...)
-			in[tl-1] = (in[tl-1] + 1) % int32(m.Spec.Vocab)
-			m.Forward(ws, in, tg, 1)
-			changed := false
-			for v, x := range ws.Logits(0, 0) {
-				changed = changed || x != first[v]
-			}
-			if changed != !m.Spec.Causal() {
-				t.Errorf("position 0's logits changed with the last byte: %v, want %v", changed, !m.Spec.Causal())
-			}
 		})
 	}
 }
@@ -114,7 +76,8 @@ func TestBidirectionalGradients(t *testing.T) {
 			const batch = 2
 			ws := m.NewWorkspace(batch)
 			in, tg := tokens(3, batch, gs.t)
-			loss := m.Forward(ws, in, tg, batch)
+			tg = trainTargets(m, tg, batch)
+			loss := m.ForwardClassify(ws, in, tg, batch)
 			m.Backward(ws)
 			if math.IsNaN(loss) || loss <= 0 {
 				t.Fatalf("loss %v", loss)
@@ -137,7 +100,7 @@ func TestBidirectionalAttentionMap(t *testing.T) {
 	const tl = 13
 	in, _ := tokens(7, 1, tl)
 	ws := m.NewWorkspace(1)
-	m.Forward(ws, in, nil, 1)
+	m.ForwardClassify(ws, in, nil, 1)
 	above := false
 	for l := 0; l < m.Spec.Layers; l++ {
 		for h := 0; h < m.Spec.Heads; h++ {

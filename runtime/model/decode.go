@@ -183,8 +183,14 @@ type decLayerW struct {
 
 // NewDecoder returns an empty Decoder (no tokens yet) on m, with its own
 // matrix engine on the calling goroutine and its own snapshot of the
-// parameters.
+// parameters. Only a language model decodes: on a classifier (every
+// bidirectional spec is one; its positions see the later ones, so there
+// is nothing to decode byte by byte, and it has no next-byte logits)
+// NewDecoder panics.
 func (m *Model) NewDecoder() *Decoder {
+	if m.classes > 0 || m.Spec.Bidirectional {
+		panic(fmt.Sprintf("model: NewDecoder: spec %q is a classifier (causal %t), not a language model: it has nothing to decode", m.Spec.Name, m.Spec.Causal()))
+	}
 	eng, mk := m.decodeEngine()
 	d, n := m.d, m.n
 	w := &decWeights{lay: make([]decLayerW, len(m.layers)), gemv: m.hasGemv(mk)}

@@ -240,6 +240,23 @@ func TestDecoderMisuse(t *testing.T) {
 	var _ *model.Decoder = dc
 }
 
+// TestDecoderRefusesClassifiers: NewDecoder panics on a bidirectional
+// spec (a classifier whose positions see the later ones) and on a causal
+// classifier (no next-byte logits), naming the spec.
+func TestDecoderRefusesClassifiers(t *testing.T) {
+	for _, m := range []*model.Model{newModel(t, "enc_odd", 1), newModel(t, "odd_enc_aft_full", 1), newClassifier(t, "odd", 3, 1)} {
+		func() {
+			defer func() {
+				r := recover()
+				if msg, ok := r.(string); !ok || !strings.Contains(msg, m.Spec.Name) || !strings.Contains(msg, "classifier") {
+					t.Errorf("%s: NewDecoder: recovered %v, want a panic naming the spec and \"classifier\"", m.Spec.Name, r)
+				}
+			}()
+			m.NewDecoder()
+		}()
+	}
+}
+
 // BenchmarkDecoderStep measures one decoder step (Next) at position n/2 and
 // the prefill of n/2 tokens, per spec.
 func BenchmarkDecoderStep(b *testing.B) {

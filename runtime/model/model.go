@@ -145,10 +145,15 @@ func New(spec specs.Spec, k *kernels.Kernels, seed uint64) (*Model, error) {
 		return nil, fmt.Errorf("model: spec %q: no kernels (use kernels.Lookup)", spec.Name)
 	}
 	ks := k.Spec
+	// Task and Classes may differ: the kernels do not depend on the head
+	// (a classifier may run on a language model's kernels). The mask does:
+	// masked kernels under a bidirectional spec (or the reverse) would
+	// compute another network without a word.
 	if ks.N != spec.N || ks.D != spec.D || ks.Heads != spec.Heads || ks.Variant != spec.Variant ||
-		ks.K != spec.K || ks.A != spec.A || ks.B != spec.B || ks.Window != spec.Window || ks.FFN != spec.FFN || ks.Vocab != spec.Vocab {
-		return nil, fmt.Errorf("model: spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d) does not match the kernels of spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d)",
-			spec.Name, spec.Variant, spec.N, spec.D, spec.Heads, spec.FFN, spec.Vocab, ks.Name, ks.Variant, ks.N, ks.D, ks.Heads, ks.FFN, ks.Vocab)
+		ks.K != spec.K || ks.A != spec.A || ks.B != spec.B || ks.Window != spec.Window || ks.FFN != spec.FFN || ks.Vocab != spec.Vocab ||
+		ks.Bidirectional != spec.Bidirectional {
+		return nil, fmt.Errorf("model: spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d, causal %t) does not match the kernels of spec %q (variant %s, n %d, d %d, heads %d, ffn %d, vocab %d, causal %t)",
+			spec.Name, spec.Variant, spec.N, spec.D, spec.Heads, spec.FFN, spec.Vocab, spec.Causal(), ks.Name, ks.Variant, ks.N, ks.D, ks.Heads, ks.FFN, ks.Vocab, ks.Causal())
 	}
 	m.Kernels = k
 	if err := m.checkKernels(); err != nil {

@@ -84,6 +84,57 @@ func tokens(seed uint64, batch, t int) (in, tg []int32) {
 	return in, tg
 }
 
+// trainTargets returns what m's training pass takes besides the inputs
+// of tokens: tg itself for a language model; for a classifier (every
+// bidirectional spec is one) one label per sequence, the sequence's first
+// target modulo the classes.
+func trainTargets(m *model.Model, tg []int32, batch int) []int32 {
+	k := m.Classes()
+	if k == 0 || tg == nil {
+		return tg
+	}
+	t := len(tg) / batch
+	labels := make([]int32, batch)
+	for b := range labels {
+		labels[b] = tg[b*t] % int32(k)
+	}
+	return labels
+}
+
+// forward runs m's training pass on one batch: Forward for a language
+// model, ForwardClassify for a classifier (tg then the labels, see
+// trainTargets, or nil).
+func forward(m *model.Model, ws *model.Workspace, in, tg []int32, batch int) float64 {
+	if m.Classes() > 0 {
+		return m.ForwardClassify(ws, in, tg, batch)
+	}
+	return m.Forward(ws, in, tg, batch)
+}
+
+// refWorst returns the largest difference between the logits of the last
+// pass of ws (t positions per sequence) and refLoss's: the vocabulary
+// logits of every position for a language model, the class logits of
+// every sequence for a classifier.
+func refWorst(m *model.Model, ws *model.Workspace, want [][]float64, batch, t int) float64 {
+	worst := 0.0
+	for b := 0; b < batch; b++ {
+		if m.Classes() > 0 {
+			got := ws.ClassLogits(b)
+			for v, e := range want[b] {
+				worst = math.Max(worst, math.Abs(float64(got[v])-e))
+			}
+			continue
+		}
+		for i := 0; i < t; i++ {
+			got := ws.Logits(b, i)
+			for v, e := range want[b*t+i] {
+				worst = math.Max(worst, math.Abs(float64(got[v])-e))
+			}
+		}
+	}
+	return worst
+}
+
 type mismatch struct {
 	name   string
 	idx    int
@@ -106,7 +157,7 @@ const (
 
 // active reports whether entry i of p can influence the loss at sequence
 // length t: the card truncates every n-sized axis to its first t entries
-// (and R to the causal triangle; fa's output p feeds only columns p·b..,
+// (and R to the causal triangle unless bidirectional; fa's output p feeds only columns p·b..,
 // fb's output q only column q onwards).
 func active(p *model.Param, s specs.Spec, t, i int) bool {
 	sh := p.Shape
@@ -116,14 +167,21 @@ func active(p *model.Param, s specs.Spec, t, i int) bool {
 		return i/sh[len(sh)-1]%sh[len(sh)-2] < t
 	case strings.HasSuffix(name, ".w2.bias"):
 		return i < t
-	case strings.HasSuffix(name, ".attn.w"): // aft_full, aft_local: the causal triangle (band)
+	case strings.HasSuffix(name, ".attn.w"): // aft_full, aft_local: the causal triangle (band), or the square
 		row, col := i/s.N, i%s.N
+		if s.Bidirectional {
+			return row < t && col < t && (s.Variant != "aft_local" || max(row-col, col-row) < s.Window)
+		}
 		return row < t && col <= row && (s.Variant != "aft_local" || row-col < s.Window)
-	case strings.HasSuffix(name, ".attn.u"): // aft_conv: offsets < t
+	case strings.HasSuffix(name, ".attn.u"): // aft_conv: offsets < t (either side when bidirectional)
+		if s.Bidirectional {
+			off := i%(2*s.Window-1) - (s.Window - 1)
+			return max(off, -off) < t
+		}
 		return i%s.Window < t
 	case strings.HasSuffix(name, ".R"):
 		row, col := i/s.N%s.N, i%s.N
-		return row < t && col <= row
+		return row < t && (col <= row || s.Bidirectional && col < t)
 	case strings.HasSuffix(name, ".fa.weight"), strings.HasSuffix(name, ".fa.bias"):
 		return i/(len(p.Data)/sh[0])*s.B < t
 	case strings.HasSuffix(name, ".fb.weight"), strings.HasSuffix(name, ".fb.bias"):
@@ -167,8 +225,8 @@ func samples(p *model.Param, s specs.Spec, t int, rng *rand.Rand) []int {
 }
 
 // checkGrads compares p.Grad (from the last Backward, at loss l0) with
-// central differences of the loss at the sampled entries of every given
-// parameter.
+// central differences of the loss (forward's: a classifier's with tg its
+// labels) at the sampled entries of every given parameter.
 //
 // A ReLU (w1 of dense and factorized_dense) makes the loss only piecewise
 // smooth, and a step that crosses a kink gives no estimate of the
@@ -190,9 +248,9 @@ func checkGrads(m *model.Model, ws *model.Workspace, in, tg []int32, batch int, 
 		up := float32(float64(orig) + h)
 		dn := float32(float64(orig) - h)
 		p.Data[i] = up
-		lu := m.Forward(ws, in, tg, batch)
+		lu := forward(m, ws, in, tg, batch)
 		p.Data[i] = dn
-		ld := m.Forward(ws, in, tg, batch)
+		ld := forward(m, ws, in, tg, batch)
 		p.Data[i] = orig
 		return (lu - ld) / (float64(up) - float64(dn)),
 			(lu - l0) / (float64(up) - float64(orig)),

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -415,5 +416,34 @@ func TestWorkersStop(t *testing.T) {
 	}
 	if got := runtime.NumGoroutine() - base; got > 0 {
 		t.Errorf("%d goroutines left after the model was dropped", got)
+	}
+}
+
+// TestNewMaskMismatch: New refuses kernels whose mask differs from the
+// spec's (masked kernels under a bidirectional spec, unmasked ones under a
+// causal spec), naming "causal"; a different task or number of classes on
+// kernels of the same mask is accepted (a classifier twin of a language
+// model runs on its kernels).
+func TestNewMaskMismatch(t *testing.T) {
+	for _, name := range []string{"odd", "enc_odd", "odd_aft_full", "odd_enc_aft_full", "odd_linear", "odd_enc_linear", "odd_aft_conv", "odd_enc_aft_conv"} {
+		k, err := kernels.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flipped := k.Spec
+		flipped.Bidirectional = !flipped.Bidirectional
+		flipped.Task, flipped.Classes = specs.TaskClassify, 3 // valid either way
+		if err := flipped.Validate(); err != nil {
+			t.Fatalf("%s: the flipped spec is invalid: %v", name, err)
+		}
+		_, err = model.New(flipped, k, 1)
+		if err == nil || !strings.Contains(err.Error(), "does not match") || !strings.Contains(err.Error(), fmt.Sprintf("causal %t", flipped.Causal())) {
+			t.Errorf("%s: spec causal %t on kernels causal %t: err %v", name, flipped.Causal(), k.Spec.Causal(), err)
+		}
+		same := k.Spec
+		same.Task, same.Classes = specs.TaskClassify, 5
+		if _, err := model.New(same, k, 1); err != nil {
+			t.Errorf("%s: a classifier of 5 classes on its kernels: %v", name, err)
+		}
 	}
 }

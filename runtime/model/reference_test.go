@@ -10,7 +10,11 @@ import (
 
 // refLoss is the card's network written out naively in float64, straight
 // from the formulas of docs/model.md, for one batch: it returns
-// the mean cross-entropy and the logits of every position.
+// the mean cross-entropy and the logits of every position. For a
+// classifier (the card's "Encoders and classification") tg holds one label
+// per sequence, and it returns the mean cross-entropy over the sequences
+// and every sequence's class logits: h = lnf(x), pooled = the mean of h's
+// t rows, logits = head(pooled).
 func refLoss(m *model.Model, in, tg []int32, batch int) (float64, [][]float64) {
 	s := m.Spec
 	t := len(in) / batch
@@ -208,6 +212,29 @@ func refLoss(m *model.Model, in, tg []int32, batch int) (float64, [][]float64) {
 			}
 		}
 		xf := ln(x, "lnf")
+		if k := m.Classes(); k > 0 {
+			pooled := make([]float64, d)
+			for i := 0; i < t; i++ {
+				for c := 0; c < d; c++ {
+					pooled[c] += xf[i][c] / float64(t)
+				}
+			}
+			lg := lin([][]float64{pooled}, "head")[0]
+			if len(lg) != k {
+				panic(fmt.Sprintf("refLoss: head gives %d logits, want %d", len(lg), k))
+			}
+			mx := math.Inf(-1)
+			for _, e := range lg {
+				mx = math.Max(mx, e)
+			}
+			z := 0.0
+			for _, e := range lg {
+				z += math.Exp(e - mx)
+			}
+			total += mx + math.Log(z) - lg[tg[b]]
+			logits = append(logits, lg)
+			continue
+		}
 		for i := 0; i < t; i++ {
 			lg := make([]float64, s.Vocab)
 			mx := math.Inf(-1)
@@ -224,6 +251,9 @@ func refLoss(m *model.Model, in, tg []int32, batch int) (float64, [][]float64) {
 			total += mx + math.Log(z) - lg[tg[b*t+i]]
 			logits = append(logits, lg)
 		}
+	}
+	if m.Classes() > 0 {
+		return total / float64(batch), logits
 	}
 	return total / float64(batch*t), logits
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	_ "github.com/synthgen/synthgen/generated/enc_odd"
 	_ "github.com/synthgen/synthgen/generated/odd"
 	"github.com/synthgen/synthgen/internal/clstest"
 	"github.com/synthgen/synthgen/runtime/synth"
@@ -150,5 +151,40 @@ func TestClassifier(t *testing.T) {
 	}
 	if _, err := synth.NewRun(ctx, s, synth.Out(filepath.Join(dir, "none.safetensors"))); err == nil || !strings.Contains(err.Error(), "labelled file") {
 		t.Errorf("no data: %v", err)
+	}
+}
+
+// TestBidirectionalGeneratesNothing: a bidirectional spec (a classifier
+// whose positions see the later ones) is refused by Sample, Generate,
+// Evaluate and NewServer with an error naming the classifier, never
+// decoded; its attention maps (the classifier's forward) are available.
+func TestBidirectionalGeneratesNothing(t *testing.T) {
+	s, err := synth.LookupSpec("enc_odd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Causal() || !s.IsClassifier() {
+		t.Fatalf("enc_odd: causal %v, classifier %v", s.Causal(), s.IsClassifier())
+	}
+	m, err := synth.New(s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if out, err := m.Sample(ctx, []byte("abc"), synth.SampleOptions{Len: 5}); err == nil || !strings.Contains(err.Error(), "classifier") {
+		t.Errorf("Sample: %q, %v; want a classifier's error", out, err)
+	}
+	var b bytes.Buffer
+	if err := m.Generate(ctx, &b, []byte("abc"), synth.SampleOptions{Len: 5}); err == nil || !strings.Contains(err.Error(), "classifier") || b.Len() != 0 {
+		t.Errorf("Generate: %q, %v; want a classifier's error and nothing written", b.String(), err)
+	}
+	if _, err := m.Evaluate(ctx, []byte(strings.Repeat("a", 200)), synth.EvalOptions{}); err == nil || !strings.Contains(err.Error(), "classifier") {
+		t.Errorf("Evaluate: %v; want a classifier's error", err)
+	}
+	if _, err := synth.NewServer(map[string]*synth.Model{"enc": m}, synth.ServeOptions{}); err == nil || !strings.Contains(err.Error(), "classifier") {
+		t.Errorf("NewServer: %v; want a classifier's error", err)
+	}
+	if _, err := m.Attention(ctx, []byte("abcdef")); err != nil {
+		t.Errorf("Attention: %v", err)
 	}
 }
