@@ -25,8 +25,11 @@ import (
 //   - vanilla: K and V of every position. B_ij = Q_i·K_j/√dh needs Q_i
 //     (the new row's) and the cached K_j; the softmax over j ≤ i weights
 //     the cached V_j. K is kept transposed per head and V per head, so
-//     that the scores and the weighted sum are each one product on the
-//     matrix engine.
+//     that the scores and the weighted sum are each one pass over a
+//     contiguous cache: the spec's one-row kernels VanillaScores (the
+//     scores) and AttendDH (the softmax and the weighted sum, which every
+//     variant of the family runs on its logits), or products on the
+//     matrix engine where a spec lacks them.
 //   - dense: V only. Its logits B_i = w2(relu(w1(h_i))_h)[:i+1] are a
 //     function of x_i alone (one [Heads, DH]×[DH, i+1] product against w2).
 //   - random, fixed_random: V only. Row i of B is R[h, i, :i+1], fixed once

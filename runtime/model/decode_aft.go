@@ -109,7 +109,9 @@ func (dc *Decoder) aftRow(ly *layer, dl *decLayer, i int, r *decRow) {
 //	[num | den] = Ew · X,  Ew_j = exp(w_ij − M_i),  M_i = max_{j≤i} w_ij
 //
 // is one [1, i+1] × [i+1, 2D] product over the cached factors X_j, and i+1
-// exponentials. κ_c is the largest key of channel c so far: a new key
+// exponentials: the spec's AttendKV kernel computes both, dividing the
+// row by S = Σ_j Ew_j (which the quotient does not see; it returns S for
+// the underflow test), or, without it, Exp and the matrix engine. κ_c is the largest key of channel c so far: a new key
 // above it rescales the channel's column of X by exp(κ_old − κ_new) (a new
 // maximum is rare after the first positions) so that every factor stays
 // ≤ 1. A denominator below aftTiny means the row's largest term may have
@@ -136,27 +138,35 @@ func (dc *Decoder) aftFullRow(ly *layer, dl *decLayer, i int, r *decRow) {
 	k.AFTFactors(d, kn, dl.kappa, vn, xi[:d], xi[d:])
 	ew := dc.bl[:t]
 	wr := ly.aw.Data[i*n : i*n+t]
-	mx := wr[0]
-	for _, v := range wr {
-		mx = max(mx, v)
-	}
-	for j, v := range wr {
-		ew[j] = v - mx
-	}
-	dc.exp(ew)
 	nd := dc.acc[:2*d]
 	x := dl.ax[:t*2*d]
-	if dc.mk {
-		dc.backX(nd, ew, x, 2*d, t)
+	// s: nd holds [num | den]/s (1 without the kernel), the quotient the
+	// same; the underflow test is on den itself.
+	s := float32(1)
+	if f := k.AttendKV; f != nil {
+		copy(ew, wr)
+		s = f(t, ew, x, nd)
 	} else {
-		clear(nd)
-		for j, w := range ew {
-			axpy(w, x[j*2*d:(j+1)*2*d], nd)
+		mx := wr[0]
+		for _, v := range wr {
+			mx = max(mx, v)
+		}
+		for j, v := range wr {
+			ew[j] = v - mx
+		}
+		dc.exp(ew)
+		if dc.mk {
+			dc.backX(nd, ew, x, 2*d, t)
+		} else {
+			clear(nd)
+			for j, w := range ew {
+				axpy(w, x[j*2*d:(j+1)*2*d], nd)
+			}
 		}
 	}
 	z := dc.z[:d]
 	for c := range z {
-		if den := nd[d+c]; den >= aftTiny {
+		if den := nd[d+c]; den*s >= aftTiny {
 			z[c] = nd[c] / den
 			continue
 		}

@@ -29,6 +29,10 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int, r *decRow) {
 			case compVanilla: // b = scale · Q_h·K_hᵀ
 				q := r.q[h*dh : h*dh+dh]
 				kt := dl.kc[h*dh*n : (h+1)*dh*n]
+				if f := m.Kernels.VanillaScores; f != nil {
+					f(t, q, kt, b, scale)
+					break
+				}
 				if dc.mk {
 					// Over all N columns (Kᵀ's rows are N apart); the
 					// ones from t on are not read.
@@ -75,6 +79,18 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int, r *decRow) {
 				}
 			}
 		}
+		y := r.y[h*dh : h*dh+dh]
+		vh := dl.vc[h*n*dh : h*n*dh+t*dh]
+		if f := m.Kernels.AttendDH; f != nil {
+			// The softmax and y_h = p · V_h in one kernel, which
+			// overwrites the logits: R's own row is copied first.
+			if len(m.comps) == 1 && (m.comps[0] == compRandom || m.comps[0] == compFixedRandom) {
+				copy(dc.bl[:t], acc)
+				acc = dc.bl[:t]
+			}
+			f(t, acc, vh, y)
+			continue
+		}
 		// Softmax over j ≤ i into bl (acc may be R itself: not written).
 		p := dc.bl[:t]
 		mx := acc[0]
@@ -94,8 +110,6 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int, r *decRow) {
 			p[j] *= inv
 		}
 		// y_h = p · V_h, V_h the head's [t, DH] cache.
-		y := r.y[h*dh : h*dh+dh]
-		vh := dl.vc[h*n*dh : h*n*dh+t*dh]
 		if dc.mk {
 			dc.backX(y, p, vh, dh, t)
 			continue
