@@ -20,7 +20,7 @@ import (
 // plus the weights' and the normaliser's errors carried through; s the
 // sum's plus the weights'.
 //
-// Scores: b_j = scale·Σ_p q[p]·kt[p·N+j]. Modes "random" (scale 1/√DH) and
+// Scores: b_j = scale·Σ_p q[p]·k[j·DH+p]. Modes "random" (scale 1/√DH) and
 // "integers" (small integers, scale ¼: every sum exact, so the result must
 // be exact). Tolerance: sumTol over the DH products.
 
@@ -98,18 +98,18 @@ var attendTest = kernelTest{
 var scoresTest = kernelTest{
 	modes: []string{"random", "integers"},
 	scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
-		lq, lk, lb := vecLayout(e.dh), layout{rows: e.dh, stride: e.n, width: t}, vecLayout(t)
-		q, kt := mixed(rng, lq, 1), mixed(rng, lk, 1)
+		lq, lk, lb := vecLayout(e.dh), rowsOf(t, e.dh), vecLayout(t)
+		q, k := mixed(rng, lq, 1), mixed(rng, lk, 1)
 		scale := 1 / math.Sqrt(float64(e.dh))
 		if mode == "integers" {
-			q, kt, scale = ints(rng, lq, 3), ints(rng, lk, 3), 0.25
+			q, k, scale = ints(rng, lq, 3), ints(rng, lk, 3), 0.25
 		}
 		scale = float64(float32(scale))
 		b := newExpect("b", lb)
 		for j := 0; j < t; j++ {
 			s, mag := 0.0, 0.0
 			for p := 0; p < e.dh; p++ {
-				x := float64(q.v[p]) * float64(kt.at(p, j))
+				x := float64(q.v[p]) * float64(k.at(j, p))
 				s += x
 				mag += math.Abs(x)
 			}
@@ -121,7 +121,7 @@ var scoresTest = kernelTest{
 		return scenario{
 			ops: []*operand{
 				{name: "q", lay: lq, vals: q.v},
-				{name: "kt", lay: lk, vals: kt.v},
+				{name: "k", lay: lk, vals: k.v},
 				{name: "b", lay: lb, role: out},
 			},
 			scalars: map[string]float32{"scale": float32(scale)},
@@ -150,9 +150,9 @@ var attendMutants = []mutant{
 	{"Scores skips the last key component", "VanillaScores", "integers", 7, func(e *env, ok invoker) invoker {
 		return func(a args) float32 {
 			r := ok(a)
-			q, kt, b := a.s["q"], a.s["kt"], a.s["b"]
+			q, k, b := a.s["q"], a.s["k"], a.s["b"]
 			for j := range a.t {
-				b[j] -= a.scalar["scale"] * q[e.dh-1] * kt[(e.dh-1)*e.n+j]
+				b[j] -= a.scalar["scale"] * q[e.dh-1] * k[j*e.dh+e.dh-1]
 			}
 			return r
 		}

@@ -243,15 +243,15 @@ func checkAttendDH(t int, b []float32, v []float32, y []float32) {
 }
 
 // checkVanillaScores panics unless t and the slices fit VanillaScores's sizes.
-func checkVanillaScores(t int, q []float32, kt []float32, b []float32, scale float32) {
+func checkVanillaScores(t int, q []float32, k []float32, b []float32, scale float32) {
 	if t < 0 || t > N {
 		panic(fmt.Sprintf("wide.VanillaScores: t = %d, want 0 ≤ t ≤ %d", t, N))
 	}
 	if len(q) < need(t, 1, 0, 32) {
 		panic(fmt.Sprintf("wide.VanillaScores: len(q) = %d, need %d at t = %d", len(q), need(t, 1, 0, 32), t))
 	}
-	if len(kt) < need(t, 32, 96, t) {
-		panic(fmt.Sprintf("wide.VanillaScores: len(kt) = %d, need %d at t = %d", len(kt), need(t, 32, 96, t), t))
+	if len(k) < need(t, t, 32, 32) {
+		panic(fmt.Sprintf("wide.VanillaScores: len(k) = %d, need %d at t = %d", len(k), need(t, t, 32, 32), t))
 	}
 	if len(b) < need(t, 1, 0, t) {
 		panic(fmt.Sprintf("wide.VanillaScores: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))

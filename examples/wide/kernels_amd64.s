@@ -9789,110 +9789,39 @@ sum_10:
 DATA attend_one_3f800000<>+0(SB)/4, $0x3f800000
 GLOBL attend_one_3f800000<>(SB), RODATA|NOPTR, $4
 
-// func vanillaScoresAVX512(t int, q []float32, kt []float32, b []float32, scale float32)
-// Requires: AVX, AVX512DQ, AVX512F, BMI2
+// func vanillaScoresAVX512(t int, q []float32, k []float32, b []float32, scale float32)
+// Requires: AVX, AVX512F, AVX512VL
 TEXT ·vanillaScoresAVX512(SB), NOSPLIT, $0-84
 	MOVQ         t+0(FP), AX
 	MOVQ         q_base+8(FP), CX
-	MOVQ         kt_base+32(FP), DX
+	MOVQ         k_base+32(FP), DX
 	MOVQ         b_base+56(FP), BX
 	VBROADCASTSS scale+80(FP), Z0
-	MOVQ         BX, BX
+	VMOVUPS      (CX), Z1
+	VMOVUPS      64(CX), Z2
+	TESTQ        AX, AX
+	JZ           done_1
 
-many_1:
-	CMPQ   AX, $+128
-	JLT    one_2
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	VXORPS Z5, Z5, Z5
-	VXORPS Z6, Z6, Z6
-	VXORPS Z7, Z7, Z7
-	VXORPS Z8, Z8, Z8
-	MOVQ   DX, SI
-	MOVQ   CX, DI
-	MOVQ   $+32, R8
+row_2:
+	VMULPS        (DX), Z1, Z3
+	VMULPS        64(DX), Z2, Z4
+	VADDPS        Z4, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y3, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X4, X3, X3
+	VPERMILPS     $0x4e, X3, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (BX)
+	ADDQ          $+128, DX
+	ADDQ          $+4, BX
+	DECQ          AX
+	JNZ           row_2
 
-p_5:
-	VBROADCASTSS (DI), Z9
-	VFMADD231PS  (SI), Z9, Z1
-	VFMADD231PS  64(SI), Z9, Z2
-	VFMADD231PS  128(SI), Z9, Z3
-	VFMADD231PS  192(SI), Z9, Z4
-	VFMADD231PS  256(SI), Z9, Z5
-	VFMADD231PS  320(SI), Z9, Z6
-	VFMADD231PS  384(SI), Z9, Z7
-	VFMADD231PS  448(SI), Z9, Z8
-	ADDQ         $+384, SI
-	ADDQ         $+4, DI
-	DECQ         R8
-	JNZ          p_5
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      Z1, (BX)
-	VMULPS       Z0, Z2, Z2
-	VMOVUPS      Z2, 64(BX)
-	VMULPS       Z0, Z3, Z3
-	VMOVUPS      Z3, 128(BX)
-	VMULPS       Z0, Z4, Z4
-	VMOVUPS      Z4, 192(BX)
-	VMULPS       Z0, Z5, Z5
-	VMOVUPS      Z5, 256(BX)
-	VMULPS       Z0, Z6, Z6
-	VMOVUPS      Z6, 320(BX)
-	VMULPS       Z0, Z7, Z7
-	VMOVUPS      Z7, 384(BX)
-	VMULPS       Z0, Z8, Z8
-	VMOVUPS      Z8, 448(BX)
-	ADDQ         $+512, DX
-	ADDQ         $+512, BX
-	SUBQ         $+128, AX
-	JMP          many_1
-
-one_2:
-	CMPQ   AX, $+16
-	JLT    tail_3
-	VXORPS Z1, Z1, Z1
-	MOVQ   DX, SI
-	MOVQ   CX, DI
-	MOVQ   $+32, R8
-
-p_6:
-	VBROADCASTSS (DI), Z2
-	VFMADD231PS  (SI), Z2, Z1
-	ADDQ         $+384, SI
-	ADDQ         $+4, DI
-	DECQ         R8
-	JNZ          p_6
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      Z1, (BX)
-	ADDQ         $+64, DX
-	ADDQ         $+64, BX
-	SUBQ         $+16, AX
-	JMP          one_2
-
-tail_3:
-	TESTQ  AX, AX
-	JZ     done_4
-	MOVL   $0x0000ffff, SI
-	BZHIL  AX, SI, SI
-	KMOVW  SI, K1
-	VXORPS Z1, Z1, Z1
-	MOVQ   DX, AX
-	MOVQ   $+32, DX
-
-p_7:
-	VBROADCASTSS (CX), Z2
-	VMOVUPS.Z    (AX), K1, Z3
-	VFMADD231PS  Z3, Z2, Z1
-	ADDQ         $+384, AX
-	ADDQ         $+4, CX
-	DECQ         DX
-	JNZ          p_7
-	VMULPS       Z0, Z1, Z1
-	VMOVUPS      Z1, K1, (BX)
-
-done_4:
+done_1:
 	VZEROUPPER
 	RET
 
@@ -21725,110 +21654,41 @@ DATA attend_one_v8_3f800000<>+24(SB)/4, $0x3f800000
 DATA attend_one_v8_3f800000<>+28(SB)/4, $0x3f800000
 GLOBL attend_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
 
-// func vanillaScoresAVX2(t int, q []float32, kt []float32, b []float32, scale float32)
+// func vanillaScoresAVX2(t int, q []float32, k []float32, b []float32, scale float32)
 // Requires: AVX, FMA3
 TEXT ·vanillaScoresAVX2(SB), NOSPLIT, $0-84
 	MOVQ         t+0(FP), AX
 	MOVQ         q_base+8(FP), CX
-	MOVQ         kt_base+32(FP), DX
+	MOVQ         k_base+32(FP), DX
 	MOVQ         b_base+56(FP), BX
 	VBROADCASTSS scale+80(FP), Y0
-	MOVQ         BX, BX
+	VMOVUPS      (CX), Y1
+	VMOVUPS      32(CX), Y2
+	VMOVUPS      64(CX), Y3
+	VMOVUPS      96(CX), Y4
+	TESTQ        AX, AX
+	JZ           done_1
 
-many_1:
-	CMPQ   AX, $+64
-	JLT    one_2
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	MOVQ   DX, SI
-	MOVQ   CX, DI
-	MOVQ   $+32, R8
+row_2:
+	VMULPS       (DX), Y1, Y5
+	VMULPS       32(DX), Y2, Y6
+	VFMADD231PS  64(DX), Y3, Y5
+	VFMADD231PS  96(DX), Y4, Y6
+	VADDPS       Y6, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X6
+	VADDPS       X5, X6, X6
+	VPERMILPS    $0x4e, X6, X5
+	VADDPS       X5, X6, X6
+	VMOVSHDUP    X6, X5
+	VADDSS       X5, X6, X6
+	VMULSS       X0, X6, X6
+	VMOVSS       X6, (BX)
+	ADDQ         $+128, DX
+	ADDQ         $+4, BX
+	DECQ         AX
+	JNZ          row_2
 
-p_5:
-	VBROADCASTSS (DI), Y9
-	VFMADD231PS  (SI), Y9, Y1
-	VFMADD231PS  32(SI), Y9, Y2
-	VFMADD231PS  64(SI), Y9, Y3
-	VFMADD231PS  96(SI), Y9, Y4
-	VFMADD231PS  128(SI), Y9, Y5
-	VFMADD231PS  160(SI), Y9, Y6
-	VFMADD231PS  192(SI), Y9, Y7
-	VFMADD231PS  224(SI), Y9, Y8
-	ADDQ         $+384, SI
-	ADDQ         $+4, DI
-	DECQ         R8
-	JNZ          p_5
-	VMULPS       Y0, Y1, Y1
-	VMOVUPS      Y1, (BX)
-	VMULPS       Y0, Y2, Y2
-	VMOVUPS      Y2, 32(BX)
-	VMULPS       Y0, Y3, Y3
-	VMOVUPS      Y3, 64(BX)
-	VMULPS       Y0, Y4, Y4
-	VMOVUPS      Y4, 96(BX)
-	VMULPS       Y0, Y5, Y5
-	VMOVUPS      Y5, 128(BX)
-	VMULPS       Y0, Y6, Y6
-	VMOVUPS      Y6, 160(BX)
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      Y7, 192(BX)
-	VMULPS       Y0, Y8, Y8
-	VMOVUPS      Y8, 224(BX)
-	ADDQ         $+256, DX
-	ADDQ         $+256, BX
-	SUBQ         $+64, AX
-	JMP          many_1
-
-one_2:
-	CMPQ   AX, $+8
-	JLT    tail_3
-	VXORPS Y1, Y1, Y1
-	MOVQ   DX, SI
-	MOVQ   CX, DI
-	MOVQ   $+32, R8
-
-p_6:
-	VBROADCASTSS (DI), Y2
-	VFMADD231PS  (SI), Y2, Y1
-	ADDQ         $+384, SI
-	ADDQ         $+4, DI
-	DECQ         R8
-	JNZ          p_6
-	VMULPS       Y0, Y1, Y1
-	VMOVUPS      Y1, (BX)
-	ADDQ         $+32, DX
-	ADDQ         $+32, BX
-	SUBQ         $+8, AX
-	JMP          one_2
-
-tail_3:
-	TESTQ   AX, AX
-	JZ      done_4
-	LEAQ    lanemask8<>+0(SB), SI
-	NEGQ    AX
-	VMOVDQU 32(SI)(AX*4), Y1
-	VXORPS  Y2, Y2, Y2
-	MOVQ    DX, AX
-	MOVQ    $+32, DX
-
-p_7:
-	VBROADCASTSS (CX), Y3
-	VMASKMOVPS   (AX), Y1, Y4
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         $+384, AX
-	ADDQ         $+4, CX
-	DECQ         DX
-	JNZ          p_7
-	VMULPS       Y0, Y2, Y2
-	VMASKMOVPS   Y2, Y1, (BX)
-
-done_4:
+done_1:
 	VZEROUPPER
 	RET
 

@@ -22,18 +22,16 @@ import (
 // the rows two at a time into two sets of accumulators (added at the end),
 // so that enough sums are in flight. The sums are scaled by 1/s.
 //
-// Scores runs over the columns j of kt's rows: per block of scoresUnroll
-// vectors of columns (then single vectors, then a masked tail), one
-// accumulator per vector from 0 over p < DH in increasing order (a
-// broadcast q[p], a fused multiply-add with row p of kt), then scaled.
-// Columns at or past t are never read.
+// Scores reads the t key rows front to back, one contiguous stream as
+// Attend's values: per row, q·k_j as products of q's vectors (held in
+// registers) with the row's, the row's last vector masked when DH is no
+// multiple of the vector width, summed alternately in two accumulators
+// (even and odd vectors), which are added, then summed across lanes and
+// scaled into b[j].
 
 // attendBlock is the most vectors of a column block of Attend's weighted
 // sum (accumulators: 8 of AVX2's 16 registers).
 const attendBlock = 8
-
-// scoresUnroll is the vectors of columns a block of Scores computes.
-const scoresUnroll = 8
 
 func emitAttend(f *File, op catalog.Op, isa kernels.ISA) {
 	k := newSIMD(f, Name(op, isa), isa)
@@ -205,80 +203,82 @@ func emitAttend(f *File, op catalog.Op, isa kernels.ISA) {
 func emitScores(f *File, op catalog.Op, isa kernels.ISA) {
 	k := newSIMD(f, Name(op, isa), isa)
 	c := k.c
-	cfg := f.Config
-	DH, N, V := cfg.DH, cfg.N, k.W
+	DH, V := f.Config.DH, k.W
 	t := k.gp(c.Param("t"))
 	q := k.gp(c.Param("q").Base())
-	kt := k.gp(c.Param("kt").Base())
+	kp := k.gp(c.Param("k").Base())
 	b := k.gp(c.Param("b").Base())
 	scale := k.bcastParam("scale")
-
-	// block computes nv vectors of columns at kt's column pointer jb into
-	// b at pb, the last one under mask (nil: whole).
-	jb, pb := c.GP64(), c.GP64()
-	c.MOVQ(kt, jb)
-	c.MOVQ(b, pb)
-	block := func(nv int, mask reg.Register) {
-		acc := k.vecs(nv)
-		for _, a := range acc {
-			k.zero(a)
-		}
-		pk, pq, cnt := c.GP64(), c.GP64(), c.GP64()
-		c.MOVQ(jb, pk)
-		c.MOVQ(q, pq)
-		c.MOVQ(synImm(DH), cnt)
-		qb := k.vec()
-		var tmp reg.VecVirtual
-		if mask != nil {
-			tmp = k.vec()
-		}
-		l := k.lbl("p")
-		k.label(l)
-		c.VBROADCASTSS(synMem(pq, 0), qb)
-		for u := range nv {
-			m := synMem(pk, 4*u*V)
-			if mask != nil && u == nv-1 {
-				k.loadM(m, mask, tmp)
-				c.VFMADD231PS(tmp, qb, acc[u])
-			} else {
-				c.VFMADD231PS(m, qb, acc[u])
-			}
-		}
-		c.ADDQ(synImm(4*N), pk)
-		c.ADDQ(synImm(4), pq)
-		c.DECQ(cnt)
-		c.JNZ(synRef(l))
-		for u := range nv {
-			c.VMULPS(scale, acc[u], acc[u])
-			var mk reg.Register
-			if u == nv-1 {
-				mk = mask
-			}
-			k.storeM(acc[u], mk, synMem(pb, 4*u*V))
-		}
+	nv := (DH + V - 1) / V
+	var mask reg.Register
+	if r := DH % V; r != 0 {
+		mask = k.lanes(r)
 	}
-	lMany, lOne, lTail, lDone := k.lbl("many"), k.lbl("one"), k.lbl("tail"), k.lbl("done")
-	step := func(cols int) {
-		c.ADDQ(synImm(4*cols), jb)
-		c.ADDQ(synImm(4*cols), pb)
-		c.SUBQ(synImm(cols), t)
+	maskOf := func(u int) reg.Register {
+		if u == nv-1 {
+			return mask
+		}
+		return nil
 	}
-	k.label(lMany)
-	c.CMPQ(t, synImm(scoresUnroll*V))
-	c.JLT(synRef(lOne))
-	block(scoresUnroll, nil)
-	step(scoresUnroll * V)
-	c.JMP(synRef(lMany))
-	k.label(lOne)
-	c.CMPQ(t, synImm(V))
-	c.JLT(synRef(lTail))
-	block(1, nil)
-	step(V)
-	c.JMP(synRef(lOne))
-	k.label(lTail)
+	// q's vectors, in registers up to scoresQRegs (the others are read
+	// from memory).
+	qr := k.vecs(min(nv, scoresQRegs(k)))
+	for u := range qr {
+		k.loadM(synMem(q, 4*u*V), maskOf(u), qr[u])
+	}
+	lDone := k.lbl("done")
 	c.TESTQ(t, t)
 	c.JZ(synRef(lDone))
-	block(1, k.dynLanes(t))
+	lRow := k.lbl("row")
+	k.label(lRow)
+	acc := []reg.VecVirtual{k.vec(), k.vec()}
+	tmp := k.vec()
+	for u := range nv {
+		a := acc[u%2]
+		m := synMem(kp, 4*u*V)
+		switch {
+		case u < len(qr) && maskOf(u) == nil && u < 2:
+			c.VMULPS(m, qr[u], a)
+		case u < len(qr) && maskOf(u) == nil:
+			c.VFMADD231PS(m, qr[u], a)
+		default:
+			k.loadM(m, maskOf(u), tmp)
+			var qm operand.Op = synMem(q, 4*u*V)
+			switch {
+			case u < len(qr):
+				qm = qr[u]
+			case maskOf(u) != nil: // q's last floats only: no read past q
+				qt := k.vec()
+				k.loadM(synMem(q, 4*u*V), maskOf(u), qt)
+				qm = qt
+			}
+			if u < 2 {
+				c.VMULPS(qm, tmp, a)
+			} else {
+				c.VFMADD231PS(qm, tmp, a)
+			}
+		}
+	}
+	if nv > 1 {
+		c.VADDPS(acc[1], acc[0], acc[0])
+	}
+	s := k.hsum(acc[0])
+	c.VMULSS(scale.AsX(), s, s)
+	c.VMOVSS(s, synMem(b, 0))
+	c.ADDQ(synImm(4*DH), kp)
+	c.ADDQ(synImm(4), b)
+	c.DECQ(t)
+	c.JNZ(synRef(lRow))
 	k.label(lDone)
 	k.ret()
+}
+
+// scoresQRegs is how many of q's vectors Scores keeps in registers: all
+// but those of the accumulators, the temporary, the scale, the tail's
+// mask and hsum on AVX2 (16 in all: 8 for q), up to 16 on AVX-512.
+func scoresQRegs(k *simd) int {
+	if k.avx512() {
+		return 16
+	}
+	return 8
 }

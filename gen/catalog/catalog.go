@@ -143,7 +143,7 @@ func Ops(s *specs.Spec) []Op {
 	if s.Has("vanilla") {
 		ops = append(ops, Op{Field: "VanillaScores", Func: "vanillaScores", Kind: Scores, Slices: []Param{
 			{"q", Shape{Rows: 1, Stride: 0, Width: c.DH}},
-			{"kt", Shape{Rows: c.DH, Stride: c.N, Width: -1}},
+			{"k", Shape{Rows: -1, Stride: c.DH, Width: c.DH}},
 			{"b", Shape{Rows: 1, Stride: 0, Width: -1}},
 		}})
 	}

@@ -669,15 +669,15 @@ var table = [numKinds]Entry{
 			b, v, y := s("b"), s("v"), s("y")
 			return func() float32 { return f(t, b, v, y) }
 		}},
-	Scores: {Name: "Scores", Params: params(in("q", "kt"), out("b"), scalar("scale", 0.125)),
+	Scores: {Name: "Scores", Params: params(in("q", "k"), out("b"), scalar("scale", 0.125)),
 		Forward: NoKind, Flops: scoresFlops,
 		bind: func(fn any, t int, s sl, x sc) func() float32 {
 			f, ok := fn.(kernels.ScoresFunc)
 			if !ok {
 				return nil
 			}
-			q, kt, b, scale := s("q"), s("kt"), s("b"), x("scale")
-			return func() float32 { f(t, q, kt, b, scale); return 0 }
+			q, k, b, scale := s("q"), s("k"), s("b"), x("scale")
+			return func() float32 { f(t, q, k, b, scale); return 0 }
 		}},
 }
 

@@ -51,26 +51,25 @@ b[j] = e^(b[j] − max b), y = Σ_j b[j]·v_j / Σ_j b[j]; it returns Σ_j b[j].
 }
 
 // emitScores emits vanilla's logits of one query against t cached keys
-// (kernels.ScoresFunc): b = Σ_p q[p]·kt's row p over the first t columns
-// (p in increasing order), then scaled.
+// (kernels.ScoresFunc): per key row, the dot product with q (p in
+// increasing order), scaled.
 func emitScores(f *jen.File, op catalog.Op, cfg catalog.Config) {
 	id := jen.Id
 	doc := fmt.Sprintf(`%s is vanilla's logits of one query against t cached keys (kernels.ScoresFunc):
-b[j] = scale·Σ_p q[p]·kt[p·N+j], DH = %d, N = %d.`, Name(op), cfg.DH, cfg.N)
+b[j] = scale·Σ_p q[p]·k[j·DH+p], DH = %d.`, Name(op), cfg.DH)
 	funcDecl(f, op, doc,
-		constBlock(size{"DH", cfg.DH, "head width"}, size{"N", cfg.N, "row stride of kt"}),
+		constBlock(size{"DH", cfg.DH, "head width"}),
 		jen.If(id("t").Op("==").Lit(0)).Block(jen.Return()),
 		id("q").Op("=").Id("q").Index(jen.Empty(), id("DH")),
 		id("b").Op("=").Id("b").Index(jen.Empty(), id("t")),
-		jen.Clear(id("b")),
-		jen.For(jen.List(id("p"), id("qp")).Op(":=").Range().Id("q")).Block(
-			id("row").Op(":=").Id("kt").Index(id("p").Op("*").Id("N"), id("p").Op("*").Id("N").Op("+").Id("t")),
-			jen.For(jen.List(id("j"), id("k")).Op(":=").Range().Id("row")).Block(
-				id("b").Index(id("j")).Op("+=").Id("qp").Op("*").Id("k"),
-			),
-		),
+		id("k").Op("=").Id("k").Index(jen.Empty(), id("t").Op("*").Id("DH")),
 		jen.For(id("j").Op(":=").Range().Id("b")).Block(
-			id("b").Index(id("j")).Op("*=").Id("scale"),
+			id("kr").Op(":=").Id("k").Index(id("j").Op("*").Id("DH"), id("j").Op("*").Id("DH").Op("+").Id("DH")),
+			jen.Var().Id("s").Float32(),
+			jen.For(jen.List(id("p"), id("x")).Op(":=").Range().Id("kr")).Block(
+				id("s").Op("+=").Id("q").Index(id("p")).Op("*").Id("x"),
+			),
+			id("b").Index(id("j")).Op("=").Id("s").Op("*").Id("scale"),
 		),
 	)
 }

@@ -80,12 +80,12 @@ func attendDHGoChecked(t int, b []float32, v []float32, y []float32) float32 {
 	}
 	return attendDHGo(t, b, v, y)
 }
-func vanillaScoresGoChecked(t int, q []float32, kt []float32, b []float32, scale float32) {
-	checkVanillaScores(t, q, kt, b, scale)
+func vanillaScoresGoChecked(t int, q []float32, k []float32, b []float32, scale float32) {
+	checkVanillaScores(t, q, k, b, scale)
 	if t == 0 {
 		return
 	}
-	vanillaScoresGo(t, q, kt, b, scale)
+	vanillaScoresGo(t, q, k, b, scale)
 }
 func layerNormGoChecked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)

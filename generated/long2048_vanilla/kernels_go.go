@@ -652,26 +652,24 @@ func attendDHGo(t int, b, v, y []float32) float32 {
 }
 
 // vanillaScoresGo is vanilla's logits of one query against t cached keys (kernels.ScoresFunc):
-// b[j] = scale·Σ_p q[p]·kt[p·N+j], DH = 64, N = 2048.
-func vanillaScoresGo(t int, q, kt, b []float32, scale float32) {
+// b[j] = scale·Σ_p q[p]·k[j·DH+p], DH = 64.
+func vanillaScoresGo(t int, q, k, b []float32, scale float32) {
 	const (
-		DH = 64   // head width
-		N  = 2048 // row stride of kt
+		DH = 64 // head width
 	)
 	if t == 0 {
 		return
 	}
 	q = q[:DH]
 	b = b[:t]
-	clear(b)
-	for p, qp := range q {
-		row := kt[p*N : p*N+t]
-		for j, k := range row {
-			b[j] += qp * k
-		}
-	}
+	k = k[:t*DH]
 	for j := range b {
-		b[j] *= scale
+		kr := k[j*DH : j*DH+DH]
+		var s float32
+		for p, x := range kr {
+			s += q[p] * x
+		}
+		b[j] = s * scale
 	}
 }
 

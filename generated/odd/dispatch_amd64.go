@@ -137,12 +137,12 @@ func attendDHAvx2Checked(t int, b []float32, v []float32, y []float32) float32 {
 	}
 	return attendDHAVX2(t, b, v, y)
 }
-func vanillaScoresAvx2Checked(t int, q []float32, kt []float32, b []float32, scale float32) {
-	checkVanillaScores(t, q, kt, b, scale)
+func vanillaScoresAvx2Checked(t int, q []float32, k []float32, b []float32, scale float32) {
+	checkVanillaScores(t, q, k, b, scale)
 	if t == 0 {
 		return
 	}
-	vanillaScoresAVX2(t, q, kt, b, scale)
+	vanillaScoresAVX2(t, q, k, b, scale)
 }
 func layerNormAvx2Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
@@ -360,12 +360,12 @@ func attendDHAvx512Checked(t int, b []float32, v []float32, y []float32) float32
 	}
 	return attendDHAVX512(t, b, v, y)
 }
-func vanillaScoresAvx512Checked(t int, q []float32, kt []float32, b []float32, scale float32) {
-	checkVanillaScores(t, q, kt, b, scale)
+func vanillaScoresAvx512Checked(t int, q []float32, k []float32, b []float32, scale float32) {
+	checkVanillaScores(t, q, k, b, scale)
 	if t == 0 {
 		return
 	}
-	vanillaScoresAVX512(t, q, kt, b, scale)
+	vanillaScoresAVX512(t, q, k, b, scale)
 }
 func layerNormAvx512Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)

@@ -35,7 +35,7 @@ func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp
 func attendDHAVX512(t int, b []float32, v []float32, y []float32) float32
 
 //go:noescape
-func vanillaScoresAVX512(t int, q []float32, kt []float32, b []float32, scale float32)
+func vanillaScoresAVX512(t int, q []float32, k []float32, b []float32, scale float32)
 
 //go:noescape
 func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
@@ -104,7 +104,7 @@ func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp i
 func attendDHAVX2(t int, b []float32, v []float32, y []float32) float32
 
 //go:noescape
-func vanillaScoresAVX2(t int, q []float32, kt []float32, b []float32, scale float32)
+func vanillaScoresAVX2(t int, q []float32, k []float32, b []float32, scale float32)
 
 //go:noescape
 func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)

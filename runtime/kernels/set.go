@@ -395,14 +395,13 @@ type GemvFunc func(t int, x, w, bias, y []float32)
 type AttendFunc func(t int, b, v, y []float32) float32
 
 // ScoresFunc is vanilla's logits of one query against t cached keys (t ≥ 1,
-// a run-time length ≤ N): with the keys held transposed, kt [DH, N]
-// (key j's component p at kt[p·N+j]),
+// a run-time length ≤ N), the keys a head's [t, DH] rows (as AttendFunc
+// reads the values):
 //
-//	b[j] = scale · Σ_{p<DH} q[p] · kt[p·N+j]  (j < t)
+//	b[j] = scale · Σ_{p<DH} q[p] · k[j·DH+p]  (j < t)
 //
-// DH and N baked in. The sums' order is the level's. b must not overlap q
-// or kt.
-type ScoresFunc func(t int, q, kt, b []float32, scale float32)
+// DH baked in. The sums' order is the level's. b must not overlap q or k.
+type ScoresFunc func(t int, q, k, b []float32, scale float32)
 
 // GemvCols is the width of GemvFunc's column blocks; GemvKC its block of the
 // inner dimension, runtime/mat's kcBlock (the decoder's exactness tests

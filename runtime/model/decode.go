@@ -24,12 +24,12 @@ import (
 //
 //   - vanilla: K and V of every position. B_ij = Q_i·K_j/√dh needs Q_i
 //     (the new row's) and the cached K_j; the softmax over j ≤ i weights
-//     the cached V_j. K is kept transposed per head and V per head, so
-//     that the scores and the weighted sum are each one pass over a
-//     contiguous cache: the spec's one-row kernels VanillaScores (the
-//     scores) and AttendDH (the softmax and the weighted sum, which every
-//     variant of the family runs on its logits), or products on the
-//     matrix engine where a spec lacks them.
+//     the cached V_j. K and V are kept per head, [t, DH] rows, so that
+//     the scores and the weighted sum are each one pass over a contiguous
+//     cache: the spec's one-row kernels VanillaScores (the scores) and
+//     AttendDH (the softmax and the weighted sum, which every variant of
+//     the family runs on its logits), or plain loops and the matrix
+//     engine where a spec lacks them.
 //   - dense: V only. Its logits B_i = w2(relu(w1(h_i))_h)[:i+1] are a
 //     function of x_i alone (one [Heads, DH]×[DH, i+1] product against w2).
 //   - random, fixed_random: V only. Row i of B is R[h, i, :i+1], fixed once
@@ -137,7 +137,7 @@ type decLayer struct {
 	// Cached K and V. The aft variants (aft_full/local/conv): K and V
 	// [N, D]. The synthesizer family: V [Heads][N, DH] (one contiguous
 	// [t, DH] matrix per head for the weighted sum's product) and, with
-	// vanilla, Kᵀ [Heads][DH, N] (the scores Q_h·K_hᵀ as one product).
+	// vanilla, K [Heads][N, DH] likewise (see put).
 	kc, vc []float32
 	// aft_local, aft_conv, aft_simple: running sums over the keys out of
 	// the window, per channel: maximum, Σ exp(K−M), Σ exp(K−M)·V; n0 the
@@ -262,10 +262,10 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 	for l := range dc.lay {
 		dl, lw := &dc.lay[l], &ws.lay[l]
 		if dl.kc != nil {
-			dc.putK(dl, lw.k[:t*d], 0, t)
+			dc.put(dl.kc, lw.k[:t*d], 0, t)
 		}
 		if dl.vc != nil {
-			dc.putV(dl, lw.v[:t*d], 0, t)
+			dc.put(dl.vc, lw.v[:t*d], 0, t)
 		}
 		switch m.kind {
 		case kindAFTSimple, kindAFTLocal, kindAFTConv:
@@ -321,37 +321,22 @@ func (dc *Decoder) win() int {
 	return dc.m.window
 }
 
-// putK stores the keys of positions i0 … i0+rows−1 (rows rows of k,
-// [rows, D]) in dl's cache.
-func (dc *Decoder) putK(dl *decLayer, k []float32, i0, rows int) {
+// put stores rows of positions i0 … i0+rows−1 (rows rows of x, [rows, D],
+// keys or values) in cache c: as they are ([N, D]) for the aft variants,
+// per head ([Heads][N, DH], each head's [t, DH] rows contiguous) for the
+// Synthesizer family.
+func (dc *Decoder) put(c, x []float32, i0, rows int) {
 	m := dc.m
 	d := m.d
 	if m.kind != kindSynth {
-		copy(dl.kc[i0*d:(i0+rows)*d], k)
-		return
-	}
-	n := m.n
-	for r := 0; r < rows; r++ {
-		for c, v := range k[r*d : r*d+d] {
-			dl.kc[c*n+i0+r] = v // head c/DH, row c%DH: (c/DH)·DH·N + (c%DH)·N = c·N
-		}
-	}
-}
-
-// putV stores the values of positions i0 … i0+rows−1 (rows rows of v,
-// [rows, D]) in dl's cache.
-func (dc *Decoder) putV(dl *decLayer, v []float32, i0, rows int) {
-	m := dc.m
-	d := m.d
-	if m.kind != kindSynth {
-		copy(dl.vc[i0*d:(i0+rows)*d], v)
+		copy(c[i0*d:(i0+rows)*d], x)
 		return
 	}
 	dh, n := m.dh, m.n
 	for r := 0; r < rows; r++ {
 		for h := 0; h < m.heads; h++ {
 			o := h*n*dh + (i0+r)*dh
-			copy(dl.vc[o:o+dh], v[r*d+h*dh:r*d+h*dh+dh])
+			copy(c[o:o+dh], x[r*d+h*dh:r*d+h*dh+dh])
 		}
 	}
 }

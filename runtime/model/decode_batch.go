@@ -120,10 +120,10 @@ func (r *decRunner) stepRows(decs []*Decoder, toks []int32) {
 				row.fb = rs.fb[b*m.heads*m.fb : (b+1)*m.heads*m.fb]
 			}
 			if dl.kc != nil {
-				dc.putK(dl, row.k, i, 1)
+				dc.put(dl.kc, row.k, i, 1)
 			}
 			if dl.vc != nil {
-				dc.putV(dl, row.v, i, 1)
+				dc.put(dl.vc, row.v, i, 1)
 			}
 			switch m.kind {
 			case kindSynth:

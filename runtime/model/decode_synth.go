@@ -28,23 +28,13 @@ func (dc *Decoder) synthRow(ly *layer, dl *decLayer, i int, r *decRow) {
 			switch c {
 			case compVanilla: // b = scale · Q_h·K_hᵀ
 				q := r.q[h*dh : h*dh+dh]
-				kt := dl.kc[h*dh*n : (h+1)*dh*n]
+				kh := dl.kc[h*n*dh : h*n*dh+t*dh]
 				if f := m.Kernels.VanillaScores; f != nil {
-					f(t, q, kt, b, scale)
+					f(t, q, kh, b, scale)
 					break
 				}
-				if dc.mk {
-					// Over all N columns (Kᵀ's rows are N apart); the
-					// ones from t on are not read.
-					dc.backX(dc.bl, q, kt, n, dh)
-				} else {
-					clear(b)
-					for p, qp := range q {
-						axpy(qp, kt[p*n:p*n+t], b)
-					}
-				}
 				for j := range b {
-					b[j] *= scale
+					b[j] = dot(q, kh[j*dh:j*dh+dh]) * scale
 				}
 			case compDense:
 				b = dc.dl[h*t : h*t+t]
