@@ -95,7 +95,7 @@ func modes(k catalog.Kind) []string {
 		return []string{"random", "offset"}
 	case catalog.AdamW:
 		return []string{"random", "tiny"}
-	case catalog.Exp, catalog.Gate:
+	case catalog.Exp, catalog.Gate, catalog.Attend:
 		return []string{"random", "extreme"}
 	}
 	return []string{"random"}
@@ -497,6 +497,14 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		} else {
 			scale("q", 8)
 		}
+	case catalog.Attend: // logits of σ 3, or ±1e4 mixed with those
+		if mode == "extreme" {
+			extreme("b", false)
+		} else {
+			scale("b", 3)
+		}
+	case catalog.Scores:
+		k.scalars["scale"] = float32(1 / math.Sqrt(float64(k.spec.DH())))
 	case catalog.GateBack: // σ in [0, 1]
 		each("q", func(_, _ int, x float32) float32 { return (x + 1) / 2 })
 	case catalog.AFTFactors: // k − κ over [−8, 8]

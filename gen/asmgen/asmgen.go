@@ -103,6 +103,8 @@ var emitters = map[catalog.Kind]emitter{
 	catalog.AFTQuotBack:      emitAFTQuotBack,
 	catalog.AFTKVBack:        emitAFTKVBack,
 	catalog.Gemv:             emitGemv,
+	catalog.Attend:           emitAttend,
+	catalog.Scores:           emitScores,
 }
 
 // unmaskedAsm lists the Causal kinds whose emitters have the unmasked form

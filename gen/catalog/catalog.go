@@ -70,6 +70,8 @@ type Op struct {
 	FA, FB, LA, LB int
 	// Gemv: the inner size GK and the output width GN.
 	GK, GN int
+	// Attend: the width (and row stride) AW of the weighted rows.
+	AW int
 	// AFTLocal and AFTConv kinds: the window s (keys with i − j < s get the
 	// learned bias).
 	Window int
@@ -150,8 +152,26 @@ func Ops(s *specs.Spec) []Op {
 		Op{Field: "TriAxpy", Func: "triAxpy", Kind: TriAxpy, Slices: []Param{{"x", tri}, {"y", tri}}},
 		Op{Field: "TriDot", Func: "triDot", Kind: TriDot, Slices: []Param{{"x", tri}, {"y", tri}}},
 		gemmOp,
+		attendOp("AttendDH", "attendDH", c.N, c.DH),
 	)
+	if s.Has("vanilla") {
+		ops = append(ops, Op{Field: "VanillaScores", Func: "vanillaScores", Kind: Scores, Slices: []Param{
+			{"q", Shape{Rows: 1, Stride: 0, Width: c.DH}},
+			{"k", Shape{Rows: -1, Stride: c.DH, Width: c.DH}},
+			{"b", Shape{Rows: 1, Stride: 0, Width: -1}},
+		}})
+	}
 	return append(append(ops, rowOps(c)...), gemvOps(c)...)
+}
+
+// attendOp is the decoder's attention row over up to n cached rows w wide
+// (kernels.AttendFunc).
+func attendOp(field, fn string, n, w int) Op {
+	return Op{Field: field, Func: fn, Kind: Attend, AW: w, Slices: []Param{
+		{"b", Shape{Rows: 1, Stride: 0, Width: -1}},
+		{"v", Shape{Rows: -1, Stride: w, Width: w}},
+		{"y", Shape{Rows: 1, Stride: 0, Width: w}},
+	}}
 }
 
 // gemvOps are the decoder's one-row linear layers, which every spec gets,
@@ -269,6 +289,7 @@ func attentionFreeOps(s *specs.Spec, c Config) []Op {
 			{Field: "AFTFactors", Func: "aftFactors", Kind: AFTFactors, Slices: flat("k", "kappa", "v", "kv", "ek")},
 			{Field: "AFTQuotBack", Func: "aftQuotBack", Kind: AFTQuotBack, Slices: flat("dz", "z", "den", "dnum", "dden")},
 			{Field: "AFTKVBack", Func: "aftKVBack", Kind: AFTKVBack, Slices: flat("ek", "v", "g1", "g2", "dk", "dv")},
+			attendOp("AttendKV", "attendKV", c.N, 2*c.D),
 		}, gate...)
 	case "aft_local":
 		return append([]Op{

@@ -55,6 +55,8 @@ const (
 	AFTQuotBack   // kernels.AFTQuotBackFunc
 	AFTKVBack     // kernels.AFTKVBackFunc
 	Gemv          // kernels.GemvFunc
+	Attend        // kernels.AttendFunc
+	Scores        // kernels.ScoresFunc
 
 	numKinds
 )
@@ -657,7 +659,35 @@ var table = [numKinds]Entry{
 			x, w, bias, y := s("x"), s("w"), s("bias"), s("y")
 			return func() float32 { f(t, x, w, bias, y); return 0 }
 		}},
+	// b becomes e^(b − max): from the second call on, 0 ≤ b ≤ 1.
+	Attend: {Name: "Attend", Params: params(acc("b"), in("v"), out("y")), Result: Float32,
+		Forward: NoKind, Flops: attendFlops,
+		bind: func(fn any, t int, s sl, _ sc) func() float32 {
+			f, ok := fn.(kernels.AttendFunc)
+			if !ok {
+				return nil
+			}
+			b, v, y := s("b"), s("v"), s("y")
+			return func() float32 { return f(t, b, v, y) }
+		}},
+	Scores: {Name: "Scores", Params: params(in("q", "k"), out("b"), scalar("scale", 0.125)),
+		Forward: NoKind, Flops: scoresFlops,
+		bind: func(fn any, t int, s sl, x sc) func() float32 {
+			f, ok := fn.(kernels.ScoresFunc)
+			if !ok {
+				return nil
+			}
+			q, k, b, scale := s("q"), s("k"), s("b"), x("scale")
+			return func() float32 { f(t, q, k, b, scale); return 0 }
+		}},
 }
+
+// attendFlops is 2·t·W, the weighted sum's (the softmax's t exponentials
+// not counted).
+func attendFlops(op Op, _ Config, t int) float64 { return 2 * float64(t) * float64(op.AW) }
+
+// scoresFlops is 2·t·DH.
+func scoresFlops(_ Op, cfg Config, t int) float64 { return 2 * float64(t) * float64(cfg.DH) }
 
 // gemvFlops is 2·t·K·N, a linear layer's on t rows.
 func gemvFlops(op Op, _ Config, t int) float64 {

@@ -58,6 +58,8 @@ var emitters = map[catalog.Kind]emitter{
 	catalog.AFTQuotBack:      emitAFTQuotBack,
 	catalog.AFTKVBack:        emitAFTKVBack,
 	catalog.Gemv:             emitGemv,
+	catalog.Attend:           emitAttend,
+	catalog.Scores:           emitScores,
 }
 
 // Emit adds op's Go function, named Name(op), to f.

@@ -46,6 +46,13 @@ func aftKVBackGoChecked(t int, ek []float32, v []float32, g1 []float32, g2 []flo
 	}
 	aftKVBackGo(t, ek, v, g1, g2, dk, dv)
 }
+func attendKVGoChecked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendKV(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendKVGo(t, b, v, y)
+}
 func gateGoChecked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -167,6 +174,7 @@ func goSet() kernels.Set {
 		AFTKVBack:     aftKVBackGoChecked,
 		AFTQuotBack:   aftQuotBackGoChecked,
 		AdamW:         adamWGoChecked,
+		AttendKV:      attendKVGoChecked,
 		Exp:           expGoChecked,
 		Gate:          gateGoChecked,
 		GateBack:      gateBackGoChecked,

@@ -23,6 +23,9 @@ func aftQuotBackAVX512(t int, dz []float32, z []float32, den []float32, dnum []f
 func aftKVBackAVX512(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
 
 //go:noescape
+func attendKVAVX512(t int, b []float32, v []float32, y []float32) float32
+
+//go:noescape
 func gateAVX512(t int, q []float32, z []float32, y []float32)
 
 //go:noescape
@@ -84,6 +87,9 @@ func aftQuotBackAVX2(t int, dz []float32, z []float32, den []float32, dnum []flo
 
 //go:noescape
 func aftKVBackAVX2(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
+
+//go:noescape
+func attendKVAVX2(t int, b []float32, v []float32, y []float32) float32
 
 //go:noescape
 func gateAVX2(t int, q []float32, z []float32, y []float32)

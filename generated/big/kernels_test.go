@@ -78,6 +78,20 @@ func BenchmarkGemmTile(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "GemmTile")
 }
 
+// BenchmarkAttendDH measures AttendDH on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAttendDH(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AttendDH")
+}
+
+// BenchmarkVanillaScores measures VanillaScores on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkVanillaScores(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "VanillaScores")
+}
+
 // BenchmarkLayerNorm measures LayerNorm on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).

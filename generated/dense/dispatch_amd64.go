@@ -74,6 +74,13 @@ func gemmTileAvx2Checked(kc int, a []float32, ai, ap, at int, b []float32, bp in
 func gemmShapeAVX2() (mr, nr int) {
 	return 6, 16
 }
+func attendDHAvx2Checked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendDH(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendDHAVX2(t, b, v, y)
+}
 func layerNormAvx2Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -227,6 +234,13 @@ func gemmTileAvx512Checked(kc int, a []float32, ai, ap, at int, b []float32, bp 
 func gemmShapeAVX512() (mr, nr int) {
 	return 8, 32
 }
+func attendDHAvx512Checked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendDH(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendDHAVX512(t, b, v, y)
+}
 func layerNormAvx512Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -316,6 +330,7 @@ func gemvDVAvx512Checked(t int, x []float32, w []float32, bias []float32, y []fl
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
 		AdamW:            adamWAvx2Checked,
+		AttendDH:         attendDHAvx2Checked,
 		DenseLogits:      denseLogitsAvx2Checked,
 		DenseLogitsBackW: denseLogitsBackWAvx2Checked,
 		DenseLogitsBackX: denseLogitsBackXAvx2Checked,
@@ -340,6 +355,7 @@ func sets() []kernels.Set {
 		TriScale:         triScaleAvx2Checked,
 	}, kernels.Set{
 		AdamW:            adamWAvx512Checked,
+		AttendDH:         attendDHAvx512Checked,
 		DenseLogits:      denseLogitsAvx512Checked,
 		DenseLogitsBackW: denseLogitsBackWAvx512Checked,
 		DenseLogitsBackX: denseLogitsBackXAvx512Checked,

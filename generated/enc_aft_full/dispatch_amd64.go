@@ -47,6 +47,13 @@ func aftKVBackAvx2Checked(t int, ek []float32, v []float32, g1 []float32, g2 []f
 	}
 	aftKVBackAVX2(t, ek, v, g1, g2, dk, dv)
 }
+func attendKVAvx2Checked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendKV(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendKVAVX2(t, b, v, y)
+}
 func gateAvx2Checked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -200,6 +207,13 @@ func aftKVBackAvx512Checked(t int, ek []float32, v []float32, g1 []float32, g2 [
 	}
 	aftKVBackAVX512(t, ek, v, g1, g2, dk, dv)
 }
+func attendKVAvx512Checked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendKV(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendKVAVX512(t, b, v, y)
+}
 func gateAvx512Checked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -321,6 +335,7 @@ func sets() []kernels.Set {
 		AFTKVBack:     aftKVBackAvx2Checked,
 		AFTQuotBack:   aftQuotBackAvx2Checked,
 		AdamW:         adamWAvx2Checked,
+		AttendKV:      attendKVAvx2Checked,
 		Exp:           expAvx2Checked,
 		Gate:          gateAvx2Checked,
 		GateBack:      gateBackAvx2Checked,
@@ -345,6 +360,7 @@ func sets() []kernels.Set {
 		AFTKVBack:     aftKVBackAvx512Checked,
 		AFTQuotBack:   aftQuotBackAvx512Checked,
 		AdamW:         adamWAvx512Checked,
+		AttendKV:      attendKVAvx512Checked,
 		Exp:           expAvx512Checked,
 		Gate:          gateAvx512Checked,
 		GateBack:      gateBackAvx512Checked,

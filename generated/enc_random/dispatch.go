@@ -52,6 +52,13 @@ func gemmTileGoChecked(kc int, a []float32, ai, ap, at int, b []float32, bp int,
 func gemmShapeGo() (mr, nr int) {
 	return 2, 4
 }
+func attendDHGoChecked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendDH(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendDHGo(t, b, v, y)
+}
 func layerNormGoChecked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -141,6 +148,7 @@ func gemvDVGoChecked(t int, x []float32, w []float32, bias []float32, y []float3
 func goSet() kernels.Set {
 	return kernels.Set{
 		AdamW:            adamWGoChecked,
+		AttendDH:         attendDHGoChecked,
 		Gelu:             geluGoChecked,
 		GeluBack:         geluBackGoChecked,
 		GemmShape:        gemmShapeGo,

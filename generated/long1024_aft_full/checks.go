@@ -145,6 +145,22 @@ func checkAFTKVBack(t int, ek []float32, v []float32, g1 []float32, g2 []float32
 	}
 }
 
+// checkAttendKV panics unless t and the slices fit AttendKV's sizes.
+func checkAttendKV(t int, b []float32, v []float32, y []float32) {
+	if t < 0 || t > N {
+		panic(fmt.Sprintf("long1024_aft_full.AttendKV: t = %d, want 0 ≤ t ≤ %d", t, N))
+	}
+	if len(b) < need(t, 1, 0, t) {
+		panic(fmt.Sprintf("long1024_aft_full.AttendKV: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
+	}
+	if len(v) < need(t, t, 512, 512) {
+		panic(fmt.Sprintf("long1024_aft_full.AttendKV: len(v) = %d, need %d at t = %d", len(v), need(t, t, 512, 512), t))
+	}
+	if len(y) < need(t, 1, 0, 512) {
+		panic(fmt.Sprintf("long1024_aft_full.AttendKV: len(y) = %d, need %d at t = %d", len(y), need(t, 1, 0, 512), t))
+	}
+}
+
 // checkGate panics unless t and the slices fit Gate's sizes.
 func checkGate(t int, q []float32, z []float32, y []float32) {
 	if t < 0 {

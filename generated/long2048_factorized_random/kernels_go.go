@@ -624,6 +624,58 @@ func gemmTileGoOne(kc int, a []float32, ai, ap, at int, b []float32, bp int, c [
 	}
 }
 
+// attendDHGo is the decoder's attention row over t cached rows 64 wide (kernels.AttendFunc):
+// b[j] = e^(b[j] − max b), y = Σ_j b[j]·v_j / Σ_j b[j]; it returns Σ_j b[j].
+func attendDHGo(t int, b, v, y []float32) float32 {
+	const (
+		W = 64 // row width and stride of v
+	)
+	if t == 0 {
+		return 0
+	}
+	b = b[:t]
+	v = v[:t*W]
+	y = y[:W]
+	m := b[0]
+	for _, x := range b {
+		m = max(m, x)
+	}
+	var s float32
+	for j := range b {
+		var e float64
+		{
+			x := float64(b[j] - m)
+			y := 0.0
+			if !(x <= -104) {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				y = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			e = y
+		}
+		b[j] = float32(e)
+		s += b[j]
+	}
+	var acc [W]float32
+	for j, e := range b {
+		vr := v[j*W : j*W+W]
+		for c, x := range vr {
+			acc[c] += e * x
+		}
+	}
+	inv := 1 / s
+	for c := range y {
+		y[c] = acc[c] * inv
+	}
+	return s
+}
+
 // layerNormGo is the LayerNorm forward over t rows of D = 256 floats
 // (kernels.LayerNormFunc, overwrite): per row the mean in 4 float32 accumulators,
 // then the sums of d = x − mean and d², which correct the mean and give the

@@ -57,6 +57,13 @@ func BenchmarkGemmTile(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "GemmTile")
 }
 
+// BenchmarkAttendDH measures AttendDH on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAttendDH(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AttendDH")
+}
+
 // BenchmarkLayerNorm measures LayerNorm on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).

@@ -172,6 +172,58 @@ func aftKVBackGo(t int, ek, v, g1, g2, dk, dv []float32) {
 	}
 }
 
+// attendKVGo is the decoder's attention row over t cached rows 512 wide (kernels.AttendFunc):
+// b[j] = e^(b[j] − max b), y = Σ_j b[j]·v_j / Σ_j b[j]; it returns Σ_j b[j].
+func attendKVGo(t int, b, v, y []float32) float32 {
+	const (
+		W = 512 // row width and stride of v
+	)
+	if t == 0 {
+		return 0
+	}
+	b = b[:t]
+	v = v[:t*W]
+	y = y[:W]
+	m := b[0]
+	for _, x := range b {
+		m = max(m, x)
+	}
+	var s float32
+	for j := range b {
+		var e float64
+		{
+			x := float64(b[j] - m)
+			y := 0.0
+			if !(x <= -104) {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				y = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			e = y
+		}
+		b[j] = float32(e)
+		s += b[j]
+	}
+	var acc [W]float32
+	for j, e := range b {
+		vr := v[j*W : j*W+W]
+		for c, x := range vr {
+			acc[c] += e * x
+		}
+	}
+	inv := 1 / s
+	for c := range y {
+		y[c] = acc[c] * inv
+	}
+	return s
+}
+
 // gateGo replaces the t floats of q by σ(q) = 1/(1 + e^min(−q, 88)) and sets y = σ(q)·z (kernels.GateFunc).
 func gateGo(t int, q, z, y []float32) {
 	q, z, y = q[:t], z[:t], y[:t]

@@ -172,6 +172,22 @@ func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap, at int, b []float3
 	}
 }
 
+// checkAttendDH panics unless t and the slices fit AttendDH's sizes.
+func checkAttendDH(t int, b []float32, v []float32, y []float32) {
+	if t < 0 || t > N {
+		panic(fmt.Sprintf("long512_dense.AttendDH: t = %d, want 0 ≤ t ≤ %d", t, N))
+	}
+	if len(b) < need(t, 1, 0, t) {
+		panic(fmt.Sprintf("long512_dense.AttendDH: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
+	}
+	if len(v) < need(t, t, 64, 64) {
+		panic(fmt.Sprintf("long512_dense.AttendDH: len(v) = %d, need %d at t = %d", len(v), need(t, t, 64, 64), t))
+	}
+	if len(y) < need(t, 1, 0, 64) {
+		panic(fmt.Sprintf("long512_dense.AttendDH: len(y) = %d, need %d at t = %d", len(y), need(t, 1, 0, 64), t))
+	}
+}
+
 // checkLayerNorm panics unless t and the slices fit LayerNorm's sizes.
 func checkLayerNorm(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	if t < 0 {

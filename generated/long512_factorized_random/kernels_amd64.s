@@ -5698,6 +5698,174 @@ ret:
 	VZEROUPPER
 	RET
 
+// func attendDHAVX512(t int, b []float32, v []float32, y []float32) float32
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
+TEXT ·attendDHAVX512(SB), NOSPLIT, $0-84
+	MOVQ   t+0(FP), AX
+	MOVQ   b_base+8(FP), CX
+	MOVQ   v_base+32(FP), DX
+	MOVQ   y_base+56(FP), BX
+	TESTQ  AX, AX
+	JNZ    go_1
+	VXORPS X0, X0, X0
+	VMOVSS X0, ret+80(FP)
+	VZEROUPPER
+	RET
+
+go_1:
+	VBROADCASTSS (CX), Z0
+	VMOVSS       (CX), X1
+	MOVQ         AX, SI
+	MOVQ         CX, DI
+
+max_2:
+	CMPQ   SI, $+16
+	JLT    maxtail_3
+	VMAXPS (DI), Z0, Z0
+	ADDQ   $+64, DI
+	SUBQ   $+16, SI
+	JMP    max_2
+
+maxtail_3:
+	TESTQ  SI, SI
+	JZ     maxdone_4
+	VMAXSS (DI), X1, X1
+	ADDQ   $+4, DI
+	DECQ   SI
+	JMP    maxtail_3
+
+maxdone_4:
+	VSHUFF64X2   $0x4e, Z0, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z2
+	VMAXPS       Z2, Z0, Z0
+	VMAXSS       X0, X1, X1
+	VBROADCASTSS X1, Z0
+	VXORPS       Z1, Z1, Z1
+	MOVQ         AX, SI
+	MOVQ         CX, DI
+
+exp_5:
+	CMPQ             SI, $+16
+	JLT              exptail_6
+	VMOVUPS          (DI), Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VMOVUPS          Z3, (DI)
+	VADDPS           Z3, Z1, Z1
+	ADDQ             $+64, DI
+	SUBQ             $+16, SI
+	JMP              exp_5
+
+exptail_6:
+	TESTQ            SI, SI
+	JZ               expdone_7
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        (DI), K1, Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z0
+	VSCALEFPS.Z      Z3, Z0, K2, Z0
+	VMOVAPS.Z        Z0, K1, Z0
+	VMOVUPS          Z0, K1, (DI)
+	VADDPS           Z0, Z1, Z1
+
+expdone_7:
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VPERMILPS     $0x4e, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, ret+80(FP)
+	VMOVSS        attend_one_3f800000<>+0(SB), X0
+	VDIVSS        X1, X0, X0
+	VBROADCASTSS  X0, Z0
+	VXORPS        Z1, Z1, Z1
+	VXORPS        Z2, Z2, Z2
+	VXORPS        Z3, Z3, Z3
+	VXORPS        Z4, Z4, Z4
+	VXORPS        Z5, Z5, Z5
+	VXORPS        Z6, Z6, Z6
+	VXORPS        Z7, Z7, Z7
+	VXORPS        Z8, Z8, Z8
+	LEAQ          (DX), DX
+	MOVQ          AX, SI
+
+row_8:
+	CMPQ         SI, $+2
+	JLT          one_9
+	VBROADCASTSS (CX), Z9
+	VFMADD231PS  (DX), Z9, Z1
+	VFMADD231PS  64(DX), Z9, Z2
+	VFMADD231PS  128(DX), Z9, Z3
+	VFMADD231PS  192(DX), Z9, Z4
+	VBROADCASTSS 4(CX), Z9
+	VFMADD231PS  256(DX), Z9, Z5
+	VFMADD231PS  320(DX), Z9, Z6
+	VFMADD231PS  384(DX), Z9, Z7
+	VFMADD231PS  448(DX), Z9, Z8
+	ADDQ         $+8, CX
+	ADDQ         $+512, DX
+	SUBQ         $+2, SI
+	JMP          row_8
+
+one_9:
+	TESTQ        SI, SI
+	JZ           sum_10
+	VBROADCASTSS (CX), Z9
+	VFMADD231PS  (DX), Z9, Z1
+	VFMADD231PS  64(DX), Z9, Z2
+	VFMADD231PS  128(DX), Z9, Z3
+	VFMADD231PS  192(DX), Z9, Z4
+
+sum_10:
+	VADDPS  Z5, Z1, Z1
+	VADDPS  Z6, Z2, Z2
+	VADDPS  Z7, Z3, Z3
+	VADDPS  Z8, Z4, Z4
+	VMULPS  Z0, Z1, Z1
+	VMOVUPS Z1, (BX)
+	VMULPS  Z0, Z2, Z2
+	VMOVUPS Z2, 64(BX)
+	VMULPS  Z0, Z3, Z3
+	VMOVUPS Z3, 128(BX)
+	VMULPS  Z0, Z4, Z4
+	VMOVUPS Z4, 192(BX)
+	VZEROUPPER
+	RET
+
+DATA attend_one_3f800000<>+0(SB)/4, $0x3f800000
+GLOBL attend_one_3f800000<>(SB), RODATA|NOPTR, $4
+
 // func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, FMA3
 TEXT ·layerNormAVX512(SB), NOSPLIT, $0-152
@@ -13498,6 +13666,173 @@ DATA gemm_mask16<>+116(SB)/4, $0x00000000
 DATA gemm_mask16<>+120(SB)/4, $0x00000000
 DATA gemm_mask16<>+124(SB)/4, $0x00000000
 GLOBL gemm_mask16<>(SB), RODATA|NOPTR, $128
+
+// func attendDHAVX2(t int, b []float32, v []float32, y []float32) float32
+// Requires: AVX, AVX2, FMA3
+TEXT ·attendDHAVX2(SB), NOSPLIT, $0-84
+	MOVQ   t+0(FP), AX
+	MOVQ   b_base+8(FP), CX
+	MOVQ   v_base+32(FP), DX
+	MOVQ   y_base+56(FP), BX
+	TESTQ  AX, AX
+	JNZ    go_1
+	VXORPS X0, X0, X0
+	VMOVSS X0, ret+80(FP)
+	VZEROUPPER
+	RET
+
+go_1:
+	VBROADCASTSS (CX), Y0
+	VMOVSS       (CX), X1
+	MOVQ         AX, SI
+	MOVQ         CX, DI
+
+max_2:
+	CMPQ   SI, $+8
+	JLT    maxtail_3
+	VMAXPS (DI), Y0, Y0
+	ADDQ   $+32, DI
+	SUBQ   $+8, SI
+	JMP    max_2
+
+maxtail_3:
+	TESTQ  SI, SI
+	JZ     maxdone_4
+	VMAXSS (DI), X1, X1
+	ADDQ   $+4, DI
+	DECQ   SI
+	JMP    maxtail_3
+
+maxdone_4:
+	VPERM2F128   $0x01, Y0, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y2
+	VMAXPS       Y2, Y0, Y0
+	VMAXSS       X0, X1, X1
+	VBROADCASTSS X1, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVQ         AX, SI
+	MOVQ         CX, DI
+
+exp_5:
+	CMPQ        SI, $+8
+	JLT         exptail_6
+	VMOVUPS     (DI), Y2
+	VSUBPS      Y0, Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
+	VMULPS      Y3, Y2, Y2
+	VFMADD231PS Y4, Y2, Y3
+	VANDNPS     Y3, Y5, Y3
+	VMOVUPS     Y3, (DI)
+	VADDPS      Y3, Y1, Y1
+	ADDQ        $+32, DI
+	SUBQ        $+8, SI
+	JMP         exp_5
+
+exptail_6:
+	TESTQ       SI, SI
+	JZ          expdone_7
+	LEAQ        lanemask8<>+0(SB), R8
+	NEGQ        SI
+	VMOVDQU     32(R8)(SI*4), Y2
+	VMASKMOVPS  (DI), Y2, Y3
+	VSUBPS      Y0, Y3, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y4
+	VPSLLD      $0x17, Y4, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y4
+	VMULPS      Y0, Y3, Y3
+	VFMADD231PS Y4, Y3, Y0
+	VANDNPS     Y0, Y5, Y0
+	VANDPS      Y2, Y0, Y0
+	VMASKMOVPS  Y0, Y2, (DI)
+	VADDPS      Y0, Y1, Y1
+
+expdone_7:
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, ret+80(FP)
+	VMOVSS       attend_one_v8_3f800000<>+0(SB), X1
+	VDIVSS       X0, X1, X1
+	VBROADCASTSS X1, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	LEAQ         (DX), DX
+	MOVQ         AX, SI
+
+row_8:
+	VBROADCASTSS (CX), Y9
+	VFMADD231PS  (DX), Y9, Y1
+	VFMADD231PS  32(DX), Y9, Y2
+	VFMADD231PS  64(DX), Y9, Y3
+	VFMADD231PS  96(DX), Y9, Y4
+	VFMADD231PS  128(DX), Y9, Y5
+	VFMADD231PS  160(DX), Y9, Y6
+	VFMADD231PS  192(DX), Y9, Y7
+	VFMADD231PS  224(DX), Y9, Y8
+	ADDQ         $+4, CX
+	ADDQ         $+256, DX
+	DECQ         SI
+	JNZ          row_8
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (BX)
+	VMULPS       Y0, Y2, Y2
+	VMOVUPS      Y2, 32(BX)
+	VMULPS       Y0, Y3, Y3
+	VMOVUPS      Y3, 64(BX)
+	VMULPS       Y0, Y4, Y4
+	VMOVUPS      Y4, 96(BX)
+	VMULPS       Y0, Y5, Y5
+	VMOVUPS      Y5, 128(BX)
+	VMULPS       Y0, Y6, Y6
+	VMOVUPS      Y6, 160(BX)
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      Y7, 192(BX)
+	VMULPS       Y0, Y8, Y8
+	VMOVUPS      Y8, 224(BX)
+	VZEROUPPER
+	RET
+
+DATA attend_one_v8_3f800000<>+0(SB)/4, $0x3f800000
+DATA attend_one_v8_3f800000<>+4(SB)/4, $0x3f800000
+DATA attend_one_v8_3f800000<>+8(SB)/4, $0x3f800000
+DATA attend_one_v8_3f800000<>+12(SB)/4, $0x3f800000
+DATA attend_one_v8_3f800000<>+16(SB)/4, $0x3f800000
+DATA attend_one_v8_3f800000<>+20(SB)/4, $0x3f800000
+DATA attend_one_v8_3f800000<>+24(SB)/4, $0x3f800000
+DATA attend_one_v8_3f800000<>+28(SB)/4, $0x3f800000
+GLOBL attend_one_v8_3f800000<>(SB), RODATA|NOPTR, $32
 
 // func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
 // Requires: AVX, AVX2, FMA3

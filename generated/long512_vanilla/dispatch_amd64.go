@@ -74,6 +74,20 @@ func gemmTileAvx2Checked(kc int, a []float32, ai, ap, at int, b []float32, bp in
 func gemmShapeAVX2() (mr, nr int) {
 	return 6, 16
 }
+func attendDHAvx2Checked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendDH(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendDHAVX2(t, b, v, y)
+}
+func vanillaScoresAvx2Checked(t int, q []float32, k []float32, b []float32, scale float32) {
+	checkVanillaScores(t, q, k, b, scale)
+	if t == 0 {
+		return
+	}
+	vanillaScoresAVX2(t, q, k, b, scale)
+}
 func layerNormAvx2Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -227,6 +241,20 @@ func gemmTileAvx512Checked(kc int, a []float32, ai, ap, at int, b []float32, bp 
 func gemmShapeAVX512() (mr, nr int) {
 	return 8, 32
 }
+func attendDHAvx512Checked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendDH(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendDHAVX512(t, b, v, y)
+}
+func vanillaScoresAvx512Checked(t int, q []float32, k []float32, b []float32, scale float32) {
+	checkVanillaScores(t, q, k, b, scale)
+	if t == 0 {
+		return
+	}
+	vanillaScoresAVX512(t, q, k, b, scale)
+}
 func layerNormAvx512Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -316,6 +344,7 @@ func gemvDVAvx512Checked(t int, x []float32, w []float32, bias []float32, y []fl
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
 		AdamW:              adamWAvx2Checked,
+		AttendDH:           attendDHAvx2Checked,
 		Gelu:               geluAvx2Checked,
 		GeluBack:           geluBackAvx2Checked,
 		GemmShape:          gemmShapeAVX2,
@@ -338,8 +367,10 @@ func sets() []kernels.Set {
 		VanillaLogits:      vanillaLogitsAvx2Checked,
 		VanillaLogitsBackW: vanillaLogitsBackWAvx2Checked,
 		VanillaLogitsBackX: vanillaLogitsBackXAvx2Checked,
+		VanillaScores:      vanillaScoresAvx2Checked,
 	}, kernels.Set{
 		AdamW:              adamWAvx512Checked,
+		AttendDH:           attendDHAvx512Checked,
 		Gelu:               geluAvx512Checked,
 		GeluBack:           geluBackAvx512Checked,
 		GemmShape:          gemmShapeAVX512,
@@ -362,5 +393,6 @@ func sets() []kernels.Set {
 		VanillaLogits:      vanillaLogitsAvx512Checked,
 		VanillaLogitsBackW: vanillaLogitsBackWAvx512Checked,
 		VanillaLogitsBackX: vanillaLogitsBackXAvx512Checked,
+		VanillaScores:      vanillaScoresAvx512Checked,
 	}}
 }

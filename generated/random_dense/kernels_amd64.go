@@ -32,6 +32,9 @@ func triDotAVX512(t int, x []float32, y []float32) float32
 func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
+func attendDHAVX512(t int, b []float32, v []float32, y []float32) float32
+
+//go:noescape
 func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
 
 //go:noescape
@@ -93,6 +96,9 @@ func triDotAVX2(t int, x []float32, y []float32) float32
 
 //go:noescape
 func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
+
+//go:noescape
+func attendDHAVX2(t int, b []float32, v []float32, y []float32) float32
 
 //go:noescape
 func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)

@@ -73,6 +73,20 @@ func gemmTileGoChecked(kc int, a []float32, ai, ap, at int, b []float32, bp int,
 func gemmShapeGo() (mr, nr int) {
 	return 2, 4
 }
+func attendDHGoChecked(t int, b []float32, v []float32, y []float32) float32 {
+	checkAttendDH(t, b, v, y)
+	if t == 0 {
+		return 0
+	}
+	return attendDHGo(t, b, v, y)
+}
+func vanillaScoresGoChecked(t int, q []float32, k []float32, b []float32, scale float32) {
+	checkVanillaScores(t, q, k, b, scale)
+	if t == 0 {
+		return
+	}
+	vanillaScoresGo(t, q, k, b, scale)
+}
 func layerNormGoChecked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -162,6 +176,7 @@ func gemvDVGoChecked(t int, x []float32, w []float32, bias []float32, y []float3
 func goSet() kernels.Set {
 	return kernels.Set{
 		AdamW:              adamWGoChecked,
+		AttendDH:           attendDHGoChecked,
 		Gelu:               geluGoChecked,
 		GeluBack:           geluBackGoChecked,
 		GemmShape:          gemmShapeGo,
@@ -184,5 +199,6 @@ func goSet() kernels.Set {
 		VanillaLogits:      vanillaLogitsGoChecked,
 		VanillaLogitsBackW: vanillaLogitsBackWGoChecked,
 		VanillaLogitsBackX: vanillaLogitsBackXGoChecked,
+		VanillaScores:      vanillaScoresGoChecked,
 	}
 }

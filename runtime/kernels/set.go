@@ -392,6 +392,29 @@ type GemmTileFunc func(kc int, a []float32, ai, ap, at int, b []float32, bp int,
 // round differently). y must not overlap x, w or bias.
 type GemvFunc func(t int, x, w, bias, y []float32)
 
+// AttendFunc is the decoder's attention row over t cached positions
+// (t ≥ 1, a run-time length ≤ N; t = 0 does nothing): a stable softmax of
+// the logits b[:t] and the weighted sum of t rows of v, W floats wide and
+// W apart (W baked in: DH for a head's cached values, 2D for aft_full's
+// cached factors). With m = max_j b[j] and e_j = e^(b[j] − m) (e^−∞ = 0),
+//
+//	b[j] = e_j                          (j < t; b is overwritten)
+//	y[c] = (Σ_{j<t} e_j · v[j·W+c]) / s  (c < W),  s = Σ_{j<t} e_j
+//
+// and it returns s (≥ 1 for finite logits). The sums' order is the
+// level's: levels agree to rounding, not bit for bit. y must not overlap b
+// or v.
+type AttendFunc func(t int, b, v, y []float32) float32
+
+// ScoresFunc is vanilla's logits of one query against t cached keys (t ≥ 1,
+// a run-time length ≤ N), the keys a head's [t, DH] rows (as AttendFunc
+// reads the values):
+//
+//	b[j] = scale · Σ_{p<DH} q[p] · k[j·DH+p]  (j < t)
+//
+// DH baked in. The sums' order is the level's. b must not overlap q or k.
+type ScoresFunc func(t int, q, k, b []float32, scale float32)
+
 // GemvCols is the width of GemvFunc's column blocks; GemvKC its block of the
 // inner dimension, runtime/mat's kcBlock (the decoder's exactness tests
 // compare the two paths bit for bit).
@@ -491,6 +514,14 @@ type Set struct {
 	GemvDF GemvFunc
 	GemvFD GemvFunc
 	GemvDV GemvFunc
+
+	// The decoder's attention row (AttendFunc, ScoresFunc): AttendDH on a
+	// head's cached values (the Synthesizer family), AttendKV on aft_full's
+	// cached factors [exp(K−κ)⊙V | exp(K−κ)] (2D wide), VanillaScores on
+	// vanilla's cached keys.
+	AttendDH      AttendFunc
+	AttendKV      AttendFunc
+	VanillaScores ScoresFunc
 
 	// The linear layers' GEMM micro-kernel, in every spec. GemmTile and
 	// GemmShape are always provided together, at the same levels, so

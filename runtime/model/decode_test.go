@@ -90,8 +90,9 @@ func decodeSpecs(t *testing.T) []string {
 // on the last max(1, n/2) tokens predicts it, and so are the next ones.
 func TestDecoderMatchesForward(t *testing.T) {
 	names := decodeSpecs(t)
-	// The Go level too (no GEMM micro-kernel: the decoder's plain loops).
-	for _, name := range []string{"odd", "vanilla", "odd_aft_conv"} {
+	// The Go level too (no GEMM micro-kernel: the decoder's plain loops and
+	// the one-row kernels' Go versions).
+	for _, name := range []string{"odd", "vanilla", "odd_aft_conv", "odd_aft_full"} {
 		names = append(names, name+"@go")
 	}
 	for _, name := range names {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"sort"
+	"slices"
 
 	"github.com/synthgen/synthgen/runtime/data"
 	"github.com/synthgen/synthgen/runtime/model"
@@ -143,15 +143,64 @@ func checkLogits(logits []float32) error {
 	return nil
 }
 
+// rank sets order to the indices of logits from the largest down, ties by
+// index (as a stable sort by logit would). Where int has 64 bits and no
+// logit is NaN it sorts keys packing a logit's order above its index
+// (distinct, so any sort gives that order; −0 counts as +0, as the
+// comparison does); otherwise a stable sort by the comparison. With the
+// keys, pick at 256 logits took 5 µs where it took 16–21 µs with the
+// stable sort (a throwaway benchmark on the shared Xeon), a per cent or
+// two of a decoder's byte at n 1024. TestPickOrder checks the order
+// against sort.SliceStable's.
+func rank(logits []float32, order []int) {
+	packed := math.MaxInt == math.MaxInt64
+	for i, x := range logits {
+		if x != x {
+			packed = false
+		}
+		if !packed {
+			break
+		}
+		if x == 0 {
+			x = 0 // −0 ranks as +0
+		}
+		// b orders the floats ascending as unsigned integers; ^b descending.
+		b := math.Float32bits(x)
+		if b>>31 != 0 {
+			b = ^b
+		} else {
+			b |= 1 << 31
+		}
+		key := uint64(^b)<<32 | uint64(i)
+		order[i] = int(int64(key ^ 1<<63)) // signed order = key's unsigned order
+	}
+	if packed {
+		slices.Sort(order)
+		for r, k := range order {
+			order[r] = int(uint32(uint64(int64(k))))
+		}
+		return
+	}
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch la, lb := logits[a], logits[b]; {
+		case la > lb:
+			return -1
+		case la < lb:
+			return 1
+		}
+		return 0
+	})
+}
+
 // pick draws an index from logits at temperature temp among the topk
 // largest (ties broken by index); temp 0 is the argmax. probs and order
 // are scratch of len(logits).
 func pick(logits []float32, temp float64, topk int, rng *rand.Rand, probs []float64, order []int) int {
 	v := len(logits)
-	for i := range order[:v] {
-		order[i] = i
-	}
-	sort.SliceStable(order[:v], func(a, b int) bool { return logits[order[a]] > logits[order[b]] })
+	rank(logits, order[:v])
 	if topk < 1 || topk > v {
 		topk = v
 	}

@@ -202,3 +202,39 @@ func TestSampleDistribution(t *testing.T) {
 		}
 	}
 }
+
+// TestPickOrder checks the order pick ranks the logits in (largest first,
+// ties by index), which decides which byte a seed draws, against
+// sort.SliceStable's, on logits with many ties, −0 beside +0, infinities
+// and negatives.
+func TestPickOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 200 {
+		v := 1 + rng.IntN(300)
+		logits := make([]float32, v)
+		for i := range logits {
+			switch rng.IntN(12) {
+			case 0:
+				logits[i] = float32(math.Copysign(0, -1)) // ranks as +0
+			case 1:
+				logits[i] = float32(math.Inf(1 - 2*rng.IntN(2)))
+			case 2:
+				logits[i] = float32(rng.NormFloat64() * 30)
+			default:
+				logits[i] = float32(rng.IntN(1+trial%20) - trial%20/2) // few distinct values: ties
+			}
+		}
+		want := make([]int, v)
+		for i := range want {
+			want[i] = i
+		}
+		sort.SliceStable(want, func(a, b int) bool { return logits[want[a]] > logits[want[b]] })
+		d := newDrawer(1, v)
+		d.pick(logits, 0.8, 0)
+		for i := range want {
+			if d.order[i] != want[i] {
+				t.Fatalf("trial %d (v %d): order[%d] = %d, want %d", trial, v, i, d.order[i], want[i])
+			}
+		}
+	}
+}

@@ -57,6 +57,13 @@ func BenchmarkAFTKVBack(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "AFTKVBack")
 }
 
+// BenchmarkAttendKV measures AttendKV on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAttendKV(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AttendKV")
+}
+
 // BenchmarkGate measures Gate on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).
