@@ -57,6 +57,18 @@ func (s *Spec) Causal() bool { return !s.Bidirectional }
 // IsClassifier reports whether the spec's task is classify.
 func (s *Spec) IsClassifier() bool { return s.Task == TaskClassify }
 
+// UnmarshalJSON reads a spec's JSON with Parse: every rule is checked,
+// defaults are filled in, and "causal" (which the struct's tags do not
+// carry) is read.
+func (s *Spec) UnmarshalJSON(b []byte) error {
+	p, err := Parse("", b)
+	if err != nil {
+		return err
+	}
+	*s = *p
+	return nil
+}
+
 // MarshalJSON writes the spec's fields in the card's order, with "causal"
 // only when it is false (the default true is left out, so a language
 // model's JSON is what it was before the field existed).

@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -85,6 +86,13 @@ func TestEncoderFields(t *testing.T) {
 	}
 	if err := back.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
+	}
+	var viaJSON struct{ S Spec }
+	if err := json.Unmarshal([]byte(`{"S":`+enc.JSON()+`}`), &viaJSON); err != nil || viaJSON.S != *enc {
+		t.Errorf("encoding/json does not round-trip the encoder: %v %+v", err, viaJSON.S)
+	}
+	if err := json.Unmarshal([]byte(`{"S":{"name":"x"}}`), &viaJSON); err == nil {
+		t.Error("encoding/json accepted a spec without n")
 	}
 	causalCls, err := Parse("", []byte(`{`+base+`,"task":"classify","classes":2}`))
 	if err != nil || !causalCls.Causal() {

@@ -213,7 +213,8 @@ func (st *Study) writeResults() (*Result, error) {
 		ValTitle:   fmt.Sprintf("validation loss (%s held-out windows)", windowText(s.EvalWindows)),
 	}
 	if s.isClassify() {
-		opt.ValTitle = fmt.Sprintf("validation loss (nats per example, %s)", filepath.Base(s.Valid))
+		opt.ValTitle = fmt.Sprintf("validation loss (%s)", filepath.Base(s.Valid))
+		opt.YLabel = "loss (nats per example)"
 	}
 	if w := smoothing(s.Steps); w > 1 {
 		opt.TrainTitle = fmt.Sprintf("training loss (running mean of %d steps)", w)
