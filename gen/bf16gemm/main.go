@@ -1,0 +1,270 @@
+// Command bf16gemm writes the assembly of package runtime/bf16: the bf16
+// GEMM micro-kernels of the linear layers' mixed-precision products, one
+// per level, whose bf16 instructions (VDPBF16PS, and AMX's LDTILECFG,
+// TILELOADD, TILEZERO, TDPBF16PS, TILESTORED, TILERELEASE) are encoded by
+// gen/x86enc as BYTE directives. Run by go generate in runtime/bf16:
+//
+//	go run ../../gen/bf16gemm -dir .
+//
+// Both kernels read the same packed B panel (see runtime/bf16's PackB):
+// 32 columns, and per 32-deep step of the inner dimension two halves of
+// 16 columns, each 16 rows (pairs p = 2q, 2q+1) of 16 pairs, 1024 bytes
+// per half: the layout of an AMX B tile, and for VDPBF16PS one ZMM of
+// pairs per half and q. They differ in how A is packed: AMX reads tiles of
+// 16 rows × 32 bf16 from a row-major block of 32 rows; VDPBF16PS
+// broadcasts one pair of a row at a time from a block of 8 rows whose
+// pairs are interleaved (8 rows × 2 bf16 per q, 32 bytes).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/pass"
+	"github.com/mmcloughlin/avo/printer"
+	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/synthgen/synthgen/gen/x86enc"
+)
+
+func main() {
+	out := flag.String("dir", ".", "directory of package runtime/bf16")
+	flag.Parse()
+	if err := run(*out); err != nil {
+		fmt.Fprintln(os.Stderr, "bf16gemm:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string) error {
+	ctx := build.NewContext()
+	ctx.ConstraintExpr("!purego")
+	cfg := tileConfig(ctx)
+	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16} {
+		e := &x86enc.Emitter{Ctx: ctx}
+		doc := k(ctx, e, cfg)
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("encoding: %w", err)
+		}
+		ctx.Doc(doc, "", "Requires (encoded by x86enc, checked by the caller): "+strings.Join(e.ISA(), ", ")+".")
+	}
+	asmFile, err := os.Create(filepath.Join(dir, "kernels_amd64.s"))
+	if err != nil {
+		return err
+	}
+	defer asmFile.Close()
+	stubFile, err := os.Create(filepath.Join(dir, "kernels_amd64.go"))
+	if err != nil {
+		return err
+	}
+	defer stubFile.Close()
+	pc := printer.Config{Argv: []string{"go", "run", "../../gen/bf16gemm", "-dir", "."}, Pkg: "bf16"}
+	bc := &build.Config{ErrOut: os.Stderr, MaxErrors: 10, Passes: []pass.Interface{
+		pass.Compile,
+		&pass.Output{Writer: asmFile, Printer: printer.NewGoAsm(pc)},
+		&pass.Output{Writer: stubFile, Printer: printer.NewStubs(pc)},
+	}}
+	if build.Main(bc, ctx) != 0 {
+		return fmt.Errorf("avo build failed")
+	}
+	return nil
+}
+
+// tileConfig emits the 64-byte tile configuration: palette 1, all eight
+// tiles 16 rows × 64 bytes.
+func tileConfig(ctx *build.Context) Mem {
+	m := ctx.StaticGlobal("bf16tilecfg")
+	ctx.DataAttributes(attr.RODATA | attr.NOPTR)
+	var b [64]byte
+	b[0] = 1 // palette
+	for t := 0; t < 8; t++ {
+		b[16+2*t] = 64 // colsb (uint16, little endian)
+		b[48+t] = 16   // rows
+	}
+	for i := 0; i < 64; i += 8 {
+		var q uint64
+		for j := 7; j >= 0; j-- {
+			q = q<<8 | uint64(b[i+j])
+		}
+		ctx.AddDatum(i, U64(q))
+	}
+	return m
+}
+
+// gemmAMX: C (32×32 float32, row stride ldc bytes) = or += A·Bᵀ over
+// 32·steps of the inner dimension, A a row-major block of 32 rows of bf16
+// (row stride lda bytes), B a packed panel (2048 bytes per step). Four
+// accumulator tiles tmm0–3 (the 2×2 16×16 quarters of C), A in tmm4–5, B
+// in tmm6–7. The tile state is configured and released inside the call.
+func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
+	ctx.Function("gemmAMX")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool)")
+	ctx.Pragma("noescape")
+	doc := "gemmAMX computes C (+)= A·Bᵀ for a 32×32 C over 32·steps of the inner dimension, steps ≥ 1 (AMX-TILE, AMX-BF16)."
+	ctx.Load(ctx.Param("c"), RDI)
+	ctx.Load(ctx.Param("a"), RSI)
+	ctx.Load(ctx.Param("b"), R13)
+	ctx.Load(ctx.Param("steps"), R8)
+	ctx.Load(ctx.Param("lda"), RCX)
+	ctx.Load(ctx.Param("ldc"), RBX)
+	ctx.Load(ctx.Param("load"), R9B)
+	ctx.MOVQ(RCX, R12)
+	ctx.SHLQ(U8(4), R12)
+	ctx.ADDQ(RSI, R12) // A rows 16–31
+	ctx.MOVQ(RBX, R10)
+	ctx.SHLQ(U8(4), R10)
+	ctx.ADDQ(RDI, R10)     // C rows 16–31
+	ctx.MOVQ(U32(64), RDX) // B tile row stride: one half is 16 rows of 64 bytes
+	ctx.LEAQ(cfg, RAX)
+	mi := x86enc.MI
+	e.Add(x86enc.LDTILECFG(x86enc.M(x86enc.AX, 0)))
+	ctx.TESTB(R9B, R9B)
+	ctx.JZ(LabelRef("amx_zero"))
+	e.Add(x86enc.TILELOADD(x86enc.T(0), mi(x86enc.DI, x86enc.BX, 1, 0)))
+	e.Add(x86enc.TILELOADD(x86enc.T(1), mi(x86enc.DI, x86enc.BX, 1, 64)))
+	e.Add(x86enc.TILELOADD(x86enc.T(2), mi(x86enc.R10, x86enc.BX, 1, 0)))
+	e.Add(x86enc.TILELOADD(x86enc.T(3), mi(x86enc.R10, x86enc.BX, 1, 64)))
+	ctx.JMP(LabelRef("amx_loop"))
+	ctx.Label("amx_zero")
+	for t := 0; t < 4; t++ {
+		e.Add(x86enc.TILEZERO(x86enc.T(t)))
+	}
+	ctx.Label("amx_loop")
+	e.Add(x86enc.TILELOADD(x86enc.T(4), mi(x86enc.SI, x86enc.CX, 1, 0)))
+	e.Add(x86enc.TILELOADD(x86enc.T(6), mi(x86enc.R13, x86enc.DX, 1, 0)))
+	e.Add(x86enc.TDPBF16PS(x86enc.T(0), x86enc.T(4), x86enc.T(6)))
+	e.Add(x86enc.TILELOADD(x86enc.T(7), mi(x86enc.R13, x86enc.DX, 1, 1024)))
+	e.Add(x86enc.TDPBF16PS(x86enc.T(1), x86enc.T(4), x86enc.T(7)))
+	e.Add(x86enc.TILELOADD(x86enc.T(5), mi(x86enc.R12, x86enc.CX, 1, 0)))
+	e.Add(x86enc.TDPBF16PS(x86enc.T(2), x86enc.T(5), x86enc.T(6)))
+	e.Add(x86enc.TDPBF16PS(x86enc.T(3), x86enc.T(5), x86enc.T(7)))
+	ctx.ADDQ(U8(64), RSI)
+	ctx.ADDQ(U8(64), R12)
+	ctx.ADDQ(U32(2048), R13)
+	ctx.DECQ(R8)
+	ctx.JNZ(LabelRef("amx_loop"))
+	e.Add(x86enc.TILESTORED(mi(x86enc.DI, x86enc.BX, 1, 0), x86enc.T(0)))
+	e.Add(x86enc.TILESTORED(mi(x86enc.DI, x86enc.BX, 1, 64), x86enc.T(1)))
+	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 0), x86enc.T(2)))
+	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 64), x86enc.T(3)))
+	e.Add(x86enc.TILERELEASE(), nil)
+	ctx.RET()
+	return doc
+}
+
+// gemmAVX512: C (mr×32 float32 corner of an 8×32 tile, row stride ldc
+// bytes, columns masked by k0 and k1, the lane masks of its two halves)
+// = or += A·Bᵀ over 32·steps of the inner dimension, A a block of 8 rows
+// with interleaved pairs (32 bytes per q), B a packed panel. Sixteen
+// accumulators zmm8–23 (row i's halves in 8+2i and 9+2i); per q the two
+// halves of B's pairs in zmm0–1 and each row's pair broadcast from memory
+// into VDPBF16PS. Rows i ≥ mr of C are neither read nor written.
+func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
+	ctx.Function("gemmAVX512")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(steps int, a *uint16, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, load bool)")
+	ctx.Pragma("noescape")
+	doc := "gemmAVX512 computes C (+)= A·Bᵀ for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F)."
+	acc := func(i, h int) VecPhysical {
+		return []VecPhysical{Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23}[2*i+h]
+	}
+	ctx.Load(ctx.Param("c"), RDI)
+	ctx.Load(ctx.Param("a"), RSI)
+	ctx.Load(ctx.Param("b"), R13)
+	ctx.Load(ctx.Param("steps"), R8)
+	ctx.Load(ctx.Param("ldc"), RBX)
+	ctx.Load(ctx.Param("mr"), R9)
+	ctx.Load(ctx.Param("k0"), AX)
+	ctx.KMOVW(EAX, K1)
+	ctx.Load(ctx.Param("k1"), AX)
+	ctx.KMOVW(EAX, K2)
+	ctx.Load(ctx.Param("load"), R11B)
+	for i := 0; i < 8; i++ {
+		for h := 0; h < 2; h++ {
+			ctx.VPXORD(acc(i, h), acc(i, h), acc(i, h))
+		}
+	}
+	ctx.TESTB(R11B, R11B)
+	ctx.JZ(LabelRef("avx_loop"))
+	ctx.MOVQ(RDI, R10)
+	for i := 0; i < 8; i++ {
+		ctx.CMPQ(R9, U8(i))
+		ctx.JLE(LabelRef("avx_loop"))
+		ctx.VMOVUPS_Z(Mem{Base: R10}, K1, acc(i, 0))
+		ctx.VMOVUPS_Z(Mem{Base: R10, Disp: 64}, K2, acc(i, 1))
+		if i < 7 {
+			ctx.ADDQ(RBX, R10)
+		}
+	}
+	ctx.Label("avx_loop")
+	for q := 0; q < 16; q++ {
+		ctx.VMOVUPS(Mem{Base: R13, Disp: 64 * q}, Z0)
+		ctx.VMOVUPS(Mem{Base: R13, Disp: 1024 + 64*q}, Z1)
+		for i := 0; i < 8; i++ {
+			m := x86enc.M(x86enc.SI, int32(32*q+4*i)).Broadcast()
+			e.Add(x86enc.VDPBF16PS(x86enc.Z(8+2*i), x86enc.NoMask, x86enc.Z(0), m))
+			e.Add(x86enc.VDPBF16PS(x86enc.Z(9+2*i), x86enc.NoMask, x86enc.Z(1), m))
+		}
+	}
+	ctx.ADDQ(U32(512), RSI)
+	ctx.ADDQ(U32(2048), R13)
+	ctx.DECQ(R8)
+	ctx.JNZ(LabelRef("avx_loop"))
+	ctx.MOVQ(RDI, R10)
+	for i := 0; i < 8; i++ {
+		ctx.CMPQ(R9, U8(i))
+		ctx.JLE(LabelRef("avx_done"))
+		ctx.VMOVUPS(acc(i, 0), K1, Mem{Base: R10})
+		ctx.VMOVUPS(acc(i, 1), K2, Mem{Base: R10, Disp: 64})
+		if i < 7 {
+			ctx.ADDQ(RBX, R10)
+		}
+	}
+	ctx.Label("avx_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}
+
+// toBF16: dst[i] = bf16(src[i]) rounded to nearest even, 16 at a time by
+// VCVTNEPS2BF16, then the rest under a zeroing mask (masked-out elements
+// are neither read nor written).
+func toBF16(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
+	ctx.Function("toBF16AVX512")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(dst *uint16, src *float32, n int)")
+	ctx.Pragma("noescape")
+	doc := "toBF16AVX512 rounds n float32 to bf16, nearest even (AVX512-BF16, AVX512BW)."
+	ctx.Load(ctx.Param("dst"), RDI)
+	ctx.Load(ctx.Param("src"), RSI)
+	ctx.Load(ctx.Param("n"), RCX)
+	ctx.Label("cvt_loop")
+	ctx.CMPQ(RCX, U8(16))
+	ctx.JB(LabelRef("cvt_tail"))
+	e.Add(x86enc.VCVTNEPS2BF16(x86enc.Y(19), x86enc.NoMask, x86enc.Mem{Base: x86enc.SI, Bits: 512}))
+	ctx.VMOVDQU16(Y19, Mem{Base: RDI})
+	ctx.ADDQ(U8(64), RSI)
+	ctx.ADDQ(U8(32), RDI)
+	ctx.SUBQ(U8(16), RCX)
+	ctx.JMP(LabelRef("cvt_loop"))
+	ctx.Label("cvt_tail")
+	ctx.TESTQ(RCX, RCX)
+	ctx.JZ(LabelRef("cvt_done"))
+	ctx.MOVL(U32(1), EAX)
+	ctx.SHLL(CL, EAX)
+	ctx.DECL(EAX)
+	ctx.KMOVW(EAX, K1)
+	e.Add(x86enc.VCVTNEPS2BF16(x86enc.Y(20), x86enc.KZ(1), x86enc.Mem{Base: x86enc.SI, Bits: 512}))
+	ctx.VMOVDQU16(Y20, K1, Mem{Base: RDI})
+	ctx.Label("cvt_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}

@@ -1,0 +1,54 @@
+//go:build amd64 && !purego
+
+package bf16
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/cpu"
+)
+
+var avx512Err = func() error {
+	if !cpu.X86.HasAVX512BF16 || !cpu.X86.HasAVX512BW || !cpu.X86.HasAVX512F {
+		return fmt.Errorf("AVX512-BF16: CPU lacks AVX512-BF16 (%v) or AVX512BW (%v): %w", cpu.X86.HasAVX512BF16, cpu.X86.HasAVX512BW, ErrNoFeature)
+	}
+	return nil
+}()
+
+func hasAVX512BF16() error { return avx512Err }
+
+var amxOnce = sync.OnceValue(func() error {
+	if !cpu.X86.HasAMXTile || !cpu.X86.HasAMXBF16 {
+		return fmt.Errorf("AMX: CPU lacks AMX-TILE (%v) or AMX-BF16 (%v): %w", cpu.X86.HasAMXTile, cpu.X86.HasAMXBF16, ErrNoFeature)
+	}
+	return requestTilePermission()
+})
+
+func hasAMX() error { return amxOnce() }
+
+// tileAMX runs gemmAMX on the corner: in place when it is the whole 32×32
+// tile, else through a 32×32 buffer (the packed A and B are zero past the
+// edge, so the buffer's other elements are products of zeros).
+func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
+	if mr == 32 && nr == 32 {
+		gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, load)
+		return
+	}
+	var buf [32 * 32]float32
+	if load {
+		for i := 0; i < mr; i++ {
+			copy(buf[i*32:i*32+nr], c[i*ldc:i*ldc+nr])
+		}
+	}
+	gemmAMX(steps, &a[0], 2*lda, &b[0], &buf[0], 128, load)
+	for i := 0; i < mr; i++ {
+		copy(c[i*ldc:i*ldc+nr], buf[i*32:i*32+nr])
+	}
+}
+
+func tileAVX512(steps int, a []uint16, _ int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
+	k0 := uint16(1<<min(nr, 16) - 1)
+	k1 := uint16(1<<max(nr-16, 0) - 1)
+	gemmAVX512(steps, &a[0], &b[0], &c[0], 4*ldc, mr, k0, k1, load)
+}
