@@ -1,0 +1,137 @@
+package mat
+
+import (
+	"github.com/synthgen/synthgen/runtime/bf16"
+)
+
+// The bf16 path (SetBF16): the linear layers' products — Linear and its
+// forms, LinearBackX and LinearBackW — with bf16 operands (rounded to
+// nearest even) and float32 accumulation and output, through a
+// runtime/bf16 micro-kernel. Both operands are packed whole, in parallel,
+// before the products (B into panels of bf16.NR columns, A into blocks of
+// the kernel's MR rows, the inner dimension padded with zeros to
+// bf16.Step), then C is cut into blocks of bfBlockM × bfBlockN, one task
+// each, walking the inner dimension bfBlockK at a time. An element's sum
+// depends only on bfBlockK, so results are bit-identical for any number
+// of workers. Bias, residual, row sums (the bias gradient) and the Rows
+// callback stay float32, as on the float32 paths. MulNT, MulPanels and
+// AccumulateTN (attention's and aft_full's products) stay float32.
+
+const (
+	bfBlockK = 512 // inner-dimension block of one kernel call
+	bfBlockM = 128 // rows of a C block (a multiple of every MR)
+	bfBlockN = 128 // columns of a C block (a multiple of bf16.NR)
+)
+
+// bfState is the engine's bf16 kernel and its packed operands' buffers.
+type bfState struct {
+	k      *bf16.Kernel
+	ap, bp []uint16
+	job    bfJob
+}
+
+// SetBF16 runs the linear layers' products through bf16 kernel k (nil:
+// back to float32).
+func (e *Engine) SetBF16(k *bf16.Kernel) { e.bf.k = k }
+
+// BF16 returns the level of the engine's bf16 kernel (bf16.None without
+// one).
+func (e *Engine) BF16() bf16.Level {
+	if e.bf.k == nil {
+		return bf16.None
+	}
+	return e.bf.k.Level
+}
+
+func (e *Engine) bfOK(m, n, k int) bool { return e.bf.k != nil && m > 0 && n > 0 && k > 0 }
+
+// bfJob packs the operands (phase 0: B's panels then A's blocks) or
+// computes the blocks of C (phase 1).
+type bfJob struct {
+	k                  *bf16.Kernel
+	phase              int
+	c, res, bias, asum []float32
+	a, b               operand
+	m, n, kk, kp, ldc  int
+	ap, bp             []uint16
+	panels, blocks     int // B panels, A blocks
+	tilesN             int
+	acc                bool
+}
+
+func (j *bfJob) Run(_, task int) {
+	if j.phase == 0 {
+		if task < j.panels {
+			bf16.PackB(j.bp[task*bf16.BPanel(j.kp):], j.b.data, j.b.rs, j.b.cs, task*bf16.NR, j.n, j.kk, j.kp)
+			return
+		}
+		t := task - j.panels
+		j.k.PackA(j.ap[t*j.k.ABlock(j.kp):], j.a.data, j.a.rs, j.a.cs, t*j.k.MR, j.m, j.kk, j.kp)
+		return
+	}
+	mr := j.k.MR
+	i0 := task / j.tilesN * bfBlockM
+	j0 := task % j.tilesN * bfBlockN
+	i1 := min(i0+bfBlockM, j.m)
+	j1 := min(j0+bfBlockN, j.n)
+	c, ldc := j.c, j.ldc
+	if j.res != nil {
+		for i := i0; i < i1; i++ {
+			copy(c[i*ldc+j0:i*ldc+j1], j.res[i*ldc+j0:i*ldc+j1])
+		}
+	}
+	ab, bb := j.k.ABlock(j.kp), bf16.BPanel(j.kp)
+	for kb := 0; kb < j.kp; kb += bfBlockK {
+		kl := min(bfBlockK, j.kp-kb)
+		load := j.acc || j.res != nil || kb > 0
+		for jr := j0; jr < j1; jr += bf16.NR {
+			bpan := j.bp[jr/bf16.NR*bb:][:bb]
+			for ir := i0; ir < i1; ir += mr {
+				j.k.Tile(j.kp, kb, kl, j.ap[ir/mr*ab:][:ab], bpan, c[ir*ldc+jr:], ldc, min(mr, i1-ir), min(bf16.NR, j1-jr), load)
+			}
+		}
+	}
+	if j.bias != nil {
+		for i := i0; i < i1; i++ {
+			row := c[i*ldc+j0 : i*ldc+j1]
+			bb := j.bias[j0:j1]
+			for x := range row {
+				row[x] += bb[x]
+			}
+		}
+	}
+	if j.asum != nil && j0 == 0 {
+		for i := i0; i < i1; i++ {
+			var s float32
+			for p := 0; p < j.kk; p++ {
+				s += j.a.at(i, p)
+			}
+			j.asum[i] += s
+		}
+	}
+}
+
+// gemmBF16 is gemmPacked on the bf16 kernel: C[m×n] (row stride ldc) =
+// (or +=, when accumulate; or res +) A·Bᵀ + bias, asum[i] += Σ_p A(i, p),
+// then then on every row.
+func (e *Engine) gemmBF16(c, res []float32, a, b operand, bias, asum []float32, m, n, k, ldc int, accumulate bool, then Rows) {
+	kn := e.bf.k
+	kp := bf16.Pad(k)
+	panels, blocks := ceilDiv(n, bf16.NR), ceilDiv(m, kn.MR)
+	if need := panels * bf16.BPanel(kp); len(e.bf.bp) < need {
+		e.bf.bp = make([]uint16, need)
+	}
+	if need := blocks * kn.ABlock(kp); len(e.bf.ap) < need {
+		e.bf.ap = make([]uint16, need)
+	}
+	j := &e.bf.job
+	*j = bfJob{k: kn, c: c, res: res, bias: bias, asum: asum, a: a, b: b, m: m, n: n, kk: k, kp: kp, ldc: ldc,
+		ap: e.bf.ap, bp: e.bf.bp, panels: panels, blocks: blocks, tilesN: ceilDiv(n, bfBlockN), acc: accumulate}
+	e.run(panels+blocks, j)
+	j.phase = 1
+	e.run(ceilDiv(m, bfBlockM)*j.tilesN, j)
+	*j = bfJob{}
+	if then != nil {
+		e.thenRows(then, m)
+	}
+}
