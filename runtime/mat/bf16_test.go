@@ -141,7 +141,6 @@ func check(t *testing.T, what string, got float32, want, tol float64) {
 	}
 }
 
-
 // TestBF16Error checks that the bf16 path does round its operands: its
 // difference from the float32 product is above float32's accumulation
 // error and within bf16's (2⁻⁸ relative per operand pair).
