@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/synthgen/synthgen/runtime/kernels"
+	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 // runInfo prints which specs this program links and, per kernel, the
@@ -37,6 +38,11 @@ func printInfo(w io.Writer, only string) error {
 		env = "unset"
 	}
 	fmt.Fprintf(w, "cpu supports: %s; dispatch level: %s (%s=%s)\n", strings.Join(have, ", "), level, kernels.EnvISA, env)
+	if bl, err := synth.BF16Level(level); err != nil {
+		fmt.Fprintf(w, "bf16 (-precision bf16): none, the linear layers stay float32: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "bf16 (-precision bf16): %s\n", bl)
+	}
 	names := kernels.Names()
 	if len(names) == 0 {
 		fmt.Fprintln(w, "\nno spec linked: import a generated package (blank import) in the program's main.go")

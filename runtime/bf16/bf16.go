@@ -32,6 +32,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
 // Level is a bf16 kernel level.
@@ -117,6 +119,17 @@ func Best(limit Level) (Level, error) {
 		why = append(why, err.Error())
 	}
 	return None, fmt.Errorf("no bf16 level: %s: %w", strings.Join(why, "; "), ErrNoFeature)
+}
+
+// ForISA is the bf16 level of training with float32 kernels at level isa:
+// Best, or None (with the reason) when isa is below kernels.AVX512 (as
+// SYNTHGEN_ISA or an explicit level may cap it), since every bf16 level
+// needs AVX-512.
+func ForISA(isa kernels.ISA) (Level, error) {
+	if isa < kernels.AVX512 {
+		return None, fmt.Errorf("the kernels run at %s, below avx512, which bf16 needs: %w", isa, ErrNoFeature)
+	}
+	return Best(AMX)
 }
 
 // FromFloat32 rounds f to bf16 as VCVTNEPS2BF16 does: nearest even, NaN
