@@ -46,7 +46,7 @@ func run(dir string) error {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr("!purego")
 	cfg := tileConfig(ctx)
-	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16} {
+	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs} {
 		e := &x86enc.Emitter{Ctx: ctx}
 		doc := k(ctx, e, cfg)
 		if err := e.Err(); err != nil {
@@ -161,15 +161,17 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 
 // gemmAVX512: C (mr×32 float32 corner of an 8×32 tile, row stride ldc
 // bytes, columns masked by k0 and k1, the lane masks of its two halves)
-// = or += A·Bᵀ over 32·steps of the inner dimension, A a block of 8 rows
-// with interleaved pairs (32 bytes per q), B a packed panel. Sixteen
+// = or += A·Bᵀ over 32·steps of the inner dimension, A a row-major block
+// of 8 rows of bf16 (row stride lda bytes), B a packed panel. Sixteen
 // accumulators zmm8–23 (row i's halves in 8+2i and 9+2i); per q the two
 // halves of B's pairs in zmm0–1 and each row's pair broadcast from memory
-// into VDPBF16PS. Rows i ≥ mr of C are neither read nor written.
+// into VDPBF16PS. Row i of A is addressed from three bases (rows 0, 3
+// and 6) and the row stride as an index with scale 1, 2 or 4. Rows i ≥ mr
+// of C are neither read nor written.
 func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Function("gemmAVX512")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(steps int, a *uint16, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, load bool)")
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, load bool)")
 	ctx.Pragma("noescape")
 	doc := "gemmAVX512 computes C (+)= A·Bᵀ for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F)."
 	acc := func(i, h int) VecPhysical {
@@ -177,6 +179,7 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	}
 	ctx.Load(ctx.Param("c"), RDI)
 	ctx.Load(ctx.Param("a"), RSI)
+	ctx.Load(ctx.Param("lda"), RCX)
 	ctx.Load(ctx.Param("b"), R13)
 	ctx.Load(ctx.Param("steps"), R8)
 	ctx.Load(ctx.Param("ldc"), RBX)
@@ -186,6 +189,10 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Load(ctx.Param("k1"), AX)
 	ctx.KMOVW(EAX, K2)
 	ctx.Load(ctx.Param("load"), R11B)
+	ctx.LEAQ(Mem{Base: RCX, Index: RCX, Scale: 2}, RDX)
+	ctx.ADDQ(RSI, RDX) // A row 3
+	ctx.LEAQ(Mem{Base: RCX, Index: RCX, Scale: 2}, R12)
+	ctx.ADDQ(RDX, R12) // A row 6
 	for i := 0; i < 8; i++ {
 		for h := 0; h < 2; h++ {
 			ctx.VPXORD(acc(i, h), acc(i, h), acc(i, h))
@@ -204,16 +211,30 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		}
 	}
 	ctx.Label("avx_loop")
+	rows := []x86enc.Mem{
+		x86enc.M(x86enc.SI, 0),
+		x86enc.MI(x86enc.SI, x86enc.CX, 1, 0),
+		x86enc.MI(x86enc.SI, x86enc.CX, 2, 0),
+		x86enc.M(x86enc.DX, 0),
+		x86enc.MI(x86enc.SI, x86enc.CX, 4, 0),
+		x86enc.MI(x86enc.DX, x86enc.CX, 2, 0),
+		x86enc.M(x86enc.R12, 0),
+		x86enc.MI(x86enc.R12, x86enc.CX, 1, 0),
+	}
 	for q := 0; q < 16; q++ {
 		ctx.VMOVUPS(Mem{Base: R13, Disp: 64 * q}, Z0)
 		ctx.VMOVUPS(Mem{Base: R13, Disp: 1024 + 64*q}, Z1)
-		for i := 0; i < 8; i++ {
-			m := x86enc.M(x86enc.SI, int32(32*q+4*i)).Broadcast()
+		for i, row := range rows {
+			m := row
+			m.Disp += int32(4 * q)
+			m = m.Broadcast()
 			e.Add(x86enc.VDPBF16PS(x86enc.Z(8+2*i), x86enc.NoMask, x86enc.Z(0), m))
 			e.Add(x86enc.VDPBF16PS(x86enc.Z(9+2*i), x86enc.NoMask, x86enc.Z(1), m))
 		}
 	}
-	ctx.ADDQ(U32(512), RSI)
+	ctx.ADDQ(U8(64), RSI)
+	ctx.ADDQ(U8(64), RDX)
+	ctx.ADDQ(U8(64), R12)
 	ctx.ADDQ(U32(2048), R13)
 	ctx.DECQ(R8)
 	ctx.JNZ(LabelRef("avx_loop"))
@@ -264,6 +285,72 @@ func toBF16(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	e.Add(x86enc.VCVTNEPS2BF16(x86enc.Y(20), x86enc.KZ(1), x86enc.Mem{Base: x86enc.SI, Bits: 512}))
 	ctx.VMOVDQU16(Y20, K1, Mem{Base: RDI})
 	ctx.Label("cvt_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}
+
+// pairs: dst[2j] = bf16(r0[j]) and dst[2j+1] = bf16(r1[j]) for j < n,
+// rounded to nearest even: two rows of the inner dimension interleaved
+// into the pairs VDPBF16PS and TDPBF16PS multiply. Per 16 columns one
+// VCVTNE2PS2BF16 (row 0 into the low half, row 1 into the high) and one
+// VPERMW interleaving the halves; the last n mod 16 under masks (elements
+// past n are neither read nor written).
+func pairs(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
+	idx := ctx.StaticGlobal("bf16pairidx")
+	ctx.DataAttributes(attr.RODATA | attr.NOPTR)
+	for w := 0; w < 32; w += 4 {
+		var q uint64
+		for k := 3; k >= 0; k-- {
+			x := w + k
+			v := uint64(x / 2) // even words from row 0 (the low half)
+			if x%2 == 1 {
+				v = uint64(16 + x/2) // odd words from row 1 (the high half)
+			}
+			q = q<<16 | v
+		}
+		ctx.AddDatum(2*w, U64(q))
+	}
+	ctx.Function("pairsAVX512")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(dst *uint16, r0, r1 *float32, n int)")
+	ctx.Pragma("noescape")
+	doc := "pairsAVX512 interleaves two float32 rows of n into n bf16 pairs, nearest even (AVX512-BF16, AVX512BW)."
+	ctx.Load(ctx.Param("dst"), RDI)
+	ctx.Load(ctx.Param("r0"), RSI)
+	ctx.Load(ctx.Param("r1"), RDX)
+	ctx.Load(ctx.Param("n"), RCX)
+	ctx.VMOVDQU16(idx, Z30)
+	ctx.Label("pairs_loop")
+	ctx.CMPQ(RCX, U8(16))
+	ctx.JB(LabelRef("pairs_tail"))
+	ctx.VMOVUPS(Mem{Base: RDX}, Z1)
+	e.Add(x86enc.VCVTNE2PS2BF16(x86enc.Z(2), x86enc.NoMask, x86enc.Z(1), x86enc.M(x86enc.SI, 0)))
+	ctx.VPERMW(Z2, Z30, Z3)
+	ctx.VMOVDQU16(Z3, Mem{Base: RDI})
+	ctx.ADDQ(U8(64), RSI)
+	ctx.ADDQ(U8(64), RDX)
+	ctx.ADDQ(U8(64), RDI)
+	ctx.SUBQ(U8(16), RCX)
+	ctx.JMP(LabelRef("pairs_loop"))
+	ctx.Label("pairs_tail")
+	ctx.TESTQ(RCX, RCX)
+	ctx.JZ(LabelRef("pairs_done"))
+	ctx.MOVL(U32(1), EAX)
+	ctx.SHLL(CL, EAX)
+	ctx.DECL(EAX)
+	ctx.KMOVW(EAX, K1)
+	ctx.ADDQ(RCX, RCX)
+	ctx.MOVL(U32(1), EAX)
+	ctx.SHLL(CL, EAX)
+	ctx.DECL(EAX)
+	ctx.KMOVD(EAX, K2)
+	ctx.VMOVUPS_Z(Mem{Base: RSI}, K1, Z4)
+	ctx.VMOVUPS_Z(Mem{Base: RDX}, K1, Z1)
+	e.Add(x86enc.VCVTNE2PS2BF16(x86enc.Z(2), x86enc.NoMask, x86enc.Z(1), x86enc.Z(4)))
+	ctx.VPERMW(Z2, Z30, Z3)
+	ctx.VMOVDQU16(Z3, K2, Mem{Base: RDI})
+	ctx.Label("pairs_done")
 	ctx.VZEROUPPER()
 	ctx.RET()
 	return doc

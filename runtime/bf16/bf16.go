@@ -19,9 +19,8 @@
 // B (n × k, B(j, p)) is packed into panels of NR = 32 columns: per 32-deep
 // step two halves of 16 columns, each 16 rows q of 16 pairs (B(j, 2q),
 // B(j, 2q+1)): 1024 bf16 per step and panel (PackB). A (m × k) is packed
-// into blocks of MR rows: for AMX (MR 32) row-major, k padded bf16 per
-// row; for the others (MR 8) with each q's pairs of the MR rows together,
-// 2·MR bf16 per q (PackA).
+// into blocks of MR rows (32 for AMX, 8 for the others), row-major, kp
+// bf16 per row (PackA, or PackAT for a transposed A).
 package bf16
 
 //go:generate go run ../../gen/bf16gemm -dir .
@@ -32,6 +31,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"unsafe"
 
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
@@ -163,8 +163,7 @@ func Pad(k int) int { return (k + Step - 1) / Step * Step }
 // Kernel is a level's micro-kernel and its A layout.
 type Kernel struct {
 	Level Level
-	MR    int  // rows of A per packed block and per call
-	rowsA bool // A blocks row-major (AMX); else q-interleaved pairs
+	MR    int // rows of A per packed block and per call
 	tile  func(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool)
 }
 
@@ -176,16 +175,26 @@ func New(l Level) (*Kernel, error) {
 	}
 	switch l {
 	case AMX:
-		return &Kernel{Level: l, MR: 32, rowsA: true, tile: tileAMX}, nil
+		return &Kernel{Level: l, MR: 32, tile: tileAMX}, nil
 	case AVX512BF16:
 		return &Kernel{Level: l, MR: 8, tile: tileAVX512}, nil
 	}
 	return &Kernel{Level: Go, MR: 8, tile: tileGo}, nil
 }
 
+// LDA is the row stride, in bf16, of a packed block of A for a padded
+// inner dimension kp: kp, plus 32 when kp is a multiple of 512 (rows 1 KiB
+// or a multiple of it apart fall into few cache sets).
+func LDA(kp int) int {
+	if kp%512 == 0 {
+		return kp + 32
+	}
+	return kp
+}
+
 // ABlock is the bf16 length of one packed block of A for a padded inner
 // dimension kp.
-func (k *Kernel) ABlock(kp int) int { return k.MR * kp }
+func (k *Kernel) ABlock(kp int) int { return k.MR * LDA(kp) }
 
 // BPanel is the bf16 length of one packed panel of B for a padded inner
 // dimension kp.
@@ -202,20 +211,13 @@ func (k *Kernel) Tile(kp, kb, kl int, a, b []uint16, c []float32, ldc, mr, nr in
 		panic(fmt.Sprintf("bf16: Tile(kp %d, kb %d, kl %d, len(a) %d, len(b) %d, len(c) %d, ldc %d, mr %d, nr %d) outside the %s kernel's %d×%d contract",
 			kp, kb, kl, len(a), len(b), len(c), ldc, mr, nr, k.Level, k.MR, NR))
 	}
-	var as []uint16
-	if k.rowsA {
-		as = a[kb:]
-	} else {
-		as = a[kb*k.MR:]
-	}
-	k.tile(kl/Step, as, kp, b[kb*NR:], c, ldc, mr, nr, load)
+	k.tile(kl/Step, a[kb:], LDA(kp), b[kb*NR:], c, ldc, mr, nr, load)
 }
 
-// tileGo is the Go level: the AVX512-BF16 layout, each pair's two
-// products added to the float32 sum in order.
-func tileGo(steps int, a []uint16, _ int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
-	const mrMax = 8
-	var acc [mrMax][NR]float32
+// tileGo is the Go level: each pair's two products added to the float32
+// sum in order.
+func tileGo(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
+	var acc [8][NR]float32
 	if load {
 		for i := 0; i < mr; i++ {
 			copy(acc[i][:nr], c[i*ldc:i*ldc+nr])
@@ -223,13 +225,13 @@ func tileGo(steps int, a []uint16, _ int, b []uint16, c []float32, ldc, mr, nr i
 	}
 	for s := 0; s < steps; s++ {
 		bs := b[s*1024 : s*1024+1024]
-		as := a[s*16*2*mrMax : (s+1)*16*2*mrMax]
-		for q := 0; q < 16; q++ {
-			for h := 0; h < 2; h++ {
-				bq := bs[h*512+q*32 : h*512+q*32+32]
-				for i := 0; i < mr; i++ {
-					a0, a1 := ToFloat32(as[(q*mrMax+i)*2]), ToFloat32(as[(q*mrMax+i)*2+1])
-					row := &acc[i]
+		for i := 0; i < mr; i++ {
+			ar := a[i*lda+s*Step : i*lda+s*Step+Step]
+			row := &acc[i]
+			for q := 0; q < 16; q++ {
+				a0, a1 := ToFloat32(ar[2*q]), ToFloat32(ar[2*q+1])
+				for h := 0; h < 2; h++ {
+					bq := bs[h*512+q*32 : h*512+q*32+32]
 					for j := 0; j < 16; j++ {
 						row[h*16+j] += a0*ToFloat32(bq[2*j]) + a1*ToFloat32(bq[2*j+1])
 					}
@@ -274,38 +276,123 @@ func PackB(dst []uint16, src []float32, rs, cs, j0, n, k, kp int) {
 
 // PackA packs rows i0 ≤ i < i0+MR (those < m; the rest zero) of A, A(i, p)
 // = src[i·rs + p·cs] for p < k (zero up to kp = Pad(k)), into one block
-// dst (ABlock(kp) long) in the kernel's layout.
+// dst (ABlock(kp) long): row-major, LDA(kp) bf16 apart. Rows contiguous in p
+// (cs 1) are converted with AVX512-BF16 where the CPU has it; a transposed
+// A (rs 1) packs faster with PackAT.
 func (k *Kernel) PackA(dst []uint16, src []float32, rs, cs, i0, m, kk, kp int) {
-	mr := k.MR
-	dst = dst[:mr*kp]
+	mr, lda := k.MR, LDA(kp)
+	dst = dst[:mr*lda]
 	rows := min(mr, m-i0)
-	if k.rowsA {
-		for r := 0; r < mr; r++ {
-			d := dst[r*kp : r*kp+kp]
-			if r >= rows {
-				clear(d)
+	for r := 0; r < mr; r++ {
+		d := dst[r*lda : r*lda+lda] // with its padding past kp, zeroed
+		if r >= rows {
+			clear(d)
+			continue
+		}
+		if cs == 1 {
+			convert(d[:kk], src[(i0+r)*rs:(i0+r)*rs+kk])
+		} else {
+			for p := 0; p < kk; p++ {
+				d[p] = FromFloat32(src[(i0+r)*rs+p*cs])
+			}
+		}
+		clear(d[kk:])
+	}
+}
+
+// PackAT packs the inner indices p0 ≤ p < p1 (p0 and p1 multiples of
+// Step, or p1 = kp) of a transposed A, A(i, p) = src[p·ld + i] for i < m
+// and p < kk, into the blocks of all ⌈m/MR⌉ row blocks at once (dst holds
+// them back to back, ABlock(kp) each; rows past m and p past kk zero).
+// tmp is scratch of at least PairsLen(m)·Step/2 bf16. Per Step of p it
+// interleaves the 16 row pairs into tmp, then writes each row's 16 pairs
+// (one cache line) at once.
+func (k *Kernel) PackAT(dst []uint16, src []float32, ld, m, kk, kp, p0, p1 int, tmp []uint16) {
+	rowsPad := (m + k.MR - 1) / k.MR * k.MR
+	lda := LDA(kp)
+	d32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), rowsPad*lda/2)
+	t32 := unsafe.Slice((*uint32)(unsafe.Pointer(&tmp[0])), 16*m)
+	ld2 := lda / 2
+	for s0 := p0; s0 < p1; s0 += Step {
+		for q := 0; q < 16; q++ {
+			p := s0 + 2*q
+			t := tmp[2*q*m : 2*(q+1)*m]
+			if p >= kk {
+				clear(t)
 				continue
 			}
-			if cs == 1 {
-				convert(d[:kk], src[(i0+r)*rs:(i0+r)*rs+kk])
-			} else {
-				for p := 0; p < kk; p++ {
-					d[p] = FromFloat32(src[(i0+r)*rs+p*cs])
-				}
+			pairRows(t, src[p*ld:p*ld+m], src, (p+1)*ld, p+1 < kk)
+		}
+		q0 := s0 / 2
+		for i := 0; i < m; i++ {
+			d := (*[16]uint32)(d32[i*ld2+q0:])
+			for q := range d {
+				d[q] = t32[q*m+i]
 			}
-			clear(d[kk:])
+		}
+		for i := m; i < rowsPad; i++ {
+			clear(d32[i*ld2+q0 : i*ld2+q0+16])
+		}
+	}
+	if p1 == kp && lda > kp { // the rows' padding, by the last task
+		for i := 0; i < rowsPad; i++ {
+			clear(dst[i*lda+kp : i*lda+lda])
+		}
+	}
+}
+
+// PackBT packs the inner indices p0 ≤ p < p1 (p0 even) of a B whose rows
+// p are contiguous, B(j, p) = src[p·ld + j] for j < n and p < kk, into all
+// ⌈n/NR⌉ panels at once (dst holds them back to back, BPanel(kp) each;
+// columns past n and p past kk zero). tmp is scratch of at least
+// PairsLen(n) bf16.
+func PackBT(dst []uint16, src []float32, ld, n, kk, kp, p0, p1 int, tmp []uint16) {
+	panels := (n + NR - 1) / NR
+	pl := BPanel(kp)
+	clear(tmp[2*n : 2*panels*NR])
+	for p := p0; p < p1; p += 2 {
+		s, q := p/Step, p%Step/2
+		if p >= kk {
+			for jp := 0; jp < panels; jp++ {
+				d := dst[jp*pl+s*1024:]
+				clear(d[q*32 : q*32+32])
+				clear(d[512+q*32 : 512+q*32+32])
+			}
+			continue
+		}
+		pairRows(tmp[:2*n], src[p*ld:p*ld+n], src, (p+1)*ld, p+1 < kk)
+		for jp := 0; jp < panels; jp++ {
+			d := dst[jp*pl+s*1024:]
+			copy(d[q*32:q*32+32], tmp[jp*64:jp*64+32])
+			copy(d[512+q*32:512+q*32+32], tmp[jp*64+32:jp*64+64])
+		}
+	}
+}
+
+// PairsLen is the scratch PackAT and PackBT need for m rows or n columns.
+func PairsLen(n int) int { return Step * ((n + NR - 1) / NR * NR) }
+
+// pairRows writes dst[2j] = bf16(r0[j]) and dst[2j+1] = bf16(src[off+j])
+// (0 unless second) for j < len(r0), with AVX512-BF16 where the CPU has it.
+func pairRows(dst []uint16, r0, src []float32, off int, second bool) {
+	n := len(r0)
+	if n == 0 {
+		return
+	}
+	dst = dst[:2*n]
+	if !second {
+		for j, f := range r0 {
+			dst[2*j], dst[2*j+1] = FromFloat32(f), 0
 		}
 		return
 	}
-	for p := 0; p < kp; p++ {
-		q, odd := p/2, p%2
-		for r := 0; r < mr; r++ {
-			var x uint16
-			if r < rows && p < kk {
-				x = FromFloat32(src[(i0+r)*rs+p*cs])
-			}
-			dst[(q*mr+r)*2+odd] = x
-		}
+	r1 := src[off : off+n]
+	if hasAVX512BF16() == nil {
+		pairsAVX512(&dst[0], &r0[0], &r1[0], n)
+		return
+	}
+	for j := range r0 {
+		dst[2*j], dst[2*j+1] = FromFloat32(r0[j]), FromFloat32(r1[j])
 	}
 }
 

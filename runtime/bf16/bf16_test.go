@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -215,5 +216,84 @@ func TestBest(t *testing.T) {
 	t.Setenv(EnvBF16, "")
 	if l, _ := Best(AVX512BF16); l == AMX {
 		t.Errorf("limit AVX512BF16 chose AMX")
+	}
+}
+
+// TestPackTransposed checks PackAT and PackBT (pairs of rows interleaved
+// with AVX512-BF16 where the CPU has it) bit for bit against PackA and
+// PackB reading the same operands through strides, with edges in every
+// dimension and p ranges split across calls; and that the blocks' tails
+// (rows or columns past the edge, p past k) come out zero over garbage.
+func TestPackTransposed(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, kn := range levels(t) {
+		for _, sh := range [][2]int{{1, 1}, {7, 3}, {33, 31}, {40, 64}, {100, 65}, {16, 130}, {9, 512}, {35, 1100}} {
+			rows, kk := sh[0], sh[1]
+			kp := Pad(kk)
+			ld := rows + 3
+			src := randn(r, kk*ld)
+			for i := range src {
+				if r.IntN(7) == 0 { // ties
+					src[i] = math.Float32frombits(math.Float32bits(src[i])&0xffff0000 | 0x8000)
+				}
+			}
+			tmp := make([]uint16, PairsLen(rows))
+			// A: blocks of MR rows, A(i, p) = src[p·ld + i].
+			blocks := (rows + kn.MR - 1) / kn.MR
+			want := make([]uint16, blocks*kn.ABlock(kp))
+			for b := 0; b < blocks; b++ {
+				kn.PackA(want[b*kn.ABlock(kp):], src, 1, ld, b*kn.MR, rows, kk, kp)
+			}
+			got := make([]uint16, len(want))
+			for i := range got {
+				got[i] = 0xdead
+			}
+			for p0 := 0; p0 < kp; p0 += 64 {
+				kn.PackAT(got, src, ld, rows, kk, kp, p0, min(p0+64, kp), tmp)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: PackAT %d rows, k %d differs from PackA", kn.Level, rows, kk)
+			}
+			// B: panels of NR columns, B(j, p) = src[p·ld + j].
+			panels := (rows + NR - 1) / NR
+			wantB := make([]uint16, panels*BPanel(kp))
+			for jp := 0; jp < panels; jp++ {
+				PackB(wantB[jp*BPanel(kp):], src, 1, ld, jp*NR, rows, kk, kp)
+			}
+			gotB := make([]uint16, len(wantB))
+			for i := range gotB {
+				gotB[i] = 0xdead
+			}
+			for p0 := 0; p0 < kp; p0 += 32 {
+				PackBT(gotB, src, ld, rows, kk, kp, p0, min(p0+32, kp), tmp)
+			}
+			if !slices.Equal(gotB, wantB) {
+				t.Errorf("%s: PackBT %d columns, k %d differs from PackB", kn.Level, rows, kk)
+			}
+		}
+	}
+}
+
+// TestPairRows checks the interleaving bit for bit against FromFloat32 at
+// every length 0–70 and that nothing past 2n is written.
+func TestPairRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for n := 0; n <= 70; n++ {
+		src := randn(r, 2*n+1)
+		dst := make([]uint16, 2*n+40)
+		for i := range dst {
+			dst[i] = 0xdead
+		}
+		pairRows(dst[:2*n], src[:n], src, n, true)
+		for j := 0; j < n; j++ {
+			if dst[2*j] != FromFloat32(src[j]) || dst[2*j+1] != FromFloat32(src[n+j]) {
+				t.Fatalf("n=%d: pair %d = %#04x %#04x, want %#04x %#04x", n, j, dst[2*j], dst[2*j+1], FromFloat32(src[j]), FromFloat32(src[n+j]))
+			}
+		}
+		for i := 2 * n; i < len(dst); i++ {
+			if dst[i] != 0xdead {
+				t.Fatalf("n=%d: wrote past dst at %d", n, i)
+			}
+		}
 	}
 }

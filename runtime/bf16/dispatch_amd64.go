@@ -47,8 +47,8 @@ func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, n
 	}
 }
 
-func tileAVX512(steps int, a []uint16, _ int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
+func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
 	k0 := uint16(1<<min(nr, 16) - 1)
 	k1 := uint16(1<<max(nr-16, 0) - 1)
-	gemmAVX512(steps, &a[0], &b[0], &c[0], 4*ldc, mr, k0, k1, load)
+	gemmAVX512(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, mr, k0, k1, load)
 }

@@ -16,7 +16,7 @@ func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load
 // Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
 //
 //go:noescape
-func gemmAVX512(steps int, a *uint16, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool)
+func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool)
 
 // toBF16AVX512 rounds n float32 to bf16, nearest even (AVX512-BF16, AVX512BW).
 //
@@ -24,3 +24,10 @@ func gemmAVX512(steps int, a *uint16, b *uint16, c *float32, ldc int, mr int, k0
 //
 //go:noescape
 func toBF16AVX512(dst *uint16, src *float32, n int)
+
+// pairsAVX512 interleaves two float32 rows of n into n bf16 pairs, nearest even (AVX512-BF16, AVX512BW).
+//
+// Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
+//
+//go:noescape
+func pairsAVX512(dst *uint16, r0 *float32, r1 *float32, n int)

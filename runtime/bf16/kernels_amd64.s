@@ -218,20 +218,25 @@ amx_loop:
 	BYTE $0xc0
 	RET
 
-// func gemmAVX512(steps int, a *uint16, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool)
+// func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool)
 // Requires: AVX, AVX512F
-TEXT ·gemmAVX512(SB), NOSPLIT, $0-53
-	MOVQ      c+24(FP), DI
+TEXT ·gemmAVX512(SB), NOSPLIT, $0-61
+	MOVQ      c+32(FP), DI
 	MOVQ      a+8(FP), SI
-	MOVQ      b+16(FP), R13
+	MOVQ      lda+16(FP), CX
+	MOVQ      b+24(FP), R13
 	MOVQ      steps+0(FP), R8
-	MOVQ      ldc+32(FP), BX
-	MOVQ      mr+40(FP), R9
-	MOVW      k0+48(FP), AX
+	MOVQ      ldc+40(FP), BX
+	MOVQ      mr+48(FP), R9
+	MOVW      k0+56(FP), AX
 	KMOVW     AX, K1
-	MOVW      k1+50(FP), AX
+	MOVW      k1+58(FP), AX
 	KMOVW     AX, K2
-	MOVB      load+52(FP), R11
+	MOVB      load+60(FP), R11
+	LEAQ      (CX)(CX*2), DX
+	ADDQ      SI, DX
+	LEAQ      (CX)(CX*2), R12
+	ADDQ      DX, R12
 	VPXORD    Z8, Z8, Z8
 	VPXORD    Z9, Z9, Z9
 	VPXORD    Z10, Z10, Z10
@@ -311,133 +316,1237 @@ avx_loop:
 	BYTE $0x52
 	BYTE $0x0e
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+4]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x01
+	BYTE $0x14
+	BYTE $0x0e
 
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+4]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x01
+	BYTE $0x1c
+	BYTE $0x0e
 
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+8]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x02
+	BYTE $0x24
+	BYTE $0x4e
 
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+8]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x02
+	BYTE $0x2c
+	BYTE $0x4e
 
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+12]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x03
+	BYTE $0x32
 
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+12]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x03
+	BYTE $0x3a
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+16]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x04
+	BYTE $0x8e
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x0c
+	BYTE $0x8e
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x14
+	BYTE $0x4a
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x1c
+	BYTE $0x4a
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x24
+	BYTE $0x24
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x2c
+	BYTE $0x24
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x34
+	BYTE $0x0c
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1]{1to16} (AVX512_BF16)
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x3c
+	BYTE    $0x0c
+	VMOVUPS 64(R13), Z0
+	VMOVUPS 1088(R13), Z1
+
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x01
+
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x01
+
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x01
+
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x01
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x01
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x01
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x01
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x01
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x01
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x01
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x01
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x01
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x01
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x01
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+4]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x01
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+4]{1to16} (AVX512_BF16)
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x01
+	VMOVUPS 128(R13), Z0
+	VMOVUPS 1152(R13), Z1
+
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x02
+
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x02
+
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x02
+
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x02
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x02
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x02
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x02
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x02
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x02
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x02
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x02
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x02
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x02
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x02
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+8]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x02
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+8]{1to16} (AVX512_BF16)
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x02
+	VMOVUPS 192(R13), Z0
+	VMOVUPS 1216(R13), Z1
+
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x03
+
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x03
+
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x03
+
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x03
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x03
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x03
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x03
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x03
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x03
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x03
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x03
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x03
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x03
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x03
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+12]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x03
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+12]{1to16} (AVX512_BF16)
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x03
+	VMOVUPS 256(R13), Z0
+	VMOVUPS 1280(R13), Z1
+
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
 	BYTE $0x04
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+16]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
 	BYTE $0x04
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+20]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x04
+
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x04
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x04
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x04
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x04
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x04
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x05
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x04
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+20]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x05
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x04
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+24]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x06
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x04
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+24]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x06
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x04
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+28]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+16]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x07
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x04
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+28]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x04
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+16]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x04
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+16]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x04
+	VMOVUPS 320(R13), Z0
+	VMOVUPS 1344(R13), Z1
+
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x05
+
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x05
+
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x05
+
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x05
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x05
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x05
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x05
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x05
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x05
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x05
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x05
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x05
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x05
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x05
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+20]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x05
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+20]{1to16} (AVX512_BF16)
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x05
+	VMOVUPS 384(R13), Z0
+	VMOVUPS 1408(R13), Z1
+
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x06
+
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x06
+
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x06
+
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x06
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x06
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x06
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x06
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x06
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x06
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x06
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x06
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x06
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x06
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x06
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+24]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x06
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+24]{1to16} (AVX512_BF16)
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x06
+	VMOVUPS 448(R13), Z0
+	VMOVUPS 1472(R13), Z1
+
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x46
+	BYTE $0x07
+
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4e
+	BYTE $0x07
+
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x07
+
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x07
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x07
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x07
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x07
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x07
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x07
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x07
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x07
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x07
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x07
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x07
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+28]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x07
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+28]{1to16} (AVX512_BF16)
+	BYTE    $0x62
+	BYTE    $0xc2
+	BYTE    $0x76
+	BYTE    $0x58
+	BYTE    $0x52
+	BYTE    $0x7c
+	BYTE    $0x0c
 	BYTE    $0x07
-	VMOVUPS 64(R13), Z0
-	VMOVUPS 1088(R13), Z1
+	VMOVUPS 512(R13), Z0
+	VMOVUPS 1536(R13), Z1
 
 	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
@@ -457,2176 +1566,1252 @@ avx_loop:
 	BYTE $0x4e
 	BYTE $0x08
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+36]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x09
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x09
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x0a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x0b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x0c
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x0d
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
+	BYTE $0x54
 	BYTE $0x0e
+	BYTE $0x08
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+56]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
+	BYTE $0x5c
 	BYTE $0x0e
+	BYTE $0x08
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x0f
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+60]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xe2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x0f
-	VMOVUPS 128(R13), Z0
-	VMOVUPS 1152(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+64]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x10
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+64]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
+	BYTE $0x64
 	BYTE $0x4e
-	BYTE $0x10
+	BYTE $0x08
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+68]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x11
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+68]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x11
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+72]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x12
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+72]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x12
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+76]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x13
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+76]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x13
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+80]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x14
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+80]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
+	BYTE $0x6c
 	BYTE $0x4e
-	BYTE $0x14
+	BYTE $0x08
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+84]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+32]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x08
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+32]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x08
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x15
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+84]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x15
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+88]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x16
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+88]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x16
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+92]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x17
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+92]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xe2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x17
-	VMOVUPS 192(R13), Z0
-	VMOVUPS 1216(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+96]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x18
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+96]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x18
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+100]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x19
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+100]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x19
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+104]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x1a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+104]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x1a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+108]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x1b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+108]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x1b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+112]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x1c
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+112]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x1c
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+116]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x1d
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+116]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x1d
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+120]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x1e
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+120]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x1e
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+124]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x1f
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+124]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xe2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x1f
-	VMOVUPS 256(R13), Z0
-	VMOVUPS 1280(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+128]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x20
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+128]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x20
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+132]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x21
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+132]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x21
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+136]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x22
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+136]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x22
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+140]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x23
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+140]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x23
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+144]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x24
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+144]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x24
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+148]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x25
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+148]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x25
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+152]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x26
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+152]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x26
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+156]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x27
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+156]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xe2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x27
-	VMOVUPS 320(R13), Z0
-	VMOVUPS 1344(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+160]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x28
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+160]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x28
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+164]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x29
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+164]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x29
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+168]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x2a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+168]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x2a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+172]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x2b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+172]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x2b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+176]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x2c
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+176]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x2c
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+180]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x2d
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+180]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x2d
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+184]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x2e
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+184]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x2e
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+188]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x2f
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+188]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xe2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x2f
-	VMOVUPS 384(R13), Z0
-	VMOVUPS 1408(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+192]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x30
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+192]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x30
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+196]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x31
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+196]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x31
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+200]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x32
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+200]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x32
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+204]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x33
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+204]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x33
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+208]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x34
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+208]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x34
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+212]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x35
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+212]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x35
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+216]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x36
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+216]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x36
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+220]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x37
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+220]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xe2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x37
-	VMOVUPS 448(R13), Z0
-	VMOVUPS 1472(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+224]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x38
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+224]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x38
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+228]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x39
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+228]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x39
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+232]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x3a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+232]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x3a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+236]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x3b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+236]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x3b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+240]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x3c
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+240]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x3c
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+244]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x3d
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+244]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x3d
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+248]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x3e
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+248]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x3e
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+252]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x3f
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+252]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xe2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x3f
-	VMOVUPS 512(R13), Z0
-	VMOVUPS 1536(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+256]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x40
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+256]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x40
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+260]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x41
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+260]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x41
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+264]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x42
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+264]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x42
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+268]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x43
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+268]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x43
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+272]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
 	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x08
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+272]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x44
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x08
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+276]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x45
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x08
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+276]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x45
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x08
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+280]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x46
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x08
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+280]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x46
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x08
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+284]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+32]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x47
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x08
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+284]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+32]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x47
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x08
 	VMOVUPS 576(R13), Z0
 	VMOVUPS 1600(R13), Z1
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+288]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
-	BYTE $0x48
+	BYTE $0x09
 
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+288]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
-	BYTE $0x48
+	BYTE $0x09
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+292]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x49
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x09
 
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+292]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x49
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x09
 
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+296]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x4a
+	BYTE $0x64
+	BYTE $0x4e
+	BYTE $0x09
 
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+296]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x4a
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x09
 
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+300]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x4b
+	BYTE $0x72
+	BYTE $0x09
 
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+300]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x4b
+	BYTE $0x7a
+	BYTE $0x09
 
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+304]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x46
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x09
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+36]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
 	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x09
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+304]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x4c
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+308]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x4d
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x09
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+308]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x4d
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x09
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+312]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x4e
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x09
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+312]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x4e
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x09
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+316]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+36]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x4f
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x09
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+316]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+36]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x4f
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x09
 	VMOVUPS 640(R13), Z0
 	VMOVUPS 1664(R13), Z1
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+320]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
-	BYTE $0x50
+	BYTE $0x0a
 
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+320]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
-	BYTE $0x50
+	BYTE $0x0a
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+324]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x51
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+324]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x51
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+328]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x52
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+328]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x52
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+332]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x53
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+332]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x53
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+336]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
 	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0a
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+336]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+40]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
 	BYTE $0x4e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+40]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+40]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0a
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+40]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x0a
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+40]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+40]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x0a
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+40]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
 	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x0a
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+340]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x55
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+340]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x55
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x0a
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+344]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x56
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x0a
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+344]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x56
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x0a
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+348]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+40]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x57
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x0a
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+348]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+40]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x57
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x0a
 	VMOVUPS 704(R13), Z0
 	VMOVUPS 1728(R13), Z1
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+352]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
-	BYTE $0x58
+	BYTE $0x0b
 
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+352]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
-	BYTE $0x58
+	BYTE $0x0b
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+356]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x59
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0b
 
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+356]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x59
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+360]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x5a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+360]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x5a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+364]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x5b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+364]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x5b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+368]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
 	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0b
 
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+368]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
+	BYTE $0x72
+	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
+	BYTE $0x64
 	BYTE $0x4e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+44]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+44]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0b
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+44]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x0b
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+44]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+44]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x0b
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+44]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x0b
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+44]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
 	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x0b
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+372]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x5d
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x0b
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+372]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x5d
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x0b
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+376]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+44]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x5e
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x0b
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+376]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x5e
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+380]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x5f
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+380]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+44]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x5f
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x0b
 	VMOVUPS 768(R13), Z0
 	VMOVUPS 1792(R13), Z1
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+384]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
-	BYTE $0x60
+	BYTE $0x0c
 
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+384]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
-	BYTE $0x60
+	BYTE $0x0c
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+388]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x61
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0c
 
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+388]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x61
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0c
 
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+392]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x62
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+392]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x62
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+396]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x63
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+396]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x63
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+400]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
 	BYTE $0x64
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+400]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
 	BYTE $0x4e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0c
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x0c
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x0c
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x0c
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x0c
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+48]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
 	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x0c
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+404]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x65
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+404]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x65
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x0c
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+408]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+48]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x66
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x0c
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+408]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x66
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+412]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x67
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+412]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+48]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x67
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x0c
 	VMOVUPS 832(R13), Z0
 	VMOVUPS 1856(R13), Z1
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+416]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
-	BYTE $0x68
+	BYTE $0x0d
 
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+416]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
-	BYTE $0x68
+	BYTE $0x0d
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+420]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x69
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0d
 
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+420]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x69
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0d
 
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+424]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x6a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+424]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x6a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+428]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x6b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+428]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x6b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+432]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x6c
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+432]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
+	BYTE $0x64
 	BYTE $0x4e
+	BYTE $0x0d
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+52]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
 	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0d
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+436]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+52]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0d
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+52]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x0d
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x6d
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x0d
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+436]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x6d
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x0d
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+440]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x6e
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x0d
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+440]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x6e
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x0d
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+444]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+52]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x6f
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x0d
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+444]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+52]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x0d
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+52]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x0d
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+52]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x6f
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x0d
 	VMOVUPS 896(R13), Z0
 	VMOVUPS 1920(R13), Z1
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+448]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
-	BYTE $0x70
+	BYTE $0x0e
 
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+448]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
-	BYTE $0x70
+	BYTE $0x0e
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+452]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x71
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0e
 
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+452]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x71
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0e
 
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+456]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+56]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x72
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+456]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x72
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+460]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x73
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+460]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x73
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+464]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x74
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+464]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
+	BYTE $0x64
 	BYTE $0x4e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0e
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x0e
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x0e
+
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x0e
+
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x0e
+
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x0e
+
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x0e
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+56]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
 	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x0e
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+468]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x75
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+468]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x75
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+472]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x76
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+472]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x76
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+476]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x77
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+476]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+56]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x77
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x0e
 	VMOVUPS 960(R13), Z0
 	VMOVUPS 1984(R13), Z1
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+480]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x46
-	BYTE $0x78
+	BYTE $0x0f
 
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+480]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
 	BYTE $0x4e
-	BYTE $0x78
+	BYTE $0x0f
 
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+484]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x79
+	BYTE $0x54
+	BYTE $0x0e
+	BYTE $0x0f
 
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+484]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x79
+	BYTE $0x5c
+	BYTE $0x0e
+	BYTE $0x0f
 
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+488]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x7a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+488]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x7a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rsi+492]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x7b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rsi+492]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7e
-	BYTE $0x7b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+496]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x7c
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+496]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
+	BYTE $0x64
 	BYTE $0x4e
-	BYTE $0x7c
+	BYTE $0x0f
 
-	// vdpbf16ps zmm18, zmm0, dword ptr [rsi+500]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+60]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x4e
+	BYTE $0x0f
+
+	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+60]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x72
+	BYTE $0x0f
+
+	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+60]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x7a
+	BYTE $0x0f
+
+	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x56
-	BYTE $0x7d
+	BYTE $0x44
+	BYTE $0x8e
+	BYTE $0x0f
 
-	// vdpbf16ps zmm19, zmm1, dword ptr [rsi+500]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x5e
-	BYTE $0x7d
+	BYTE $0x4c
+	BYTE $0x8e
+	BYTE $0x0f
 
-	// vdpbf16ps zmm20, zmm0, dword ptr [rsi+504]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x66
-	BYTE $0x7e
+	BYTE $0x54
+	BYTE $0x4a
+	BYTE $0x0f
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [rsi+504]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0xe2
 	BYTE $0x76
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x6e
-	BYTE $0x7e
+	BYTE $0x5c
+	BYTE $0x4a
+	BYTE $0x0f
 
-	// vdpbf16ps zmm22, zmm0, dword ptr [rsi+508]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm20, zmm0, dword ptr [r12+60]{1to16} (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7e
 	BYTE $0x58
 	BYTE $0x52
-	BYTE $0x76
-	BYTE $0x7f
+	BYTE $0x64
+	BYTE $0x24
+	BYTE $0x0f
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [rsi+508]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm21, zmm1, dword ptr [r12+60]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x76
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x6c
+	BYTE $0x24
+	BYTE $0x0f
+
+	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+60]{1to16} (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xc2
+	BYTE $0x7e
+	BYTE $0x58
+	BYTE $0x52
+	BYTE $0x74
+	BYTE $0x0c
+	BYTE $0x0f
+
+	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+60]{1to16} (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xe2
+	BYTE    $0xc2
 	BYTE    $0x76
 	BYTE    $0x58
 	BYTE    $0x52
-	BYTE    $0x7e
-	BYTE    $0x7f
-	ADDQ    $0x00000200, SI
+	BYTE    $0x7c
+	BYTE    $0x0c
+	BYTE    $0x0f
+	ADDQ    $0x40, SI
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, R12
 	ADDQ    $0x00000800, R13
 	DECQ    R8
 	JNZ     avx_loop
@@ -2717,5 +2902,73 @@ cvt_tail:
 	VMOVDQU16 Y20, K1, (DI)
 
 cvt_done:
+	VZEROUPPER
+	RET
+
+DATA bf16pairidx<>+0(SB)/8, $0x0011000100100000
+DATA bf16pairidx<>+8(SB)/8, $0x0013000300120002
+DATA bf16pairidx<>+16(SB)/8, $0x0015000500140004
+DATA bf16pairidx<>+24(SB)/8, $0x0017000700160006
+DATA bf16pairidx<>+32(SB)/8, $0x0019000900180008
+DATA bf16pairidx<>+40(SB)/8, $0x001b000b001a000a
+DATA bf16pairidx<>+48(SB)/8, $0x001d000d001c000c
+DATA bf16pairidx<>+56(SB)/8, $0x001f000f001e000e
+GLOBL bf16pairidx<>(SB), RODATA|NOPTR, $64
+
+// func pairsAVX512(dst *uint16, r0 *float32, r1 *float32, n int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·pairsAVX512(SB), NOSPLIT, $0-32
+	MOVQ      dst+0(FP), DI
+	MOVQ      r0+8(FP), SI
+	MOVQ      r1+16(FP), DX
+	MOVQ      n+24(FP), CX
+	VMOVDQU16 bf16pairidx<>+0(SB), Z30
+
+pairs_loop:
+	CMPQ    CX, $0x10
+	JB      pairs_tail
+	VMOVUPS (DX), Z1
+
+	// vcvtne2ps2bf16 zmm2, zmm1, zmmword ptr [rsi] (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0x16
+	VPERMW    Z2, Z30, Z3
+	VMOVDQU16 Z3, (DI)
+	ADDQ      $0x40, SI
+	ADDQ      $0x40, DX
+	ADDQ      $0x40, DI
+	SUBQ      $0x10, CX
+	JMP       pairs_loop
+
+pairs_tail:
+	TESTQ     CX, CX
+	JZ        pairs_done
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K1
+	ADDQ      CX, CX
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVD     AX, K2
+	VMOVUPS.Z (SI), K1, Z4
+	VMOVUPS.Z (DX), K1, Z1
+
+	// vcvtne2ps2bf16 zmm2, zmm1, zmm4 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xd4
+	VPERMW    Z2, Z30, Z3
+	VMOVDQU16 Z3, K2, (DI)
+
+pairs_done:
 	VZEROUPPER
 	RET

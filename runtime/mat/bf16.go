@@ -27,6 +27,7 @@ const (
 type bfState struct {
 	k      *bf16.Kernel
 	ap, bp []uint16
+	tmp    [][]uint16 // per worker: the pairs of PackAT and PackBT
 	job    bfJob
 }
 
@@ -54,18 +55,34 @@ type bfJob struct {
 	a, b               operand
 	m, n, kk, kp, ldc  int
 	ap, bp             []uint16
-	panels, blocks     int // B panels, A blocks
+	panels, blocks     int  // B panels, A blocks
+	bTasks, aTasks     int  // packing tasks of B, then A
+	bT, aT             bool // B, A packed from rows p (PackBT, PackAT: a task per packRowsBF p)
+	tmp                [][]uint16
 	tilesN             int
 	acc                bool
 }
 
-func (j *bfJob) Run(_, task int) {
+// packRowsBF is the inner indices one PackAT or PackBT task packs.
+const packRowsBF = 64
+
+func (j *bfJob) Run(worker, task int) {
 	if j.phase == 0 {
-		if task < j.panels {
+		if task < j.bTasks {
+			if j.bT {
+				p0 := task * packRowsBF
+				bf16.PackBT(j.bp, j.b.data, j.b.cs, j.n, j.kk, j.kp, p0, min(p0+packRowsBF, j.kp), j.tmp[worker])
+				return
+			}
 			bf16.PackB(j.bp[task*bf16.BPanel(j.kp):], j.b.data, j.b.rs, j.b.cs, task*bf16.NR, j.n, j.kk, j.kp)
 			return
 		}
-		t := task - j.panels
+		t := task - j.bTasks
+		if j.aT {
+			p0 := t * packRowsBF
+			j.k.PackAT(j.ap, j.a.data, j.a.cs, j.m, j.kk, j.kp, p0, min(p0+packRowsBF, j.kp), j.tmp[worker])
+			return
+		}
 		j.k.PackA(j.ap[t*j.k.ABlock(j.kp):], j.a.data, j.a.rs, j.a.cs, t*j.k.MR, j.m, j.kk, j.kp)
 		return
 	}
@@ -124,10 +141,27 @@ func (e *Engine) gemmBF16(c, res []float32, a, b operand, bias, asum []float32, 
 	if need := blocks * kn.ABlock(kp); len(e.bf.ap) < need {
 		e.bf.ap = make([]uint16, need)
 	}
+	workers := 1
+	if e.pool != nil {
+		workers = e.pool.Size()
+	}
+	if need := bf16.PairsLen(max(m, n)); len(e.bf.tmp) < workers || len(e.bf.tmp[0]) < need {
+		e.bf.tmp = make([][]uint16, workers)
+		for w := range e.bf.tmp {
+			e.bf.tmp[w] = make([]uint16, need)
+		}
+	}
 	j := &e.bf.job
 	*j = bfJob{k: kn, c: c, res: res, bias: bias, asum: asum, a: a, b: b, m: m, n: n, kk: k, kp: kp, ldc: ldc,
-		ap: e.bf.ap, bp: e.bf.bp, panels: panels, blocks: blocks, tilesN: ceilDiv(n, bfBlockN), acc: accumulate}
-	e.run(panels+blocks, j)
+		ap: e.bf.ap, bp: e.bf.bp, panels: panels, blocks: blocks, tilesN: ceilDiv(n, bfBlockN), acc: accumulate,
+		bT: b.rs == 1 && b.cs > 1, aT: a.rs == 1 && a.cs > 1, tmp: e.bf.tmp, bTasks: panels, aTasks: blocks}
+	if j.bT {
+		j.bTasks = ceilDiv(kp, packRowsBF)
+	}
+	if j.aT {
+		j.aTasks = ceilDiv(kp, packRowsBF)
+	}
+	e.run(j.bTasks+j.aTasks, j)
 	j.phase = 1
 	e.run(ceilDiv(m, bfBlockM)*j.tilesN, j)
 	*j = bfJob{}
