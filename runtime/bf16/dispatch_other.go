@@ -22,4 +22,6 @@ func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr
 
 func toBF16AVX512(dst *uint16, src *float32, n int) { panic("bf16: AVX512-BF16 in a build without it") }
 
-func pairsAVX512(dst *uint16, r0, r1 *float32, n int) { panic("bf16: AVX512-BF16 in a build without it") }
+func pairsAVX512(dst *uint16, r0, r1 *float32, n int) {
+	panic("bf16: AVX512-BF16 in a build without it")
+}

@@ -38,7 +38,7 @@ func BenchmarkLinearPrecision(b *testing.B) {
 	}
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, sp := range []struct {
-		spec       string
+		spec      string
 		m, d, ffn int
 	}{{"random", 2048, 128, 512}, {"mid", 4096, 256, 1024}} {
 		for _, sh := range [][2]int{{sp.d, sp.d}, {sp.d, sp.ffn}, {sp.ffn, sp.d}} {
