@@ -97,17 +97,23 @@ func tileConfig(ctx *build.Context) Mem {
 	return m
 }
 
-// gemmAMX: C (32×32 float32, row stride ldc bytes) = or += A·Bᵀ over
-// 32·steps of the inner dimension, A a row-major block of 32 rows of bf16
-// (row stride lda bytes), B a packed panel (2048 bytes per step). Four
-// accumulator tiles tmm0–3 (the 2×2 16×16 quarters of C), A in tmm4–5, B
-// in tmm6–7. The tile state is configured and released inside the call.
+// gemmAMX: C (32×32 float32 tiles, row stride ldc bytes) = or += A·Bᵀ
+// over 32·steps of the inner dimension, A a row-major block of 32 rows of
+// bf16 (row stride lda bytes), B a packed panel (2048 bytes per step), for
+// tiles ≥ 1 tiles down the panel: tile t reads A at a + t·as and writes C
+// at c + t·cs (bytes). Four accumulator tiles tmm0–3 (the 2×2 16×16
+// quarters of C), A in tmm4–5, B in tmm6–7. The tile state is configured
+// once and released inside the call; between tiles the call moves its
+// arguments on in their frame slots, keeping nothing in registers.
 func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Function("gemmAMX")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool)")
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles, as, cs int)")
 	ctx.Pragma("noescape")
-	doc := "gemmAMX computes C (+)= A·Bᵀ for a 32×32 C over 32·steps of the inner dimension, steps ≥ 1 (AMX-TILE, AMX-BF16)."
+	doc := "gemmAMX computes C (+)= A·Bᵀ for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16)."
+	ctx.LEAQ(cfg, RAX)
+	e.Add(x86enc.LDTILECFG(x86enc.M(x86enc.AX, 0)))
+	ctx.Label("amx_tile")
 	ctx.Load(ctx.Param("c"), RDI)
 	ctx.Load(ctx.Param("a"), RSI)
 	ctx.Load(ctx.Param("b"), R13)
@@ -120,11 +126,9 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.ADDQ(RSI, R12) // A rows 16–31
 	ctx.MOVQ(RBX, R10)
 	ctx.SHLQ(U8(4), R10)
-	ctx.ADDQ(RDI, R10)     // C rows 16–31
+	ctx.ADDQ(RDI, R10)      // C rows 16–31
 	ctx.MOVQ(U32(64), RDX) // B tile row stride: one half is 16 rows of 64 bytes
-	ctx.LEAQ(cfg, RAX)
 	mi := x86enc.MI
-	e.Add(x86enc.LDTILECFG(x86enc.M(x86enc.AX, 0)))
 	ctx.TESTB(R9B, R9B)
 	ctx.JZ(LabelRef("amx_zero"))
 	e.Add(x86enc.TILELOADD(x86enc.T(0), mi(x86enc.DI, x86enc.BX, 1, 0)))
@@ -154,6 +158,21 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	e.Add(x86enc.TILESTORED(mi(x86enc.DI, x86enc.BX, 1, 64), x86enc.T(1)))
 	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 0), x86enc.T(2)))
 	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 64), x86enc.T(3)))
+	ctx.Comment("Next tile: move a and c on by as and cs in their frame slots.")
+	ctx.Load(ctx.Param("tiles"), R11)
+	ctx.DECQ(R11)
+	ctx.JZ(LabelRef("amx_done"))
+	ctx.Store(R11, ctx.Param("tiles"))
+	ctx.Load(ctx.Param("a"), RSI)
+	ctx.Load(ctx.Param("as"), RAX)
+	ctx.ADDQ(RAX, RSI)
+	ctx.Store(RSI, ctx.Param("a"))
+	ctx.Load(ctx.Param("c"), RDI)
+	ctx.Load(ctx.Param("cs"), RAX)
+	ctx.ADDQ(RAX, RDI)
+	ctx.Store(RDI, ctx.Param("c"))
+	ctx.JMP(LabelRef("amx_tile"))
+	ctx.Label("amx_done")
 	e.Add(x86enc.TILERELEASE(), nil)
 	ctx.RET()
 	return doc

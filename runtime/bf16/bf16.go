@@ -200,14 +200,16 @@ func (k *Kernel) ABlock(kp int) int { return k.MR * LDA(kp) }
 // dimension kp.
 func BPanel(kp int) int { return NR * kp }
 
-// Tile computes C (+)= A·Bᵀ on the mr×nr corner (mr ≤ MR, nr ≤ NR) of c
-// (row stride ldc floats) over the inner indices [kb, kb+kl) (multiples of
-// Step) of a packed A block and B panel of padded depth kp: C =
-// Σ_p A(i, p)·B(j, p), added to c's values when load, else overwriting
-// them. Elements of c outside the corner are neither read nor written.
+// Tile computes C (+)= A·Bᵀ on the mr×nr corner (nr ≤ NR; mr rows, in
+// ⌈mr/MR⌉ tiles) of c (row stride ldc floats) over the inner indices [kb,
+// kb+kl) (multiples of Step) of packed A blocks (back to back, ABlock(kp)
+// each) and a B panel of padded depth kp: C = Σ_p A(i, p)·B(j, p), added
+// to c's values when load, else overwriting them. Elements of c outside
+// the corner are neither read nor written.
 func (k *Kernel) Tile(kp, kb, kl int, a, b []uint16, c []float32, ldc, mr, nr int, load bool) {
-	if kb%Step != 0 || kl%Step != 0 || kl <= 0 || kb+kl > kp || mr < 1 || mr > k.MR || nr < 1 || nr > NR ||
-		len(a) < k.ABlock(kp) || len(b) < BPanel(kp) || ldc < nr || len(c) < (mr-1)*ldc+nr {
+	tiles := (mr + k.MR - 1) / k.MR
+	if kb%Step != 0 || kl%Step != 0 || kl <= 0 || kb+kl > kp || mr < 1 || nr < 1 || nr > NR ||
+		len(a) < tiles*k.ABlock(kp) || len(b) < BPanel(kp) || ldc < nr || len(c) < (mr-1)*ldc+nr {
 		panic(fmt.Sprintf("bf16: Tile(kp %d, kb %d, kl %d, len(a) %d, len(b) %d, len(c) %d, ldc %d, mr %d, nr %d) outside the %s kernel's %d×%d contract",
 			kp, kb, kl, len(a), len(b), len(c), ldc, mr, nr, k.Level, k.MR, NR))
 	}
@@ -215,8 +217,14 @@ func (k *Kernel) Tile(kp, kb, kl int, a, b []uint16, c []float32, ldc, mr, nr in
 }
 
 // tileGo is the Go level: each pair's two products added to the float32
-// sum in order.
+// sum in order, a tile of 8 rows at a time.
 func tileGo(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
+	for i0 := 0; i0 < mr; i0 += 8 {
+		tileGo8(steps, a[i0*lda:], lda, b, c[i0*ldc:], ldc, min(8, mr-i0), nr, load)
+	}
+}
+
+func tileGo8(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
 	var acc [8][NR]float32
 	if load {
 		for i := 0; i < mr; i++ {

@@ -104,17 +104,25 @@ func tol(abs float64, k int) float64 { return 2*float64(k+1)*0x1p-24*abs + 1e-30
 
 // gemm runs C (+)= A·Bᵀ through kernel kn on operands A [m, k] and B [n, k]
 // (row-major, contiguous), packing them, k blocked into kc (a multiple of
-// Step).
-func gemm(kn *Kernel, c, a, b []float32, m, n, k, kc int, load bool) {
+// Step): a call per tile of MR rows, or with whole, a call per B panel
+// over all rows.
+func gemm(kn *Kernel, c, a, b []float32, m, n, k, kc int, load, whole bool) {
 	kp := Pad(k)
-	ap := make([]uint16, kn.ABlock(kp))
+	blocks := (m + kn.MR - 1) / kn.MR
+	ap := make([]uint16, blocks*kn.ABlock(kp))
 	bp := make([]uint16, BPanel(kp))
+	for i0 := 0; i0 < m; i0 += kn.MR {
+		kn.PackA(ap[i0/kn.MR*kn.ABlock(kp):], a, k, 1, i0, m, k, kp)
+	}
 	for j0 := 0; j0 < n; j0 += NR {
 		PackB(bp, b, k, 1, j0, n, k, kp)
-		for i0 := 0; i0 < m; i0 += kn.MR {
-			kn.PackA(ap, a, k, 1, i0, m, k, kp)
-			for kb := 0; kb < kp; kb += kc {
-				kn.Tile(kp, kb, min(kc, kp-kb), ap, bp, c[i0*n+j0:], n, min(kn.MR, m-i0), min(NR, n-j0), load || kb > 0)
+		for kb := 0; kb < kp; kb += kc {
+			if whole {
+				kn.Tile(kp, kb, min(kc, kp-kb), ap, bp, c[j0:], n, m, min(NR, n-j0), load || kb > 0)
+				continue
+			}
+			for i0 := 0; i0 < m; i0 += kn.MR {
+				kn.Tile(kp, kb, min(kc, kp-kb), ap[i0/kn.MR*kn.ABlock(kp):], bp, c[i0*n+j0:], n, min(kn.MR, m-i0), min(NR, n-j0), load || kb > 0)
 			}
 		}
 	}
@@ -127,18 +135,19 @@ func TestTile(t *testing.T) {
 	for _, kn := range levels(t) {
 		t.Run(kn.Level.String(), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
-			for _, sh := range [][3]int{{1, 1, 1}, {8, 32, 32}, {32, 32, 32}, {7, 31, 33}, {33, 33, 63}, {40, 70, 100}, {65, 64, 256}, {31, 17, 1000}, {64, 96, 512}} {
+			for _, sh := range [][3]int{{1, 1, 1}, {8, 32, 32}, {32, 32, 32}, {7, 31, 33}, {33, 33, 63}, {40, 70, 100}, {65, 64, 256}, {31, 17, 1000}, {64, 96, 512}, {100, 64, 64}, {96, 33, 40}} {
 				m, n, k := sh[0], sh[1], sh[2]
 				for _, kc := range []int{Pad(k), 64} {
-					for _, load := range []bool{false, true} {
-						name := fmt.Sprintf("m%d n%d k%d kc%d load %v", m, n, k, kc, load)
+					for _, mode := range []int{0, 1, 2, 3} {
+						load, whole := mode&1 == 1, mode&2 == 2
+						name := fmt.Sprintf("m%d n%d k%d kc%d load %v whole %v", m, n, k, kc, load, whole)
 						a, b, c0 := randn(r, m*k), randn(r, n*k), randn(r, m*n)
 						ref, abs := gemmRef(c0, a, b, m, n, k)
 						if !load {
 							ref, abs = gemmRef(make([]float32, m*n), a, b, m, n, k)
 						}
 						c := append([]float32(nil), c0...)
-						gemm(kn, c, a, b, m, n, k, kc, load)
+						gemm(kn, c, a, b, m, n, k, kc, load, whole)
 						for i := range c {
 							if d := math.Abs(float64(c[i]) - ref[i]); !(d <= tol(abs[i], k)) {
 								t.Fatalf("%s: c[%d] = %v, reference %v, bound %v", name, i, c[i], ref[i], tol(abs[i], k))

@@ -27,28 +27,38 @@ var amxOnce = sync.OnceValue(func() error {
 
 func hasAMX() error { return amxOnce() }
 
-// tileAMX runs gemmAMX on the corner: in place when it is the whole 32×32
-// tile, else through a 32×32 buffer (the packed A and B are zero past the
-// edge, so the buffer's other elements are products of zeros).
+// tileAMX runs gemmAMX on the mr×nr corner: its full 32×32 tiles in one
+// call, in place; a partial tile (rows or columns) through a 32×32 buffer
+// (the packed A and B are zero past the edge, so the buffer's other
+// elements are products of zeros).
 func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
-	if mr == 32 && nr == 32 {
-		gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, load)
-		return
+	full := 0
+	if nr == 32 {
+		full = mr / 32
 	}
-	var buf [32 * 32]float32
-	if load {
-		for i := 0; i < mr; i++ {
-			copy(buf[i*32:i*32+nr], c[i*ldc:i*ldc+nr])
+	if full > 0 {
+		gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, load, full, 2*32*lda, 4*32*ldc)
+	}
+	for i0 := full * 32; i0 < mr; i0 += 32 {
+		rows := min(32, mr-i0)
+		var buf [32 * 32]float32
+		cs := c[i0*ldc:]
+		if load {
+			for i := 0; i < rows; i++ {
+				copy(buf[i*32:i*32+nr], cs[i*ldc:i*ldc+nr])
+			}
 		}
-	}
-	gemmAMX(steps, &a[0], 2*lda, &b[0], &buf[0], 128, load)
-	for i := 0; i < mr; i++ {
-		copy(c[i*ldc:i*ldc+nr], buf[i*32:i*32+nr])
+		gemmAMX(steps, &a[i0*lda], 2*lda, &b[0], &buf[0], 128, load, 1, 0, 0)
+		for i := 0; i < rows; i++ {
+			copy(cs[i*ldc:i*ldc+nr], buf[i*32:i*32+nr])
+		}
 	}
 }
 
 func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
 	k0 := uint16(1<<min(nr, 16) - 1)
 	k1 := uint16(1<<max(nr-16, 0) - 1)
-	gemmAVX512(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, mr, k0, k1, load)
+	for i0 := 0; i0 < mr; i0 += 8 {
+		gemmAVX512(steps, &a[i0*lda], 2*lda, &b[0], &c[i0*ldc], 4*ldc, min(8, mr-i0), k0, k1, load)
+	}
 }

@@ -4,12 +4,12 @@
 
 package bf16
 
-// gemmAMX computes C (+)= A·Bᵀ for a 32×32 C over 32·steps of the inner dimension, steps ≥ 1 (AMX-TILE, AMX-BF16).
+// gemmAMX computes C (+)= A·Bᵀ for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16).
 //
 // Requires (encoded by x86enc, checked by the caller): AMX_BF16, AMX_TILE.
 //
 //go:noescape
-func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool)
+func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int)
 
 // gemmAVX512 computes C (+)= A·Bᵀ for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F).
 //

@@ -14,30 +14,32 @@ DATA bf16tilecfg<>+48(SB)/8, $0x1010101010101010
 DATA bf16tilecfg<>+56(SB)/8, $0x0000000000000000
 GLOBL bf16tilecfg<>(SB), RODATA|NOPTR, $64
 
-// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool)
-TEXT ·gemmAMX(SB), NOSPLIT, $0-49
-	MOVQ c+32(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+24(FP), R13
-	MOVQ steps+0(FP), R8
-	MOVQ lda+16(FP), CX
-	MOVQ ldc+40(FP), BX
-	MOVB load+48(FP), R9
-	MOVQ CX, R12
-	SHLQ $0x04, R12
-	ADDQ SI, R12
-	MOVQ BX, R10
-	SHLQ $0x04, R10
-	ADDQ DI, R10
-	MOVQ $0x00000040, DX
+// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int)
+TEXT ·gemmAMX(SB), NOSPLIT, $0-80
 	LEAQ bf16tilecfg<>+0(SB), AX
 
 	// ldtilecfg [rax] (AMX_TILE)
-	BYTE  $0xc4
-	BYTE  $0xe2
-	BYTE  $0x78
-	BYTE  $0x49
-	BYTE  $0x00
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x78
+	BYTE $0x49
+	BYTE $0x00
+
+amx_tile:
+	MOVQ  c+32(FP), DI
+	MOVQ  a+8(FP), SI
+	MOVQ  b+24(FP), R13
+	MOVQ  steps+0(FP), R8
+	MOVQ  lda+16(FP), CX
+	MOVQ  ldc+40(FP), BX
+	MOVB  load+48(FP), R9
+	MOVQ  CX, R12
+	SHLQ  $0x04, R12
+	ADDQ  SI, R12
+	MOVQ  BX, R10
+	SHLQ  $0x04, R10
+	ADDQ  DI, R10
+	MOVQ  $0x00000040, DX
 	TESTB R9, R9
 	JZ    amx_zero
 
@@ -210,6 +212,22 @@ amx_loop:
 	BYTE $0x1a
 	BYTE $0x40
 
+	// Next tile: move a and c on by as and cs in their frame slots.
+	MOVQ tiles+56(FP), R11
+	DECQ R11
+	JZ   amx_done
+	MOVQ R11, tiles+56(FP)
+	MOVQ a+8(FP), SI
+	MOVQ as+64(FP), AX
+	ADDQ AX, SI
+	MOVQ SI, a+8(FP)
+	MOVQ c+32(FP), DI
+	MOVQ cs+72(FP), AX
+	ADDQ AX, DI
+	MOVQ DI, c+32(FP)
+	JMP  amx_tile
+
+amx_done:
 	// tilerelease (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2

@@ -31,7 +31,7 @@ func TestAMXSurvivesPreemption(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	a, b, c0 := randn(r, m*k), randn(r, n*k), randn(r, m*n)
 	want := slices.Clone(c0)
-	gemm(kn, want, a, b, m, n, k, 512, true)
+	gemm(kn, want, a, b, m, n, k, 512, true, true)
 
 	var stop atomic.Bool
 	var sent, calls atomic.Int64
@@ -48,7 +48,7 @@ func TestAMXSurvivesPreemption(t *testing.T) {
 		c := make([]float32, len(c0))
 		for !stop.Load() {
 			copy(c, c0)
-			gemm(kn, c, a, b, m, n, k, 512, true)
+			gemm(kn, c, a, b, m, n, k, 512, true, true)
 			calls.Add(1)
 			for i := range c {
 				if c[i] != want[i] {

@@ -103,9 +103,8 @@ func (j *bfJob) Run(worker, task int) {
 		load := j.acc || j.res != nil || kb > 0
 		for jr := j0; jr < j1; jr += bf16.NR {
 			bpan := j.bp[jr/bf16.NR*bb:][:bb]
-			for ir := i0; ir < i1; ir += mr {
-				j.k.Tile(j.kp, kb, kl, j.ap[ir/mr*ab:][:ab], bpan, c[ir*ldc+jr:], ldc, min(mr, i1-ir), min(bf16.NR, j1-jr), load)
-			}
+			// All the block's rows down the panel in one call.
+			j.k.Tile(j.kp, kb, kl, j.ap[i0/mr*ab:][:ceilDiv(i1-i0, mr)*ab], bpan, c[i0*ldc+jr:], ldc, i1-i0, min(bf16.NR, j1-jr), load)
 		}
 	}
 	if j.bias != nil {
@@ -118,12 +117,27 @@ func (j *bfJob) Run(worker, task int) {
 		}
 	}
 	if j.asum != nil && j0 == 0 {
-		for i := i0; i < i1; i++ {
-			var s float32
+		// A's row sums in float32, each over p in increasing order: with
+		// A's rows strided (rs 1, a transposed output gradient) p runs
+		// outermost over contiguous runs of rows.
+		var sums [bfBlockM]float32
+		s := sums[:i1-i0]
+		if j.a.rs == 1 {
 			for p := 0; p < j.kk; p++ {
-				s += j.a.at(i, p)
+				row := j.a.data[i0+p*j.a.cs:][:len(s)]
+				for x, v := range row {
+					s[x] += v
+				}
 			}
-			j.asum[i] += s
+		} else {
+			for x := range s {
+				for p := 0; p < j.kk; p++ {
+					s[x] += j.a.at(i0+x, p)
+				}
+			}
+		}
+		for x, v := range s {
+			j.asum[i0+x] += v
 		}
 	}
 }
