@@ -126,7 +126,7 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.ADDQ(RSI, R12) // A rows 16–31
 	ctx.MOVQ(RBX, R10)
 	ctx.SHLQ(U8(4), R10)
-	ctx.ADDQ(RDI, R10)      // C rows 16–31
+	ctx.ADDQ(RDI, R10)     // C rows 16–31
 	ctx.MOVQ(U32(64), RDX) // B tile row stride: one half is 16 rows of 64 bytes
 	mi := x86enc.MI
 	ctx.TESTB(R9B, R9B)
