@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
 // levels returns the kernels of every level that runs here, and logs the
@@ -225,6 +227,12 @@ func TestBest(t *testing.T) {
 	t.Setenv(EnvBF16, "")
 	if l, _ := Best(AVX512BF16); l == AMX {
 		t.Errorf("limit AVX512BF16 chose AMX")
+	}
+	// Float32 kernels below AVX-512 (SYNTHGEN_ISA=avx2) allow no bf16.
+	for _, isa := range []kernels.ISA{kernels.Go, kernels.AVX2} {
+		if l, err := ForISA(isa); l != None || !errors.Is(err, ErrNoFeature) {
+			t.Errorf("ForISA(%s) = %s, %v; want none", isa, l, err)
+		}
 	}
 }
 
