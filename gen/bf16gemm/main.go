@@ -183,8 +183,8 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 // = or += A·Bᵀ over 32·steps of the inner dimension, A a row-major block
 // of 8 rows of bf16 (row stride lda bytes), B a packed panel. Sixteen
 // accumulators zmm8–23 (row i's halves in 8+2i and 9+2i); per q the two
-// halves of B's pairs in zmm0–1 and each row's pair broadcast from memory
-// into VDPBF16PS. Row i of A is addressed from three bases (rows 0, 3
+// halves of B's pairs in zmm0–1 and each row's pair broadcast into a register
+// (VPBROADCASTD) for its two VDPBF16PS. Row i of A is addressed from three bases (rows 0, 3
 // and 6) and the row stride as an index with scale 1, 2 or 4. Rows i ≥ mr
 // of C are neither read nor written.
 func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
@@ -230,25 +230,28 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		}
 	}
 	ctx.Label("avx_loop")
-	rows := []x86enc.Mem{
-		x86enc.M(x86enc.SI, 0),
-		x86enc.MI(x86enc.SI, x86enc.CX, 1, 0),
-		x86enc.MI(x86enc.SI, x86enc.CX, 2, 0),
-		x86enc.M(x86enc.DX, 0),
-		x86enc.MI(x86enc.SI, x86enc.CX, 4, 0),
-		x86enc.MI(x86enc.DX, x86enc.CX, 2, 0),
-		x86enc.M(x86enc.R12, 0),
-		x86enc.MI(x86enc.R12, x86enc.CX, 1, 0),
+	rows := []Mem{
+		{Base: RSI},
+		{Base: RSI, Index: RCX, Scale: 1},
+		{Base: RSI, Index: RCX, Scale: 2},
+		{Base: RDX},
+		{Base: RSI, Index: RCX, Scale: 4},
+		{Base: RDX, Index: RCX, Scale: 2},
+		{Base: R12},
+		{Base: R12, Index: RCX, Scale: 1},
 	}
 	for q := 0; q < 16; q++ {
 		ctx.VMOVUPS(Mem{Base: R13, Disp: 64 * q}, Z0)
 		ctx.VMOVUPS(Mem{Base: R13, Disp: 1024 + 64*q}, Z1)
 		for i, row := range rows {
+			// Row i's pair, broadcast once into one of zmm2–7 (in turn, so
+			// consecutive rows do not wait on one register) for both halves.
 			m := row
-			m.Disp += int32(4 * q)
-			m = m.Broadcast()
-			e.Add(x86enc.VDPBF16PS(x86enc.Z(8+2*i), x86enc.NoMask, x86enc.Z(0), m))
-			e.Add(x86enc.VDPBF16PS(x86enc.Z(9+2*i), x86enc.NoMask, x86enc.Z(1), m))
+			m.Disp = 4 * q
+			bc := 2 + (8*q+i)%6
+			ctx.VPBROADCASTD(m, []VecPhysical{Z2, Z3, Z4, Z5, Z6, Z7}[bc-2])
+			e.Add(x86enc.VDPBF16PS(x86enc.Z(8+2*i), x86enc.NoMask, x86enc.Z(0), x86enc.Z(bc)))
+			e.Add(x86enc.VDPBF16PS(x86enc.Z(9+2*i), x86enc.NoMask, x86enc.Z(1), x86enc.Z(bc)))
 		}
 	}
 	ctx.ADDQ(U8(64), RSI)

@@ -315,2518 +315,2214 @@ TEXT ·gemmAVX512(SB), NOSPLIT, $0-61
 	VMOVUPS.Z 64(R10), K2, Z23
 
 avx_loop:
-	VMOVUPS (R13), Z0
-	VMOVUPS 1024(R13), Z1
+	VMOVUPS      (R13), Z0
+	VMOVUPS      1024(R13), Z1
+	VPBROADCASTD (SI), Z2
 
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm8, zmm0, zmm2 (AVX512_BF16)
 	BYTE $0x62
 	BYTE $0x72
 	BYTE $0x7e
-	BYTE $0x58
+	BYTE $0x48
 	BYTE $0x52
-	BYTE $0x06
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x0e
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x14
-	BYTE $0x0e
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x1c
-	BYTE $0x0e
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x24
-	BYTE $0x4e
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x2c
-	BYTE $0x4e
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x32
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x3a
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x04
-	BYTE $0x8e
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x0c
-	BYTE $0x8e
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x14
-	BYTE $0x4a
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x1c
-	BYTE $0x4a
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12]{1to16} (AVX512_BF16)
-	BYTE $0x62
 	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x24
-	BYTE $0x24
 
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm9, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD (SI)(CX*1), Z3
+
+	// vdpbf16ps zmm10, zmm0, zmm3 (AVX512_BF16)
 	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x2c
-	BYTE $0x24
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
+	BYTE $0x72
 	BYTE $0x7e
-	BYTE $0x58
+	BYTE $0x48
 	BYTE $0x52
-	BYTE $0x34
-	BYTE $0x0c
+	BYTE $0xd3
 
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1]{1to16} (AVX512_BF16)
+	// vdpbf16ps zmm11, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD (SI)(CX*2), Z4
+
+	// vdpbf16ps zmm12, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm13, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD (DX), Z5
+
+	// vdpbf16ps zmm14, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm15, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VPBROADCASTD (SI)(CX*4), Z6
+
+	// vdpbf16ps zmm16, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm17, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD (DX)(CX*2), Z7
+
+	// vdpbf16ps zmm18, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm19, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD (R12), Z2
+
+	// vdpbf16ps zmm20, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm21, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD (R12)(CX*1), Z3
+
+	// vdpbf16ps zmm22, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm23, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VMOVUPS      64(R13), Z0
+	VMOVUPS      1088(R13), Z1
+	VPBROADCASTD 4(SI), Z4
+
+	// vdpbf16ps zmm8, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm9, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 4(SI)(CX*1), Z5
+
+	// vdpbf16ps zmm10, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm11, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 4(SI)(CX*2), Z6
+
+	// vdpbf16ps zmm12, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm13, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 4(DX), Z7
+
+	// vdpbf16ps zmm14, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm15, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VPBROADCASTD 4(SI)(CX*4), Z2
+
+	// vdpbf16ps zmm16, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm17, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 4(DX)(CX*2), Z3
+
+	// vdpbf16ps zmm18, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm19, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 4(R12), Z4
+
+	// vdpbf16ps zmm20, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm21, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 4(R12)(CX*1), Z5
+
+	// vdpbf16ps zmm22, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm23, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VMOVUPS      128(R13), Z0
+	VMOVUPS      1152(R13), Z1
+	VPBROADCASTD 8(SI), Z6
+
+	// vdpbf16ps zmm8, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm9, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 8(SI)(CX*1), Z7
+
+	// vdpbf16ps zmm10, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm11, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 8(SI)(CX*2), Z2
+
+	// vdpbf16ps zmm12, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm13, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 8(DX), Z3
+
+	// vdpbf16ps zmm14, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm15, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VPBROADCASTD 8(SI)(CX*4), Z4
+
+	// vdpbf16ps zmm16, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm17, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 8(DX)(CX*2), Z5
+
+	// vdpbf16ps zmm18, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm19, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 8(R12), Z6
+
+	// vdpbf16ps zmm20, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm21, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 8(R12)(CX*1), Z7
+
+	// vdpbf16ps zmm22, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm23, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VMOVUPS      192(R13), Z0
+	VMOVUPS      1216(R13), Z1
+	VPBROADCASTD 12(SI), Z2
+
+	// vdpbf16ps zmm8, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm9, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 12(SI)(CX*1), Z3
+
+	// vdpbf16ps zmm10, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm11, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 12(SI)(CX*2), Z4
+
+	// vdpbf16ps zmm12, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm13, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 12(DX), Z5
+
+	// vdpbf16ps zmm14, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm15, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VPBROADCASTD 12(SI)(CX*4), Z6
+
+	// vdpbf16ps zmm16, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm17, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 12(DX)(CX*2), Z7
+
+	// vdpbf16ps zmm18, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm19, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 12(R12), Z2
+
+	// vdpbf16ps zmm20, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm21, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 12(R12)(CX*1), Z3
+
+	// vdpbf16ps zmm22, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm23, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VMOVUPS      256(R13), Z0
+	VMOVUPS      1280(R13), Z1
+	VPBROADCASTD 16(SI), Z4
+
+	// vdpbf16ps zmm8, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm9, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 16(SI)(CX*1), Z5
+
+	// vdpbf16ps zmm10, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm11, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 16(SI)(CX*2), Z6
+
+	// vdpbf16ps zmm12, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm13, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 16(DX), Z7
+
+	// vdpbf16ps zmm14, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm15, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VPBROADCASTD 16(SI)(CX*4), Z2
+
+	// vdpbf16ps zmm16, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm17, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 16(DX)(CX*2), Z3
+
+	// vdpbf16ps zmm18, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm19, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 16(R12), Z4
+
+	// vdpbf16ps zmm20, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm21, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 16(R12)(CX*1), Z5
+
+	// vdpbf16ps zmm22, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm23, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VMOVUPS      320(R13), Z0
+	VMOVUPS      1344(R13), Z1
+	VPBROADCASTD 20(SI), Z6
+
+	// vdpbf16ps zmm8, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm9, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 20(SI)(CX*1), Z7
+
+	// vdpbf16ps zmm10, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm11, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 20(SI)(CX*2), Z2
+
+	// vdpbf16ps zmm12, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm13, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 20(DX), Z3
+
+	// vdpbf16ps zmm14, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm15, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VPBROADCASTD 20(SI)(CX*4), Z4
+
+	// vdpbf16ps zmm16, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm17, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 20(DX)(CX*2), Z5
+
+	// vdpbf16ps zmm18, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm19, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 20(R12), Z6
+
+	// vdpbf16ps zmm20, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm21, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 20(R12)(CX*1), Z7
+
+	// vdpbf16ps zmm22, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm23, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VMOVUPS      384(R13), Z0
+	VMOVUPS      1408(R13), Z1
+	VPBROADCASTD 24(SI), Z2
+
+	// vdpbf16ps zmm8, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm9, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 24(SI)(CX*1), Z3
+
+	// vdpbf16ps zmm10, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm11, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 24(SI)(CX*2), Z4
+
+	// vdpbf16ps zmm12, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm13, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 24(DX), Z5
+
+	// vdpbf16ps zmm14, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm15, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VPBROADCASTD 24(SI)(CX*4), Z6
+
+	// vdpbf16ps zmm16, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm17, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 24(DX)(CX*2), Z7
+
+	// vdpbf16ps zmm18, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm19, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 24(R12), Z2
+
+	// vdpbf16ps zmm20, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm21, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 24(R12)(CX*1), Z3
+
+	// vdpbf16ps zmm22, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm23, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VMOVUPS      448(R13), Z0
+	VMOVUPS      1472(R13), Z1
+	VPBROADCASTD 28(SI), Z4
+
+	// vdpbf16ps zmm8, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm9, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 28(SI)(CX*1), Z5
+
+	// vdpbf16ps zmm10, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm11, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 28(SI)(CX*2), Z6
+
+	// vdpbf16ps zmm12, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm13, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 28(DX), Z7
+
+	// vdpbf16ps zmm14, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm15, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VPBROADCASTD 28(SI)(CX*4), Z2
+
+	// vdpbf16ps zmm16, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm17, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 28(DX)(CX*2), Z3
+
+	// vdpbf16ps zmm18, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm19, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 28(R12), Z4
+
+	// vdpbf16ps zmm20, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm21, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 28(R12)(CX*1), Z5
+
+	// vdpbf16ps zmm22, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm23, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VMOVUPS      512(R13), Z0
+	VMOVUPS      1536(R13), Z1
+	VPBROADCASTD 32(SI), Z6
+
+	// vdpbf16ps zmm8, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm9, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 32(SI)(CX*1), Z7
+
+	// vdpbf16ps zmm10, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm11, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 32(SI)(CX*2), Z2
+
+	// vdpbf16ps zmm12, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm13, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 32(DX), Z3
+
+	// vdpbf16ps zmm14, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm15, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VPBROADCASTD 32(SI)(CX*4), Z4
+
+	// vdpbf16ps zmm16, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm17, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 32(DX)(CX*2), Z5
+
+	// vdpbf16ps zmm18, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm19, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 32(R12), Z6
+
+	// vdpbf16ps zmm20, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm21, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 32(R12)(CX*1), Z7
+
+	// vdpbf16ps zmm22, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm23, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VMOVUPS      576(R13), Z0
+	VMOVUPS      1600(R13), Z1
+	VPBROADCASTD 36(SI), Z2
+
+	// vdpbf16ps zmm8, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm9, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 36(SI)(CX*1), Z3
+
+	// vdpbf16ps zmm10, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm11, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 36(SI)(CX*2), Z4
+
+	// vdpbf16ps zmm12, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm13, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 36(DX), Z5
+
+	// vdpbf16ps zmm14, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm15, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VPBROADCASTD 36(SI)(CX*4), Z6
+
+	// vdpbf16ps zmm16, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm17, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 36(DX)(CX*2), Z7
+
+	// vdpbf16ps zmm18, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm19, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 36(R12), Z2
+
+	// vdpbf16ps zmm20, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm21, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 36(R12)(CX*1), Z3
+
+	// vdpbf16ps zmm22, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm23, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VMOVUPS      640(R13), Z0
+	VMOVUPS      1664(R13), Z1
+	VPBROADCASTD 40(SI), Z4
+
+	// vdpbf16ps zmm8, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm9, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 40(SI)(CX*1), Z5
+
+	// vdpbf16ps zmm10, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm11, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 40(SI)(CX*2), Z6
+
+	// vdpbf16ps zmm12, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm13, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 40(DX), Z7
+
+	// vdpbf16ps zmm14, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm15, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VPBROADCASTD 40(SI)(CX*4), Z2
+
+	// vdpbf16ps zmm16, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm17, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 40(DX)(CX*2), Z3
+
+	// vdpbf16ps zmm18, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm19, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 40(R12), Z4
+
+	// vdpbf16ps zmm20, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm21, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 40(R12)(CX*1), Z5
+
+	// vdpbf16ps zmm22, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm23, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VMOVUPS      704(R13), Z0
+	VMOVUPS      1728(R13), Z1
+	VPBROADCASTD 44(SI), Z6
+
+	// vdpbf16ps zmm8, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm9, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 44(SI)(CX*1), Z7
+
+	// vdpbf16ps zmm10, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm11, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 44(SI)(CX*2), Z2
+
+	// vdpbf16ps zmm12, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm13, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 44(DX), Z3
+
+	// vdpbf16ps zmm14, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm15, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VPBROADCASTD 44(SI)(CX*4), Z4
+
+	// vdpbf16ps zmm16, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm17, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 44(DX)(CX*2), Z5
+
+	// vdpbf16ps zmm18, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm19, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 44(R12), Z6
+
+	// vdpbf16ps zmm20, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm21, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 44(R12)(CX*1), Z7
+
+	// vdpbf16ps zmm22, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm23, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VMOVUPS      768(R13), Z0
+	VMOVUPS      1792(R13), Z1
+	VPBROADCASTD 48(SI), Z2
+
+	// vdpbf16ps zmm8, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm9, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 48(SI)(CX*1), Z3
+
+	// vdpbf16ps zmm10, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm11, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 48(SI)(CX*2), Z4
+
+	// vdpbf16ps zmm12, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm13, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 48(DX), Z5
+
+	// vdpbf16ps zmm14, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm15, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VPBROADCASTD 48(SI)(CX*4), Z6
+
+	// vdpbf16ps zmm16, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm17, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 48(DX)(CX*2), Z7
+
+	// vdpbf16ps zmm18, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm19, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 48(R12), Z2
+
+	// vdpbf16ps zmm20, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm21, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 48(R12)(CX*1), Z3
+
+	// vdpbf16ps zmm22, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm23, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VMOVUPS      832(R13), Z0
+	VMOVUPS      1856(R13), Z1
+	VPBROADCASTD 52(SI), Z4
+
+	// vdpbf16ps zmm8, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm9, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 52(SI)(CX*1), Z5
+
+	// vdpbf16ps zmm10, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm11, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 52(SI)(CX*2), Z6
+
+	// vdpbf16ps zmm12, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm13, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 52(DX), Z7
+
+	// vdpbf16ps zmm14, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm15, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VPBROADCASTD 52(SI)(CX*4), Z2
+
+	// vdpbf16ps zmm16, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm17, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 52(DX)(CX*2), Z3
+
+	// vdpbf16ps zmm18, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm19, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 52(R12), Z4
+
+	// vdpbf16ps zmm20, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm21, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 52(R12)(CX*1), Z5
+
+	// vdpbf16ps zmm22, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm23, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VMOVUPS      896(R13), Z0
+	VMOVUPS      1920(R13), Z1
+	VPBROADCASTD 56(SI), Z6
+
+	// vdpbf16ps zmm8, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm9, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 56(SI)(CX*1), Z7
+
+	// vdpbf16ps zmm10, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm11, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 56(SI)(CX*2), Z2
+
+	// vdpbf16ps zmm12, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm13, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 56(DX), Z3
+
+	// vdpbf16ps zmm14, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm15, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfb
+	VPBROADCASTD 56(SI)(CX*4), Z4
+
+	// vdpbf16ps zmm16, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// vdpbf16ps zmm17, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	VPBROADCASTD 56(DX)(CX*2), Z5
+
+	// vdpbf16ps zmm18, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// vdpbf16ps zmm19, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	VPBROADCASTD 56(R12), Z6
+
+	// vdpbf16ps zmm20, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// vdpbf16ps zmm21, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	VPBROADCASTD 56(R12)(CX*1), Z7
+
+	// vdpbf16ps zmm22, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// vdpbf16ps zmm23, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	VMOVUPS      960(R13), Z0
+	VMOVUPS      1984(R13), Z1
+	VPBROADCASTD 60(SI), Z2
+
+	// vdpbf16ps zmm8, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// vdpbf16ps zmm9, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	VPBROADCASTD 60(SI)(CX*1), Z3
+
+	// vdpbf16ps zmm10, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// vdpbf16ps zmm11, zmm1, zmm3 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	VPBROADCASTD 60(SI)(CX*2), Z4
+
+	// vdpbf16ps zmm12, zmm0, zmm4 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// vdpbf16ps zmm13, zmm1, zmm4 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	VPBROADCASTD 60(DX), Z5
+
+	// vdpbf16ps zmm14, zmm0, zmm5 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x72
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// vdpbf16ps zmm15, zmm1, zmm5 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0x72
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	VPBROADCASTD 60(SI)(CX*4), Z6
+
+	// vdpbf16ps zmm16, zmm0, zmm6 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// vdpbf16ps zmm17, zmm1, zmm6 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	VPBROADCASTD 60(DX)(CX*2), Z7
+
+	// vdpbf16ps zmm18, zmm0, zmm7 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// vdpbf16ps zmm19, zmm1, zmm7 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	VPBROADCASTD 60(R12), Z2
+
+	// vdpbf16ps zmm20, zmm0, zmm2 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// vdpbf16ps zmm21, zmm1, zmm2 (AVX512_BF16)
+	BYTE         $0x62
+	BYTE         $0xe2
+	BYTE         $0x76
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	VPBROADCASTD 60(R12)(CX*1), Z3
+
+	// vdpbf16ps zmm22, zmm0, zmm3 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xe2
+	BYTE $0x7e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// vdpbf16ps zmm23, zmm1, zmm3 (AVX512_BF16)
 	BYTE    $0x62
-	BYTE    $0xc2
+	BYTE    $0xe2
 	BYTE    $0x76
-	BYTE    $0x58
+	BYTE    $0x48
 	BYTE    $0x52
-	BYTE    $0x3c
-	BYTE    $0x0c
-	VMOVUPS 64(R13), Z0
-	VMOVUPS 1088(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x01
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x01
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x01
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x01
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x01
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x01
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x01
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x01
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x01
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x01
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x01
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x01
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x01
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x01
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+4]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x01
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+4]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x01
-	VMOVUPS 128(R13), Z0
-	VMOVUPS 1152(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x02
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x02
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x02
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x02
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x02
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x02
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x02
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x02
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x02
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x02
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x02
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x02
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x02
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x02
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+8]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x02
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+8]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x02
-	VMOVUPS 192(R13), Z0
-	VMOVUPS 1216(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x03
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x03
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x03
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x03
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x03
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x03
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x03
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x03
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x03
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x03
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x03
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x03
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x03
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x03
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+12]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x03
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+12]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x03
-	VMOVUPS 256(R13), Z0
-	VMOVUPS 1280(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x04
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x04
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x04
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x04
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x04
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x04
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x04
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x04
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x04
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x04
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x04
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x04
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x04
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x04
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+16]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x04
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+16]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x04
-	VMOVUPS 320(R13), Z0
-	VMOVUPS 1344(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x05
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x05
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x05
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x05
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x05
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x05
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x05
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x05
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x05
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x05
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x05
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x05
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x05
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x05
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+20]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x05
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+20]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x05
-	VMOVUPS 384(R13), Z0
-	VMOVUPS 1408(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x06
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x06
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x06
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x06
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x06
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x06
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x06
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x06
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x06
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x06
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x06
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x06
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x06
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x06
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+24]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x06
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+24]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x06
-	VMOVUPS 448(R13), Z0
-	VMOVUPS 1472(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x07
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x07
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x07
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x07
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x07
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x07
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x07
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x07
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x07
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x07
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x07
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x07
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x07
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x07
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+28]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x07
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+28]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x07
-	VMOVUPS 512(R13), Z0
-	VMOVUPS 1536(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x08
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x08
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x08
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x08
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x08
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x08
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x08
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x08
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x08
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x08
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x08
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x08
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x08
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x08
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+32]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x08
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+32]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x08
-	VMOVUPS 576(R13), Z0
-	VMOVUPS 1600(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x09
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x09
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x09
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x09
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x09
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x09
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x09
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x09
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x09
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x09
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x09
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x09
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x09
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x09
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+36]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x09
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+36]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x09
-	VMOVUPS 640(R13), Z0
-	VMOVUPS 1664(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x0a
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x0a
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x0a
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x0a
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x0a
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x0a
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x0a
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x0a
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+40]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x0a
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+40]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x0a
-	VMOVUPS 704(R13), Z0
-	VMOVUPS 1728(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x0b
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x0b
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x0b
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x0b
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x0b
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x0b
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x0b
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x0b
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+44]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x0b
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+44]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x0b
-	VMOVUPS 768(R13), Z0
-	VMOVUPS 1792(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x0c
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x0c
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x0c
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x0c
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x0c
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x0c
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x0c
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x0c
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+48]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x0c
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+48]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x0c
-	VMOVUPS 832(R13), Z0
-	VMOVUPS 1856(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x0d
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x0d
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x0d
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x0d
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x0d
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x0d
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x0d
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x0d
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+52]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x0d
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+52]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x0d
-	VMOVUPS 896(R13), Z0
-	VMOVUPS 1920(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x0e
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x0e
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x0e
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x0e
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x0e
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x0e
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x0e
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x0e
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x0e
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x0e
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x0e
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x0e
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x0e
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x0e
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+56]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x0e
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+56]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x0e
-	VMOVUPS 960(R13), Z0
-	VMOVUPS 1984(R13), Z1
-
-	// vdpbf16ps zmm8, zmm0, dword ptr [rsi+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x46
-	BYTE $0x0f
-
-	// vdpbf16ps zmm9, zmm1, dword ptr [rsi+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4e
-	BYTE $0x0f
-
-	// vdpbf16ps zmm10, zmm0, dword ptr [rsi+rcx*1+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x0e
-	BYTE $0x0f
-
-	// vdpbf16ps zmm11, zmm1, dword ptr [rsi+rcx*1+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x0e
-	BYTE $0x0f
-
-	// vdpbf16ps zmm12, zmm0, dword ptr [rsi+rcx*2+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x4e
-	BYTE $0x0f
-
-	// vdpbf16ps zmm13, zmm1, dword ptr [rsi+rcx*2+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x4e
-	BYTE $0x0f
-
-	// vdpbf16ps zmm14, zmm0, dword ptr [rdx+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x72
-	BYTE $0x0f
-
-	// vdpbf16ps zmm15, zmm1, dword ptr [rdx+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0x72
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x7a
-	BYTE $0x0f
-
-	// vdpbf16ps zmm16, zmm0, dword ptr [rsi+rcx*4+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x44
-	BYTE $0x8e
-	BYTE $0x0f
-
-	// vdpbf16ps zmm17, zmm1, dword ptr [rsi+rcx*4+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x4c
-	BYTE $0x8e
-	BYTE $0x0f
-
-	// vdpbf16ps zmm18, zmm0, dword ptr [rdx+rcx*2+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x54
-	BYTE $0x4a
-	BYTE $0x0f
-
-	// vdpbf16ps zmm19, zmm1, dword ptr [rdx+rcx*2+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xe2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x5c
-	BYTE $0x4a
-	BYTE $0x0f
-
-	// vdpbf16ps zmm20, zmm0, dword ptr [r12+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x64
-	BYTE $0x24
-	BYTE $0x0f
-
-	// vdpbf16ps zmm21, zmm1, dword ptr [r12+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x76
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x6c
-	BYTE $0x24
-	BYTE $0x0f
-
-	// vdpbf16ps zmm22, zmm0, dword ptr [r12+rcx*1+60]{1to16} (AVX512_BF16)
-	BYTE $0x62
-	BYTE $0xc2
-	BYTE $0x7e
-	BYTE $0x58
-	BYTE $0x52
-	BYTE $0x74
-	BYTE $0x0c
-	BYTE $0x0f
-
-	// vdpbf16ps zmm23, zmm1, dword ptr [r12+rcx*1+60]{1to16} (AVX512_BF16)
-	BYTE    $0x62
-	BYTE    $0xc2
-	BYTE    $0x76
-	BYTE    $0x58
-	BYTE    $0x52
-	BYTE    $0x7c
-	BYTE    $0x0c
-	BYTE    $0x0f
+	BYTE    $0xfb
 	ADDQ    $0x40, SI
 	ADDQ    $0x40, DX
 	ADDQ    $0x40, R12
