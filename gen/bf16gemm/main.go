@@ -4,7 +4,7 @@
 // TILELOADD, TILEZERO, TDPBF16PS, TILESTORED, TILERELEASE) are encoded by
 // gen/x86enc as BYTE directives. Run by go generate in runtime/bf16:
 //
-//	go run ../../gen/bf16gemm -dir .
+//	go run ../../gen/bf16gemm
 //
 // Both kernels read the same packed B panel (see runtime/bf16's PackB):
 // 32 columns, and per 32-deep step of the inner dimension two halves of
@@ -64,7 +64,7 @@ func run(dir string) error {
 		return err
 	}
 	defer stubFile.Close()
-	pc := printer.Config{Argv: []string{"go", "run", "../../gen/bf16gemm", "-dir", "."}, Pkg: "bf16"}
+	pc := printer.Config{Argv: []string{"go", "run", "../../gen/bf16gemm"}, Pkg: "bf16"}
 	bc := &build.Config{ErrOut: os.Stderr, MaxErrors: 10, Passes: []pass.Interface{
 		pass.Compile,
 		&pass.Output{Writer: asmFile, Printer: printer.NewGoAsm(pc)},

@@ -23,7 +23,7 @@
 // bf16 per row (PackA, or PackAT for a transposed A).
 package bf16
 
-//go:generate go run ../../gen/bf16gemm -dir .
+//go:generate go run ../../gen/bf16gemm
 
 import (
 	"errors"
