@@ -117,14 +117,24 @@ func (j *bfJob) Run(worker, task int) {
 		}
 	}
 	if j.asum != nil && j0 == 0 {
-		// A's row sums in float32, each over p in increasing order: with
-		// A's rows strided (rs 1, a transposed output gradient) p runs
-		// outermost over contiguous runs of rows.
+		// A's row sums in float32 (the bias gradient, from the unrounded
+		// operand): with A's rows strided (rs 1, a transposed output
+		// gradient) p runs outermost over contiguous runs of rows.
 		var sums [bfBlockM]float32
 		s := sums[:i1-i0]
 		if j.a.rs == 1 {
-			for p := 0; p < j.kk; p++ {
-				row := j.a.data[i0+p*j.a.cs:][:len(s)]
+			p, cs := 0, j.a.cs
+			for ; p+4 <= j.kk; p += 4 { // four rows a pass: s is read and written a quarter as often
+				r0 := j.a.data[i0+p*cs:][:len(s)]
+				r1 := j.a.data[i0+(p+1)*cs:][:len(s)]
+				r2 := j.a.data[i0+(p+2)*cs:][:len(s)]
+				r3 := j.a.data[i0+(p+3)*cs:][:len(s)]
+				for x := range s {
+					s[x] += (r0[x] + r1[x]) + (r2[x] + r3[x])
+				}
+			}
+			for ; p < j.kk; p++ {
+				row := j.a.data[i0+p*cs:][:len(s)]
 				for x, v := range row {
 					s[x] += v
 				}
