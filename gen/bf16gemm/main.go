@@ -46,7 +46,7 @@ func run(dir string) error {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr("!purego")
 	cfg := tileConfig(ctx)
-	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs} {
+	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, transposeAT} {
 		e := &x86enc.Emitter{Ctx: ctx}
 		doc := k(ctx, e, cfg)
 		if err := e.Err(); err != nil {
@@ -319,20 +319,7 @@ func toBF16(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 // VPERMW interleaving the halves; the last n mod 16 under masks (elements
 // past n are neither read nor written).
 func pairs(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
-	idx := ctx.StaticGlobal("bf16pairidx")
-	ctx.DataAttributes(attr.RODATA | attr.NOPTR)
-	for w := 0; w < 32; w += 4 {
-		var q uint64
-		for k := 3; k >= 0; k-- {
-			x := w + k
-			v := uint64(x / 2) // even words from row 0 (the low half)
-			if x%2 == 1 {
-				v = uint64(16 + x/2) // odd words from row 1 (the high half)
-			}
-			q = q<<16 | v
-		}
-		ctx.AddDatum(2*w, U64(q))
-	}
+	idx := pairIndex(ctx)
 	ctx.Function("pairsAVX512")
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.SignatureExpr("func(dst *uint16, r0, r1 *float32, n int)")
@@ -373,6 +360,121 @@ func pairs(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.VPERMW(Z2, Z30, Z3)
 	ctx.VMOVDQU16(Z3, K2, Mem{Base: RDI})
 	ctx.Label("pairs_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}
+
+// pairIndexMem is the VPERMW index of pairs and transposeAT, emitted once.
+var pairIndexMem *Mem
+
+// pairIndex returns the VPERMW index interleaving the low and high 16
+// words of a register: word 2j from word j, word 2j+1 from word 16+j.
+func pairIndex(ctx *build.Context) Mem {
+	if pairIndexMem != nil {
+		return *pairIndexMem
+	}
+	idx := ctx.StaticGlobal("bf16pairidx")
+	ctx.DataAttributes(attr.RODATA | attr.NOPTR)
+	for w := 0; w < 32; w += 4 {
+		var q uint64
+		for k := 3; k >= 0; k-- {
+			x := w + k
+			v := uint64(x / 2) // even words from row 0 (the low half)
+			if x%2 == 1 {
+				v = uint64(16 + x/2) // odd words from row 1 (the high half)
+			}
+			q = q<<16 | v
+		}
+		ctx.AddDatum(2*w, U64(q))
+	}
+	pairIndexMem = &idx
+	return idx
+}
+
+// transposeAT packs one 32-deep step of 16 columns of a transposed A:
+// rows r < rows (of 32) of src (row stride ld bytes; 16 float32 each,
+// columns past cols zero) are paired (rows 2q and 2q+1: VCVTNE2PS2BF16,
+// VPERMW) into 16 registers of 16 pairs, transposed as a 16×16 matrix of
+// dwords (unpacks of dwords and qwords, then two rounds of VSHUFI32X4),
+// and column c's 16 pairs — 32 bf16, row c of the A block for this step —
+// stored at dst + c·ldd for c < store. Rows r ≥ rows are zero and are
+// not read.
+func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
+	idx := pairIndex(ctx)
+	ctx.Function("transposeATAVX512")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(dst *uint16, ldd int, src *float32, ld int, rows, cols, store int)")
+	ctx.Pragma("noescape")
+	doc := "transposeATAVX512 packs a 32-deep step of 16 columns of a transposed A into 16 rows of 32 bf16 pairs, nearest even (AVX512-BF16, AVX512BW)."
+	z := []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+		Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
+	// K1: the columns < cols (cols ≤ 16).
+	ctx.Load(ctx.Param("cols"), RCX)
+	ctx.MOVL(U32(1), EAX)
+	ctx.SHLL(CL, EAX)
+	ctx.DECL(EAX)
+	ctx.KMOVW(EAX, K1)
+	ctx.Load(ctx.Param("src"), RSI)
+	ctx.Load(ctx.Param("ld"), RCX)
+	ctx.Load(ctx.Param("rows"), R8)
+	ctx.Load(ctx.Param("store"), R9)
+	ctx.Load(ctx.Param("dst"), RDI)
+	ctx.Load(ctx.Param("ldd"), RBX)
+	ctx.VMOVDQU16(idx, Z31)
+	// Row pairs into z[0..15]: rows 2q, 2q+1 in zmm24, zmm25.
+	for q := 0; q < 16; q++ {
+		for h := 0; h < 2; h++ {
+			r := 2*q + h
+			reg := z[24+h]
+			zero, next := fmt.Sprintf("tr_zero%d", r), fmt.Sprintf("tr_next%d", r)
+			ctx.CMPQ(R8, U8(r))
+			ctx.JLE(LabelRef(zero))
+			ctx.VMOVUPS_Z(Mem{Base: RSI}, K1, reg)
+			ctx.ADDQ(RCX, RSI)
+			ctx.JMP(LabelRef(next))
+			ctx.Label(zero)
+			ctx.VPXORD(reg, reg, reg)
+			ctx.Label(next)
+		}
+		e.Add(x86enc.VCVTNE2PS2BF16(x86enc.Z(26), x86enc.NoMask, x86enc.Z(25), x86enc.Z(24)))
+		ctx.VPERMW(Z26, Z31, z[q])
+	}
+	// The 16×16 dword transpose: r (z0–15) → t (z16–31) → u (z0–15) → v
+	// (z16–31) → w (z0–15), w[c] holding column c.
+	r, t := z[:16], z[16:]
+	for k := 0; k < 8; k++ {
+		ctx.VPUNPCKLDQ(r[2*k+1], r[2*k], t[2*k])
+		ctx.VPUNPCKHDQ(r[2*k+1], r[2*k], t[2*k+1])
+	}
+	u := z[:16]
+	for k := 0; k < 4; k++ {
+		ctx.VPUNPCKLQDQ(t[4*k+2], t[4*k], u[4*k])
+		ctx.VPUNPCKHQDQ(t[4*k+2], t[4*k], u[4*k+1])
+		ctx.VPUNPCKLQDQ(t[4*k+3], t[4*k+1], u[4*k+2])
+		ctx.VPUNPCKHQDQ(t[4*k+3], t[4*k+1], u[4*k+3])
+	}
+	v := z[16:]
+	for _, h := range []int{0, 8} {
+		for j := 0; j < 4; j++ {
+			ctx.VSHUFI32X4(U8(0x88), u[h+j+4], u[h+j], v[h+j])
+			ctx.VSHUFI32X4(U8(0xdd), u[h+j+4], u[h+j], v[h+j+4])
+		}
+	}
+	w := z[:16]
+	for j := 0; j < 8; j++ {
+		ctx.VSHUFI32X4(U8(0x88), v[j+8], v[j], w[j])
+		ctx.VSHUFI32X4(U8(0xdd), v[j+8], v[j], w[j+8])
+	}
+	for c := 0; c < 16; c++ {
+		ctx.CMPQ(R9, U8(c))
+		ctx.JLE(LabelRef("tr_done"))
+		ctx.VMOVDQU32(w[c], Mem{Base: RDI})
+		if c < 15 {
+			ctx.ADDQ(RBX, RDI)
+		}
+	}
+	ctx.Label("tr_done")
 	ctx.VZEROUPPER()
 	ctx.RET()
 	return doc

@@ -312,16 +312,36 @@ func (k *Kernel) PackA(dst []uint16, src []float32, rs, cs, i0, m, kk, kp int) {
 // Step, or p1 = kp) of a transposed A, A(i, p) = src[p·ld + i] for i < m
 // and p < kk, into the blocks of all ⌈m/MR⌉ row blocks at once (dst holds
 // them back to back, ABlock(kp) each; rows past m and p past kk zero).
-// tmp is scratch of at least PairsLen(m)·Step/2 bf16. Per Step of p it
-// interleaves the 16 row pairs into tmp, then writes each row's 16 pairs
-// (one cache line) at once.
+// tmp is scratch of at least PairsLen(m)·Step/2 bf16 (used without
+// AVX512-BF16). With AVX512-BF16 each Step of 16 rows is paired and
+// transposed in registers (transposeATAVX512); otherwise the 16 row pairs
+// go through tmp and each row's 16 pairs (one cache line) are written at
+// once.
 func (k *Kernel) PackAT(dst []uint16, src []float32, ld, m, kk, kp, p0, p1 int, tmp []uint16) {
 	rowsPad := (m + k.MR - 1) / k.MR * k.MR
 	lda := LDA(kp)
+	dst = dst[:rowsPad*lda]
+	fast := hasAVX512BF16() == nil
 	d32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), rowsPad*lda/2)
-	t32 := unsafe.Slice((*uint32)(unsafe.Pointer(&tmp[0])), 16*m)
 	ld2 := lda / 2
 	for s0 := p0; s0 < p1; s0 += Step {
+		rows := min(max(kk-s0, 0), Step)
+		if fast && rows > 0 {
+			for c0 := 0; c0 < rowsPad; c0 += 16 {
+				cols, store := min(max(m-c0, 0), 16), min(16, rowsPad-c0)
+				if cols == 0 {
+					for i := c0; i < c0+store; i++ {
+						clear(dst[i*lda+s0 : i*lda+s0+Step])
+					}
+					continue
+				}
+				_ = src[(s0+rows-1)*ld+c0+cols-1]   // the last float read
+				_ = dst[(c0+store-1)*lda+s0+Step-1] // the last bf16 written
+				transposeATAVX512(&dst[c0*lda+s0], 2*lda, &src[s0*ld+c0], 4*ld, rows, cols, store)
+			}
+			continue
+		}
+		t32 := unsafe.Slice((*uint32)(unsafe.Pointer(&tmp[0])), 16*m)
 		for q := 0; q < 16; q++ {
 			p := s0 + 2*q
 			t := tmp[2*q*m : 2*(q+1)*m]

@@ -31,3 +31,10 @@ func toBF16AVX512(dst *uint16, src *float32, n int)
 //
 //go:noescape
 func pairsAVX512(dst *uint16, r0 *float32, r1 *float32, n int)
+
+// transposeATAVX512 packs a 32-deep step of 16 columns of a transposed A into 16 rows of 32 bf16 pairs, nearest even (AVX512-BF16, AVX512BW).
+//
+// Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
+//
+//go:noescape
+func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int)

@@ -2686,3 +2686,598 @@ pairs_tail:
 pairs_done:
 	VZEROUPPER
 	RET
+
+// func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·transposeATAVX512(SB), NOSPLIT, $0-56
+	MOVQ      cols+40(FP), CX
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K1
+	MOVQ      src+16(FP), SI
+	MOVQ      ld+24(FP), CX
+	MOVQ      rows+32(FP), R8
+	MOVQ      store+48(FP), R9
+	MOVQ      dst+0(FP), DI
+	MOVQ      ldd+8(FP), BX
+	VMOVDQU16 bf16pairidx<>+0(SB), Z31
+	CMPQ      R8, $0x00
+	JLE       tr_zero0
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next0
+
+tr_zero0:
+	VPXORD Z24, Z24, Z24
+
+tr_next0:
+	CMPQ      R8, $0x01
+	JLE       tr_zero1
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next1
+
+tr_zero1:
+	VPXORD Z25, Z25, Z25
+
+tr_next1:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z0
+	CMPQ      R8, $0x02
+	JLE       tr_zero2
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next2
+
+tr_zero2:
+	VPXORD Z24, Z24, Z24
+
+tr_next2:
+	CMPQ      R8, $0x03
+	JLE       tr_zero3
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next3
+
+tr_zero3:
+	VPXORD Z25, Z25, Z25
+
+tr_next3:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z1
+	CMPQ      R8, $0x04
+	JLE       tr_zero4
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next4
+
+tr_zero4:
+	VPXORD Z24, Z24, Z24
+
+tr_next4:
+	CMPQ      R8, $0x05
+	JLE       tr_zero5
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next5
+
+tr_zero5:
+	VPXORD Z25, Z25, Z25
+
+tr_next5:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z2
+	CMPQ      R8, $0x06
+	JLE       tr_zero6
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next6
+
+tr_zero6:
+	VPXORD Z24, Z24, Z24
+
+tr_next6:
+	CMPQ      R8, $0x07
+	JLE       tr_zero7
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next7
+
+tr_zero7:
+	VPXORD Z25, Z25, Z25
+
+tr_next7:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z3
+	CMPQ      R8, $0x08
+	JLE       tr_zero8
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next8
+
+tr_zero8:
+	VPXORD Z24, Z24, Z24
+
+tr_next8:
+	CMPQ      R8, $0x09
+	JLE       tr_zero9
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next9
+
+tr_zero9:
+	VPXORD Z25, Z25, Z25
+
+tr_next9:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z4
+	CMPQ      R8, $0x0a
+	JLE       tr_zero10
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next10
+
+tr_zero10:
+	VPXORD Z24, Z24, Z24
+
+tr_next10:
+	CMPQ      R8, $0x0b
+	JLE       tr_zero11
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next11
+
+tr_zero11:
+	VPXORD Z25, Z25, Z25
+
+tr_next11:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z5
+	CMPQ      R8, $0x0c
+	JLE       tr_zero12
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next12
+
+tr_zero12:
+	VPXORD Z24, Z24, Z24
+
+tr_next12:
+	CMPQ      R8, $0x0d
+	JLE       tr_zero13
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next13
+
+tr_zero13:
+	VPXORD Z25, Z25, Z25
+
+tr_next13:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z6
+	CMPQ      R8, $0x0e
+	JLE       tr_zero14
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next14
+
+tr_zero14:
+	VPXORD Z24, Z24, Z24
+
+tr_next14:
+	CMPQ      R8, $0x0f
+	JLE       tr_zero15
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next15
+
+tr_zero15:
+	VPXORD Z25, Z25, Z25
+
+tr_next15:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z7
+	CMPQ      R8, $0x10
+	JLE       tr_zero16
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next16
+
+tr_zero16:
+	VPXORD Z24, Z24, Z24
+
+tr_next16:
+	CMPQ      R8, $0x11
+	JLE       tr_zero17
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next17
+
+tr_zero17:
+	VPXORD Z25, Z25, Z25
+
+tr_next17:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z8
+	CMPQ      R8, $0x12
+	JLE       tr_zero18
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next18
+
+tr_zero18:
+	VPXORD Z24, Z24, Z24
+
+tr_next18:
+	CMPQ      R8, $0x13
+	JLE       tr_zero19
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next19
+
+tr_zero19:
+	VPXORD Z25, Z25, Z25
+
+tr_next19:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z9
+	CMPQ      R8, $0x14
+	JLE       tr_zero20
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next20
+
+tr_zero20:
+	VPXORD Z24, Z24, Z24
+
+tr_next20:
+	CMPQ      R8, $0x15
+	JLE       tr_zero21
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next21
+
+tr_zero21:
+	VPXORD Z25, Z25, Z25
+
+tr_next21:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z10
+	CMPQ      R8, $0x16
+	JLE       tr_zero22
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next22
+
+tr_zero22:
+	VPXORD Z24, Z24, Z24
+
+tr_next22:
+	CMPQ      R8, $0x17
+	JLE       tr_zero23
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next23
+
+tr_zero23:
+	VPXORD Z25, Z25, Z25
+
+tr_next23:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z11
+	CMPQ      R8, $0x18
+	JLE       tr_zero24
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next24
+
+tr_zero24:
+	VPXORD Z24, Z24, Z24
+
+tr_next24:
+	CMPQ      R8, $0x19
+	JLE       tr_zero25
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next25
+
+tr_zero25:
+	VPXORD Z25, Z25, Z25
+
+tr_next25:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z12
+	CMPQ      R8, $0x1a
+	JLE       tr_zero26
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next26
+
+tr_zero26:
+	VPXORD Z24, Z24, Z24
+
+tr_next26:
+	CMPQ      R8, $0x1b
+	JLE       tr_zero27
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next27
+
+tr_zero27:
+	VPXORD Z25, Z25, Z25
+
+tr_next27:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z13
+	CMPQ      R8, $0x1c
+	JLE       tr_zero28
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next28
+
+tr_zero28:
+	VPXORD Z24, Z24, Z24
+
+tr_next28:
+	CMPQ      R8, $0x1d
+	JLE       tr_zero29
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next29
+
+tr_zero29:
+	VPXORD Z25, Z25, Z25
+
+tr_next29:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x37
+	BYTE      $0x40
+	BYTE      $0x72
+	BYTE      $0xd0
+	VPERMW    Z26, Z31, Z14
+	CMPQ      R8, $0x1e
+	JLE       tr_zero30
+	VMOVUPS.Z (SI), K1, Z24
+	ADDQ      CX, SI
+	JMP       tr_next30
+
+tr_zero30:
+	VPXORD Z24, Z24, Z24
+
+tr_next30:
+	CMPQ      R8, $0x1f
+	JLE       tr_zero31
+	VMOVUPS.Z (SI), K1, Z25
+	ADDQ      CX, SI
+	JMP       tr_next31
+
+tr_zero31:
+	VPXORD Z25, Z25, Z25
+
+tr_next31:
+	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
+	BYTE        $0x62
+	BYTE        $0x02
+	BYTE        $0x37
+	BYTE        $0x40
+	BYTE        $0x72
+	BYTE        $0xd0
+	VPERMW      Z26, Z31, Z15
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLDQ  Z5, Z4, Z20
+	VPUNPCKHDQ  Z5, Z4, Z21
+	VPUNPCKLDQ  Z7, Z6, Z22
+	VPUNPCKHDQ  Z7, Z6, Z23
+	VPUNPCKLDQ  Z9, Z8, Z24
+	VPUNPCKHDQ  Z9, Z8, Z25
+	VPUNPCKLDQ  Z11, Z10, Z26
+	VPUNPCKHDQ  Z11, Z10, Z27
+	VPUNPCKLDQ  Z13, Z12, Z28
+	VPUNPCKHDQ  Z13, Z12, Z29
+	VPUNPCKLDQ  Z15, Z14, Z30
+	VPUNPCKHDQ  Z15, Z14, Z31
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLQDQ Z22, Z20, Z4
+	VPUNPCKHQDQ Z22, Z20, Z5
+	VPUNPCKLQDQ Z23, Z21, Z6
+	VPUNPCKHQDQ Z23, Z21, Z7
+	VPUNPCKLQDQ Z26, Z24, Z8
+	VPUNPCKHQDQ Z26, Z24, Z9
+	VPUNPCKLQDQ Z27, Z25, Z10
+	VPUNPCKHQDQ Z27, Z25, Z11
+	VPUNPCKLQDQ Z30, Z28, Z12
+	VPUNPCKHQDQ Z30, Z28, Z13
+	VPUNPCKLQDQ Z31, Z29, Z14
+	VPUNPCKHQDQ Z31, Z29, Z15
+	VSHUFI32X4  $0x88, Z4, Z0, Z16
+	VSHUFI32X4  $0xdd, Z4, Z0, Z20
+	VSHUFI32X4  $0x88, Z5, Z1, Z17
+	VSHUFI32X4  $0xdd, Z5, Z1, Z21
+	VSHUFI32X4  $0x88, Z6, Z2, Z18
+	VSHUFI32X4  $0xdd, Z6, Z2, Z22
+	VSHUFI32X4  $0x88, Z7, Z3, Z19
+	VSHUFI32X4  $0xdd, Z7, Z3, Z23
+	VSHUFI32X4  $0x88, Z12, Z8, Z24
+	VSHUFI32X4  $0xdd, Z12, Z8, Z28
+	VSHUFI32X4  $0x88, Z13, Z9, Z25
+	VSHUFI32X4  $0xdd, Z13, Z9, Z29
+	VSHUFI32X4  $0x88, Z14, Z10, Z26
+	VSHUFI32X4  $0xdd, Z14, Z10, Z30
+	VSHUFI32X4  $0x88, Z15, Z11, Z27
+	VSHUFI32X4  $0xdd, Z15, Z11, Z31
+	VSHUFI32X4  $0x88, Z24, Z16, Z0
+	VSHUFI32X4  $0xdd, Z24, Z16, Z8
+	VSHUFI32X4  $0x88, Z25, Z17, Z1
+	VSHUFI32X4  $0xdd, Z25, Z17, Z9
+	VSHUFI32X4  $0x88, Z26, Z18, Z2
+	VSHUFI32X4  $0xdd, Z26, Z18, Z10
+	VSHUFI32X4  $0x88, Z27, Z19, Z3
+	VSHUFI32X4  $0xdd, Z27, Z19, Z11
+	VSHUFI32X4  $0x88, Z28, Z20, Z4
+	VSHUFI32X4  $0xdd, Z28, Z20, Z12
+	VSHUFI32X4  $0x88, Z29, Z21, Z5
+	VSHUFI32X4  $0xdd, Z29, Z21, Z13
+	VSHUFI32X4  $0x88, Z30, Z22, Z6
+	VSHUFI32X4  $0xdd, Z30, Z22, Z14
+	VSHUFI32X4  $0x88, Z31, Z23, Z7
+	VSHUFI32X4  $0xdd, Z31, Z23, Z15
+	CMPQ        R9, $0x00
+	JLE         tr_done
+	VMOVDQU32   Z0, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x01
+	JLE         tr_done
+	VMOVDQU32   Z1, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x02
+	JLE         tr_done
+	VMOVDQU32   Z2, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x03
+	JLE         tr_done
+	VMOVDQU32   Z3, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x04
+	JLE         tr_done
+	VMOVDQU32   Z4, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x05
+	JLE         tr_done
+	VMOVDQU32   Z5, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x06
+	JLE         tr_done
+	VMOVDQU32   Z6, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x07
+	JLE         tr_done
+	VMOVDQU32   Z7, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x08
+	JLE         tr_done
+	VMOVDQU32   Z8, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x09
+	JLE         tr_done
+	VMOVDQU32   Z9, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x0a
+	JLE         tr_done
+	VMOVDQU32   Z10, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x0b
+	JLE         tr_done
+	VMOVDQU32   Z11, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x0c
+	JLE         tr_done
+	VMOVDQU32   Z12, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x0d
+	JLE         tr_done
+	VMOVDQU32   Z13, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x0e
+	JLE         tr_done
+	VMOVDQU32   Z14, (DI)
+	ADDQ        BX, DI
+	CMPQ        R9, $0x0f
+	JLE         tr_done
+	VMOVDQU32   Z15, (DI)
+
+tr_done:
+	VZEROUPPER
+	RET
