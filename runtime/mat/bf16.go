@@ -10,8 +10,9 @@ import (
 // runtime/bf16 micro-kernel. Both operands are packed whole, in parallel,
 // before the products (B into panels of bf16.NR columns, A into blocks of
 // the kernel's MR rows, the inner dimension padded with zeros to
-// bf16.Step), then C is cut into blocks of bfBlockM × bfBlockN, one task
-// each, walking the inner dimension bfBlockK at a time. An element's sum
+// bf16.Step), then C is cut into blocks of bfBlockM × bfBlockN (smaller
+// when that makes fewer than minTasks), one task each, walking the inner
+// dimension bfBlockK at a time. An element's sum
 // depends only on bfBlockK, so results are bit-identical for any number
 // of workers. Bias, residual, row sums (the bias gradient) and the Rows
 // callback stay float32, as on the float32 paths. MulNT, MulPanels and
@@ -59,7 +60,7 @@ type bfJob struct {
 	bTasks, aTasks     int  // packing tasks of B, then A
 	bT, aT             bool // B, A packed from rows p (PackBT, PackAT: a task per packRowsBF p)
 	tmp                [][]uint16
-	tilesN             int
+	mc, nc, tilesN     int // C's blocks: mc × nc, tilesN across
 	acc                bool
 }
 
@@ -87,10 +88,10 @@ func (j *bfJob) Run(worker, task int) {
 		return
 	}
 	mr := j.k.MR
-	i0 := task / j.tilesN * bfBlockM
-	j0 := task % j.tilesN * bfBlockN
-	i1 := min(i0+bfBlockM, j.m)
-	j1 := min(j0+bfBlockN, j.n)
+	i0 := task / j.tilesN * j.mc
+	j0 := task % j.tilesN * j.nc
+	i1 := min(i0+j.mc, j.m)
+	j1 := min(j0+j.nc, j.n)
 	c, ldc := j.c, j.ldc
 	if j.res != nil {
 		for i := i0; i < i1; i++ {
@@ -120,7 +121,7 @@ func (j *bfJob) Run(worker, task int) {
 		// A's row sums in float32 (the bias gradient, from the unrounded
 		// operand): with A's rows strided (rs 1, a transposed output
 		// gradient) p runs outermost over contiguous runs of rows.
-		var sums [bfBlockM]float32
+		var sums [bfBlockM]float32 // mc ≤ bfBlockM
 		s := sums[:i1-i0]
 		if j.a.rs == 1 {
 			p, cs := 0, j.a.cs
@@ -177,7 +178,7 @@ func (e *Engine) gemmBF16(c, res []float32, a, b operand, bias, asum []float32, 
 	}
 	j := &e.bf.job
 	*j = bfJob{k: kn, c: c, res: res, bias: bias, asum: asum, a: a, b: b, m: m, n: n, kk: k, kp: kp, ldc: ldc,
-		ap: e.bf.ap, bp: e.bf.bp, panels: panels, blocks: blocks, tilesN: ceilDiv(n, bfBlockN), acc: accumulate,
+		ap: e.bf.ap, bp: e.bf.bp, panels: panels, blocks: blocks, acc: accumulate,
 		bT: b.rs == 1 && b.cs > 1, aT: a.rs == 1 && a.cs > 1, tmp: e.bf.tmp, bTasks: panels, aTasks: blocks}
 	if j.bT {
 		j.bTasks = ceilDiv(kp, packRowsBF)
@@ -186,8 +187,18 @@ func (e *Engine) gemmBF16(c, res []float32, a, b operand, bias, asum []float32, 
 		j.aTasks = ceilDiv(kp, packRowsBF)
 	}
 	e.run(j.bTasks+j.aTasks, j)
-	j.phase = 1
-	e.run(ceilDiv(m, bfBlockM)*j.tilesN, j)
+	// Blocks of bfBlockM × bfBlockN, cut smaller (to multiples of the
+	// tile) until there are minTasks for the workers.
+	mc, nc := bfBlockM, bfBlockN
+	tiles := func() int { return ceilDiv(m, mc) * ceilDiv(n, nc) }
+	for tiles() < minTasks && mc > kn.MR {
+		mc = max(kn.MR, mc/2/kn.MR*kn.MR)
+	}
+	for tiles() < minTasks && nc > bf16.NR {
+		nc = max(bf16.NR, nc/2/bf16.NR*bf16.NR)
+	}
+	j.phase, j.mc, j.nc, j.tilesN = 1, mc, nc, ceilDiv(n, nc)
+	e.run(tiles(), j)
 	*j = bfJob{}
 	if then != nil {
 		e.thenRows(then, m)
