@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/synthgen/synthgen/runtime/bf16"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
@@ -40,6 +41,8 @@ func printInfo(w io.Writer, only string) error {
 	fmt.Fprintf(w, "cpu supports: %s; dispatch level: %s (%s=%s)\n", strings.Join(have, ", "), level, kernels.EnvISA, env)
 	if bl, err := synth.BF16Level(level); err != nil {
 		fmt.Fprintf(w, "bf16 (-precision bf16): none, the linear layers stay float32: %v\n", err)
+	} else if aerr := bf16.Available(bf16.AMX); bl == bf16.AVX512BF16 && aerr != nil {
+		fmt.Fprintf(w, "bf16 (-precision bf16): %s (not AMX: %v)\n", bl, aerr)
 	} else {
 		fmt.Fprintf(w, "bf16 (-precision bf16): %s\n", bl)
 	}

@@ -77,5 +77,10 @@ func setPrecision(m *Model, p PrecisionKind) (precision, note string, err error)
 		return "", "", fmt.Errorf("precision bf16: %w", err)
 	}
 	m.net.SetBF16(k)
-	return "bf16 (" + l.String() + ")", "", nil
+	if l == bf16.AVX512BF16 {
+		if err := bf16.Available(bf16.AMX); err != nil { // not merely capped: say why AMX is not used
+			note = fmt.Sprintf("precision bf16 on avx512bf16, not AMX: %v", err)
+		}
+	}
+	return "bf16 (" + l.String() + ")", note, nil
 }
