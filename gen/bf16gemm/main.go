@@ -44,6 +44,7 @@ func main() {
 
 func run(dir string) error {
 	ctx := build.NewContext()
+	pairIndexMem = nil // a new context defines its own index data
 	ctx.ConstraintExpr("!purego")
 	cfg := tileConfig(ctx)
 	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, transposeAT} {
