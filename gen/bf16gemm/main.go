@@ -102,14 +102,15 @@ func tileConfig(ctx *build.Context) Mem {
 // over 32·steps of the inner dimension, A a row-major block of 32 rows of
 // bf16 (row stride lda bytes), B a packed panel (2048 bytes per step), for
 // tiles ≥ 1 tiles down the panel: tile t reads A at a + t·as and writes C
-// at c + t·cs (bytes). Four accumulator tiles tmm0–3 (the 2×2 16×16
+// at c + t·cs (bytes). Without load, C starts from the row bias (32
+// floats, each tile row the same), or from zero when bias is nil. Four accumulator tiles tmm0–3 (the 2×2 16×16
 // quarters of C), A in tmm4–5, B in tmm6–7. The tile state is configured
 // once and released inside the call; between tiles the call moves its
 // arguments on in their frame slots, keeping nothing in registers.
 func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Function("gemmAMX")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles, as, cs int)")
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles, as, cs int, bias *float32)")
 	ctx.Pragma("noescape")
 	doc := "gemmAMX computes C (+)= A·Bᵀ for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16)."
 	ctx.LEAQ(cfg, RAX)
@@ -138,6 +139,17 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	e.Add(x86enc.TILELOADD(x86enc.T(3), mi(x86enc.R10, x86enc.BX, 1, 64)))
 	ctx.JMP(LabelRef("amx_loop"))
 	ctx.Label("amx_zero")
+	ctx.Comment("Not loading C: start from the bias row (a tile load of stride 0), or zero.")
+	ctx.Load(ctx.Param("bias"), R11)
+	ctx.TESTQ(R11, R11)
+	ctx.JZ(LabelRef("amx_tilezero"))
+	ctx.XORL(EAX, EAX)
+	e.Add(x86enc.TILELOADD(x86enc.T(0), mi(x86enc.R11, x86enc.AX, 1, 0)))
+	e.Add(x86enc.TILELOADD(x86enc.T(1), mi(x86enc.R11, x86enc.AX, 1, 64)))
+	e.Add(x86enc.TILELOADD(x86enc.T(2), mi(x86enc.R11, x86enc.AX, 1, 0)))
+	e.Add(x86enc.TILELOADD(x86enc.T(3), mi(x86enc.R11, x86enc.AX, 1, 64)))
+	ctx.JMP(LabelRef("amx_loop"))
+	ctx.Label("amx_tilezero")
 	for t := 0; t < 4; t++ {
 		e.Add(x86enc.TILEZERO(x86enc.T(t)))
 	}
@@ -183,15 +195,16 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 // bytes, columns masked by k0 and k1, the lane masks of its two halves)
 // = or += A·Bᵀ over 32·steps of the inner dimension, A a row-major block
 // of 8 rows of bf16 (row stride lda bytes), B a packed panel. Sixteen
-// accumulators zmm8–23 (row i's halves in 8+2i and 9+2i); per q the two
-// halves of B's pairs in zmm0–1 and each row's pair broadcast into a register
-// (VPBROADCASTD) for its two VDPBF16PS. Row i of A is addressed from three bases (rows 0, 3
-// and 6) and the row stride as an index with scale 1, 2 or 4. Rows i ≥ mr
-// of C are neither read nor written.
+// accumulators zmm8–23 (row i's halves in 8+2i and 9+2i), starting from
+// C (load), or else from the row bias (masked; nil: zero); per q the two
+// halves of B's pairs in zmm0–1 and each row's pair broadcast into a
+// register (VPBROADCASTD) for its two VDPBF16PS. Row i of A is addressed
+// from three bases (rows 0, 3 and 6) and the row stride as an index with
+// scale 1, 2 or 4. Rows i ≥ mr of C are neither read nor written.
 func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Function("gemmAVX512")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, load bool)")
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, load bool, bias *float32)")
 	ctx.Pragma("noescape")
 	doc := "gemmAVX512 computes C (+)= A·Bᵀ for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F)."
 	acc := func(i, h int) VecPhysical {
@@ -219,7 +232,19 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		}
 	}
 	ctx.TESTB(R11B, R11B)
+	ctx.JNZ(LabelRef("avx_loadc"))
+	ctx.Comment("Not loading C: start every row from the bias row, if any (masked).")
+	ctx.Load(ctx.Param("bias"), R10)
+	ctx.TESTQ(R10, R10)
 	ctx.JZ(LabelRef("avx_loop"))
+	ctx.VMOVUPS_Z(Mem{Base: R10}, K1, acc(0, 0))
+	ctx.VMOVUPS_Z(Mem{Base: R10, Disp: 64}, K2, acc(0, 1))
+	for i := 1; i < 8; i++ {
+		ctx.VMOVAPS(acc(0, 0), acc(i, 0))
+		ctx.VMOVAPS(acc(0, 1), acc(i, 1))
+	}
+	ctx.JMP(LabelRef("avx_loop"))
+	ctx.Label("avx_loadc")
 	ctx.MOVQ(RDI, R10)
 	for i := 0; i < 8; i++ {
 		ctx.CMPQ(R9, U8(i))

@@ -109,6 +109,12 @@ func tol(abs float64, k int) float64 { return 2*float64(k+1)*0x1p-24*abs + 1e-30
 // Step): a call per tile of MR rows, or with whole, a call per B panel
 // over all rows.
 func gemm(kn *Kernel, c, a, b []float32, m, n, k, kc int, load, whole bool) {
+	gemmBias(kn, c, a, b, nil, m, n, k, kc, load, whole)
+}
+
+// gemmBias is gemm starting from bias (nil: zero) rather than from C when
+// not load.
+func gemmBias(kn *Kernel, c, a, b, bias []float32, m, n, k, kc int, load, whole bool) {
 	kp := Pad(k)
 	blocks := (m + kn.MR - 1) / kn.MR
 	ap := make([]uint16, blocks*kn.ABlock(kp))
@@ -118,13 +124,17 @@ func gemm(kn *Kernel, c, a, b []float32, m, n, k, kc int, load, whole bool) {
 	}
 	for j0 := 0; j0 < n; j0 += NR {
 		PackB(bp, b, k, 1, j0, n, k, kp)
+		var bs []float32
+		if bias != nil {
+			bs = bias[j0:]
+		}
 		for kb := 0; kb < kp; kb += kc {
 			if whole {
-				kn.Tile(kp, kb, min(kc, kp-kb), ap, bp, c[j0:], n, m, min(NR, n-j0), load || kb > 0)
+				kn.Tile(kp, kb, min(kc, kp-kb), ap, bp, c[j0:], n, m, min(NR, n-j0), load || kb > 0, bs)
 				continue
 			}
 			for i0 := 0; i0 < m; i0 += kn.MR {
-				kn.Tile(kp, kb, min(kc, kp-kb), ap[i0/kn.MR*kn.ABlock(kp):], bp, c[i0*n+j0:], n, min(kn.MR, m-i0), min(NR, n-j0), load || kb > 0)
+				kn.Tile(kp, kb, min(kc, kp-kb), ap[i0/kn.MR*kn.ABlock(kp):], bp, c[i0*n+j0:], n, min(kn.MR, m-i0), min(NR, n-j0), load || kb > 0, bs)
 			}
 		}
 	}
@@ -140,16 +150,25 @@ func TestTile(t *testing.T) {
 			for _, sh := range [][3]int{{1, 1, 1}, {8, 32, 32}, {32, 32, 32}, {7, 31, 33}, {33, 33, 63}, {40, 70, 100}, {65, 64, 256}, {31, 17, 1000}, {64, 96, 512}, {100, 64, 64}, {96, 33, 40}} {
 				m, n, k := sh[0], sh[1], sh[2]
 				for _, kc := range []int{Pad(k), 64} {
-					for _, mode := range []int{0, 1, 2, 3} {
-						load, whole := mode&1 == 1, mode&2 == 2
-						name := fmt.Sprintf("m%d n%d k%d kc%d load %v whole %v", m, n, k, kc, load, whole)
+					for _, mode := range []int{0, 1, 2, 3, 4, 6} {
+						load, whole, withBias := mode&1 == 1, mode&2 == 2, mode&4 == 4
+						name := fmt.Sprintf("m%d n%d k%d kc%d load %v whole %v bias %v", m, n, k, kc, load, whole, withBias)
 						a, b, c0 := randn(r, m*k), randn(r, n*k), randn(r, m*n)
+						var bias []float32
 						ref, abs := gemmRef(c0, a, b, m, n, k)
-						if !load {
+						switch {
+						case withBias: // C starts from the bias row
+							bias = randn(r, n)
+							start := make([]float32, m*n)
+							for i := range start {
+								start[i] = bias[i%n]
+							}
+							ref, abs = gemmRef(start, a, b, m, n, k)
+						case !load:
 							ref, abs = gemmRef(make([]float32, m*n), a, b, m, n, k)
 						}
 						c := append([]float32(nil), c0...)
-						gemm(kn, c, a, b, m, n, k, kc, load, whole)
+						gemmBias(kn, c, a, b, bias, m, n, k, kc, load, whole)
 						for i := range c {
 							if d := math.Abs(float64(c[i]) - ref[i]); !(d <= tol(abs[i], k)) {
 								t.Fatalf("%s: c[%d] = %v, reference %v, bound %v", name, i, c[i], ref[i], tol(abs[i], k))
@@ -174,6 +193,7 @@ func TestTileCorner(t *testing.T) {
 		for i := range b {
 			b[i] = FromFloat32(float32(r.NormFloat64()))
 		}
+		bias := randn(r, NR)
 		for _, mn := range [][2]int{{1, 1}, {kn.MR - 1, 17}, {3, 16}, {kn.MR, NR - 1}, {2, NR}} {
 			mr, nr := mn[0], mn[1]
 			c := make([]float32, kn.MR*ldc)
@@ -181,7 +201,7 @@ func TestTileCorner(t *testing.T) {
 				c[i] = -7
 			}
 			for _, load := range []bool{false, true} {
-				kn.Tile(kp, 0, kp, a, b, c[:(mr-1)*ldc+nr], ldc, mr, nr, load)
+				kn.Tile(kp, 0, kp, a, b, c[:(mr-1)*ldc+nr], ldc, mr, nr, load, bias[:nr])
 			}
 			for i := 0; i < kn.MR; i++ {
 				for j := 0; j < ldc; j++ {

@@ -12,11 +12,11 @@ func hasAMX() error {
 	return fmt.Errorf("AMX: needs an amd64 build without the purego tag: %w", ErrNoFeature)
 }
 
-func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
+func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
 	panic("bf16: AMX kernel in a build without it")
 }
 
-func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool) {
+func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
 	panic("bf16: AVX512-BF16 kernel in a build without it")
 }
 

@@ -9,14 +9,14 @@ package bf16
 // Requires (encoded by x86enc, checked by the caller): AMX_BF16, AMX_TILE.
 //
 //go:noescape
-func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int)
+func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int, bias *float32)
 
 // gemmAVX512 computes C (+)= A·Bᵀ for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F).
 //
 // Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
 //
 //go:noescape
-func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool)
+func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool, bias *float32)
 
 // toBF16AVX512 rounds n float32 to bf16, nearest even (AVX512-BF16, AVX512BW).
 //

@@ -14,8 +14,8 @@ DATA bf16tilecfg<>+48(SB)/8, $0x1010101010101010
 DATA bf16tilecfg<>+56(SB)/8, $0x0000000000000000
 GLOBL bf16tilecfg<>(SB), RODATA|NOPTR, $64
 
-// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int)
-TEXT ·gemmAMX(SB), NOSPLIT, $0-80
+// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int, bias *float32)
+TEXT ·gemmAMX(SB), NOSPLIT, $0-88
 	LEAQ bf16tilecfg<>+0(SB), AX
 
 	// ldtilecfg [rax] (AMX_TILE)
@@ -79,6 +79,48 @@ amx_tile:
 	JMP  amx_loop
 
 amx_zero:
+	// Not loading C: start from the bias row (a tile load of stride 0), or zero.
+	MOVQ  bias+80(FP), R11
+	TESTQ R11, R11
+	JZ    amx_tilezero
+	XORL  AX, AX
+
+	// tileloadd tmm0, [r11+rax*1] (AMX_TILE)
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x04
+	BYTE $0x03
+
+	// tileloadd tmm1, [r11+rax*1+64] (AMX_TILE)
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x4c
+	BYTE $0x03
+	BYTE $0x40
+
+	// tileloadd tmm2, [r11+rax*1] (AMX_TILE)
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x14
+	BYTE $0x03
+
+	// tileloadd tmm3, [r11+rax*1+64] (AMX_TILE)
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x5c
+	BYTE $0x03
+	BYTE $0x40
+	JMP  amx_loop
+
+amx_tilezero:
 	// tilezero tmm0 (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xe2
@@ -236,43 +278,67 @@ amx_done:
 	BYTE $0xc0
 	RET
 
-// func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool)
+// func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool, bias *float32)
 // Requires: AVX, AVX512F
-TEXT ·gemmAVX512(SB), NOSPLIT, $0-61
-	MOVQ      c+32(FP), DI
-	MOVQ      a+8(FP), SI
-	MOVQ      lda+16(FP), CX
-	MOVQ      b+24(FP), R13
-	MOVQ      steps+0(FP), R8
-	MOVQ      ldc+40(FP), BX
-	MOVQ      mr+48(FP), R9
-	MOVW      k0+56(FP), AX
-	KMOVW     AX, K1
-	MOVW      k1+58(FP), AX
-	KMOVW     AX, K2
-	MOVB      load+60(FP), R11
-	LEAQ      (CX)(CX*2), DX
-	ADDQ      SI, DX
-	LEAQ      (CX)(CX*2), R12
-	ADDQ      DX, R12
-	VPXORD    Z8, Z8, Z8
-	VPXORD    Z9, Z9, Z9
-	VPXORD    Z10, Z10, Z10
-	VPXORD    Z11, Z11, Z11
-	VPXORD    Z12, Z12, Z12
-	VPXORD    Z13, Z13, Z13
-	VPXORD    Z14, Z14, Z14
-	VPXORD    Z15, Z15, Z15
-	VPXORD    Z16, Z16, Z16
-	VPXORD    Z17, Z17, Z17
-	VPXORD    Z18, Z18, Z18
-	VPXORD    Z19, Z19, Z19
-	VPXORD    Z20, Z20, Z20
-	VPXORD    Z21, Z21, Z21
-	VPXORD    Z22, Z22, Z22
-	VPXORD    Z23, Z23, Z23
-	TESTB     R11, R11
+TEXT ·gemmAVX512(SB), NOSPLIT, $0-72
+	MOVQ   c+32(FP), DI
+	MOVQ   a+8(FP), SI
+	MOVQ   lda+16(FP), CX
+	MOVQ   b+24(FP), R13
+	MOVQ   steps+0(FP), R8
+	MOVQ   ldc+40(FP), BX
+	MOVQ   mr+48(FP), R9
+	MOVW   k0+56(FP), AX
+	KMOVW  AX, K1
+	MOVW   k1+58(FP), AX
+	KMOVW  AX, K2
+	MOVB   load+60(FP), R11
+	LEAQ   (CX)(CX*2), DX
+	ADDQ   SI, DX
+	LEAQ   (CX)(CX*2), R12
+	ADDQ   DX, R12
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	TESTB  R11, R11
+	JNZ    avx_loadc
+
+	// Not loading C: start every row from the bias row, if any (masked).
+	MOVQ      bias+64(FP), R10
+	TESTQ     R10, R10
 	JZ        avx_loop
+	VMOVUPS.Z (R10), K1, Z8
+	VMOVUPS.Z 64(R10), K2, Z9
+	VMOVAPS   Z8, Z10
+	VMOVAPS   Z9, Z11
+	VMOVAPS   Z8, Z12
+	VMOVAPS   Z9, Z13
+	VMOVAPS   Z8, Z14
+	VMOVAPS   Z9, Z15
+	VMOVAPS   Z8, Z16
+	VMOVAPS   Z9, Z17
+	VMOVAPS   Z8, Z18
+	VMOVAPS   Z9, Z19
+	VMOVAPS   Z8, Z20
+	VMOVAPS   Z9, Z21
+	VMOVAPS   Z8, Z22
+	VMOVAPS   Z9, Z23
+	JMP       avx_loop
+
+avx_loadc:
 	MOVQ      DI, R10
 	CMPQ      R9, $0x00
 	JLE       avx_loop

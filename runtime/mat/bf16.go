@@ -99,16 +99,24 @@ func (j *bfJob) Run(worker, task int) {
 		}
 	}
 	ab, bb := j.k.ABlock(j.kp), bf16.BPanel(j.kp)
+	// An overwritten C starts from the bias in the kernel; one that is
+	// added to (or starts from res) gets the bias added after.
+	biasIn := j.bias != nil && !j.acc && j.res == nil
 	for kb := 0; kb < j.kp; kb += bfBlockK {
 		kl := min(bfBlockK, j.kp-kb)
 		load := j.acc || j.res != nil || kb > 0
 		for jr := j0; jr < j1; jr += bf16.NR {
 			bpan := j.bp[jr/bf16.NR*bb:][:bb]
+			nr := min(bf16.NR, j1-jr)
+			var bias []float32
+			if biasIn {
+				bias = j.bias[jr : jr+nr]
+			}
 			// All the block's rows down the panel in one call.
-			j.k.Tile(j.kp, kb, kl, j.ap[i0/mr*ab:][:ceilDiv(i1-i0, mr)*ab], bpan, c[i0*ldc+jr:], ldc, i1-i0, min(bf16.NR, j1-jr), load)
+			j.k.Tile(j.kp, kb, kl, j.ap[i0/mr*ab:][:ceilDiv(i1-i0, mr)*ab], bpan, c[i0*ldc+jr:], ldc, i1-i0, nr, load, bias)
 		}
 	}
-	if j.bias != nil {
+	if j.bias != nil && !biasIn {
 		for i := i0; i < i1; i++ {
 			row := c[i*ldc+j0 : i*ldc+j1]
 			bb := j.bias[j0:j1]
