@@ -425,12 +425,13 @@ func pairIndex(ctx *build.Context) Mem {
 // dwords (unpacks of dwords and qwords, then two rounds of VSHUFI32X4),
 // and column c's 16 pairs — 32 bf16, row c of the A block for this step —
 // stored at dst + c·ldd for c < store. Rows r ≥ rows are zero and are
-// not read.
+// not read. With sums, each row read is also added, in order, to
+// sums[c] for c < cols (float32, from the unrounded values).
 func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	idx := pairIndex(ctx)
 	ctx.Function("transposeATAVX512")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(dst *uint16, ldd int, src *float32, ld int, rows, cols, store int)")
+	ctx.SignatureExpr("func(dst *uint16, ldd int, src *float32, ld int, rows, cols, store int, sums *float32)")
 	ctx.Pragma("noescape")
 	doc := "transposeATAVX512 packs a 32-deep step of 16 columns of a transposed A into 16 rows of 32 bf16 pairs, nearest even (AVX512-BF16, AVX512BW)."
 	z := []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
@@ -448,6 +449,14 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Load(ctx.Param("dst"), RDI)
 	ctx.Load(ctx.Param("ldd"), RBX)
 	ctx.VMOVDQU16(idx, Z31)
+	// The columns' sums so far (sums not nil) in zmm27, each row added in
+	// turn.
+	ctx.Load(ctx.Param("sums"), R10)
+	ctx.VPXORD(Z27, Z27, Z27)
+	ctx.TESTQ(R10, R10)
+	ctx.JZ(LabelRef("tr_rows"))
+	ctx.VMOVUPS_Z(Mem{Base: R10}, K1, Z27)
+	ctx.Label("tr_rows")
 	// Row pairs into z[0..15]: rows 2q, 2q+1 in zmm24, zmm25.
 	for q := 0; q < 16; q++ {
 		for h := 0; h < 2; h++ {
@@ -457,6 +466,7 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 			ctx.CMPQ(R8, U8(r))
 			ctx.JLE(LabelRef(zero))
 			ctx.VMOVUPS_Z(Mem{Base: RSI}, K1, reg)
+			ctx.VADDPS(reg, Z27, Z27)
 			ctx.ADDQ(RCX, RSI)
 			ctx.JMP(LabelRef(next))
 			ctx.Label(zero)
@@ -466,6 +476,10 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		e.Add(x86enc.VCVTNE2PS2BF16(x86enc.Z(26), x86enc.NoMask, x86enc.Z(25), x86enc.Z(24)))
 		ctx.VPERMW(Z26, Z31, z[q])
 	}
+	ctx.TESTQ(R10, R10)
+	ctx.JZ(LabelRef("tr_transpose"))
+	ctx.VMOVUPS(Z27, K1, Mem{Base: R10})
+	ctx.Label("tr_transpose")
 	// The 16×16 dword transpose: r (z0–15) → t (z16–31) → u (z0–15) → v
 	// (z16–31) → w (z0–15), w[c] holding column c.
 	r, t := z[:16], z[16:]

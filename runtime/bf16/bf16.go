@@ -324,17 +324,33 @@ func (k *Kernel) PackA(dst []uint16, src []float32, rs, cs, i0, m, kk, kp int) {
 // go through tmp and each row's 16 pairs (one cache line) are written at
 // once.
 func (k *Kernel) PackAT(dst []uint16, src []float32, ld, m, kk, kp, p0, p1 int, tmp []uint16) {
+	k.PackATRows(dst, src, ld, m, kk, kp, p0, p1, 0, (m+k.MR-1)/k.MR*k.MR, tmp, nil)
+}
+
+// PackATSums reports whether PackATRows can form the row sums (this CPU
+// has AVX512-BF16).
+func PackATSums() bool { return hasAVX512BF16() == nil }
+
+// PackATRows is PackAT for the rows r0 ≤ i < r1 of the blocks only (r0 a
+// multiple of 16; r1 a multiple of 16 or the padded rows ⌈m/MR⌉·MR).
+// With sums (PackATSums must be true), it also adds Σ_{p0≤p<p1} A(i, p)
+// to sums[i] for r0 ≤ i < min(r1, m), in float32 over p in increasing
+// order, from the unrounded values.
+func (k *Kernel) PackATRows(dst []uint16, src []float32, ld, m, kk, kp, p0, p1, r0, r1 int, tmp []uint16, sums []float32) {
 	rowsPad := (m + k.MR - 1) / k.MR * k.MR
 	lda := LDA(kp)
 	dst = dst[:rowsPad*lda]
 	fast := hasAVX512BF16() == nil
+	if sums != nil && !fast {
+		panic("bf16: PackATRows with sums needs AVX512-BF16")
+	}
 	d32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), rowsPad*lda/2)
 	ld2 := lda / 2
 	for s0 := p0; s0 < p1; s0 += Step {
 		rows := min(max(kk-s0, 0), Step)
 		if fast && rows > 0 {
-			for c0 := 0; c0 < rowsPad; c0 += 16 {
-				cols, store := min(max(m-c0, 0), 16), min(16, rowsPad-c0)
+			for c0 := r0; c0 < r1; c0 += 16 {
+				cols, store := min(max(m-c0, 0), 16), min(16, r1-c0)
 				if cols == 0 {
 					for i := c0; i < c0+store; i++ {
 						clear(dst[i*lda+s0 : i*lda+s0+Step])
@@ -343,7 +359,12 @@ func (k *Kernel) PackAT(dst []uint16, src []float32, ld, m, kk, kp, p0, p1 int, 
 				}
 				_ = src[(s0+rows-1)*ld+c0+cols-1]   // the last float read
 				_ = dst[(c0+store-1)*lda+s0+Step-1] // the last bf16 written
-				transposeATAVX512(&dst[c0*lda+s0], 2*lda, &src[s0*ld+c0], 4*ld, rows, cols, store)
+				var sp *float32
+				if sums != nil {
+					_ = sums[c0+cols-1] // the last sum written
+					sp = &sums[c0]
+				}
+				transposeATAVX512(&dst[c0*lda+s0], 2*lda, &src[s0*ld+c0], 4*ld, rows, cols, store, sp)
 			}
 			continue
 		}
@@ -358,18 +379,18 @@ func (k *Kernel) PackAT(dst []uint16, src []float32, ld, m, kk, kp, p0, p1 int, 
 			pairRows(t, src[p*ld:p*ld+m], src, (p+1)*ld, p+1 < kk)
 		}
 		q0 := s0 / 2
-		for i := 0; i < m; i++ {
+		for i := r0; i < min(r1, m); i++ {
 			d := (*[16]uint32)(d32[i*ld2+q0:])
 			for q := range d {
 				d[q] = t32[q*m+i]
 			}
 		}
-		for i := m; i < rowsPad; i++ {
+		for i := max(m, r0); i < r1; i++ {
 			clear(d32[i*ld2+q0 : i*ld2+q0+16])
 		}
 	}
 	if p1 == kp && lda > kp { // the rows' padding, by the last task
-		for i := 0; i < rowsPad; i++ {
+		for i := r0; i < r1; i++ {
 			clear(dst[i*lda+kp : i*lda+lda])
 		}
 	}

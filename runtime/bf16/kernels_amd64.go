@@ -37,4 +37,4 @@ func pairsAVX512(dst *uint16, r0 *float32, r1 *float32, n int)
 // Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
 //
 //go:noescape
-func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int)
+func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int, sums *float32)

@@ -2753,9 +2753,9 @@ pairs_done:
 	VZEROUPPER
 	RET
 
-// func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int)
+// func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int, sums *float32)
 // Requires: AVX, AVX512BW, AVX512F
-TEXT ·transposeATAVX512(SB), NOSPLIT, $0-56
+TEXT ·transposeATAVX512(SB), NOSPLIT, $0-64
 	MOVQ      cols+40(FP), CX
 	MOVL      $0x00000001, AX
 	SHLL      CL, AX
@@ -2768,9 +2768,17 @@ TEXT ·transposeATAVX512(SB), NOSPLIT, $0-56
 	MOVQ      dst+0(FP), DI
 	MOVQ      ldd+8(FP), BX
 	VMOVDQU16 bf16pairidx<>+0(SB), Z31
+	MOVQ      sums+56(FP), R10
+	VPXORD    Z27, Z27, Z27
+	TESTQ     R10, R10
+	JZ        tr_rows
+	VMOVUPS.Z (R10), K1, Z27
+
+tr_rows:
 	CMPQ      R8, $0x00
 	JLE       tr_zero0
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next0
 
@@ -2781,6 +2789,7 @@ tr_next0:
 	CMPQ      R8, $0x01
 	JLE       tr_zero1
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next1
 
@@ -2799,6 +2808,7 @@ tr_next1:
 	CMPQ      R8, $0x02
 	JLE       tr_zero2
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next2
 
@@ -2809,6 +2819,7 @@ tr_next2:
 	CMPQ      R8, $0x03
 	JLE       tr_zero3
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next3
 
@@ -2827,6 +2838,7 @@ tr_next3:
 	CMPQ      R8, $0x04
 	JLE       tr_zero4
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next4
 
@@ -2837,6 +2849,7 @@ tr_next4:
 	CMPQ      R8, $0x05
 	JLE       tr_zero5
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next5
 
@@ -2855,6 +2868,7 @@ tr_next5:
 	CMPQ      R8, $0x06
 	JLE       tr_zero6
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next6
 
@@ -2865,6 +2879,7 @@ tr_next6:
 	CMPQ      R8, $0x07
 	JLE       tr_zero7
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next7
 
@@ -2883,6 +2898,7 @@ tr_next7:
 	CMPQ      R8, $0x08
 	JLE       tr_zero8
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next8
 
@@ -2893,6 +2909,7 @@ tr_next8:
 	CMPQ      R8, $0x09
 	JLE       tr_zero9
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next9
 
@@ -2911,6 +2928,7 @@ tr_next9:
 	CMPQ      R8, $0x0a
 	JLE       tr_zero10
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next10
 
@@ -2921,6 +2939,7 @@ tr_next10:
 	CMPQ      R8, $0x0b
 	JLE       tr_zero11
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next11
 
@@ -2939,6 +2958,7 @@ tr_next11:
 	CMPQ      R8, $0x0c
 	JLE       tr_zero12
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next12
 
@@ -2949,6 +2969,7 @@ tr_next12:
 	CMPQ      R8, $0x0d
 	JLE       tr_zero13
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next13
 
@@ -2967,6 +2988,7 @@ tr_next13:
 	CMPQ      R8, $0x0e
 	JLE       tr_zero14
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next14
 
@@ -2977,6 +2999,7 @@ tr_next14:
 	CMPQ      R8, $0x0f
 	JLE       tr_zero15
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next15
 
@@ -2995,6 +3018,7 @@ tr_next15:
 	CMPQ      R8, $0x10
 	JLE       tr_zero16
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next16
 
@@ -3005,6 +3029,7 @@ tr_next16:
 	CMPQ      R8, $0x11
 	JLE       tr_zero17
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next17
 
@@ -3023,6 +3048,7 @@ tr_next17:
 	CMPQ      R8, $0x12
 	JLE       tr_zero18
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next18
 
@@ -3033,6 +3059,7 @@ tr_next18:
 	CMPQ      R8, $0x13
 	JLE       tr_zero19
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next19
 
@@ -3051,6 +3078,7 @@ tr_next19:
 	CMPQ      R8, $0x14
 	JLE       tr_zero20
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next20
 
@@ -3061,6 +3089,7 @@ tr_next20:
 	CMPQ      R8, $0x15
 	JLE       tr_zero21
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next21
 
@@ -3079,6 +3108,7 @@ tr_next21:
 	CMPQ      R8, $0x16
 	JLE       tr_zero22
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next22
 
@@ -3089,6 +3119,7 @@ tr_next22:
 	CMPQ      R8, $0x17
 	JLE       tr_zero23
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next23
 
@@ -3107,6 +3138,7 @@ tr_next23:
 	CMPQ      R8, $0x18
 	JLE       tr_zero24
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next24
 
@@ -3117,6 +3149,7 @@ tr_next24:
 	CMPQ      R8, $0x19
 	JLE       tr_zero25
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next25
 
@@ -3135,6 +3168,7 @@ tr_next25:
 	CMPQ      R8, $0x1a
 	JLE       tr_zero26
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next26
 
@@ -3145,6 +3179,7 @@ tr_next26:
 	CMPQ      R8, $0x1b
 	JLE       tr_zero27
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next27
 
@@ -3163,6 +3198,7 @@ tr_next27:
 	CMPQ      R8, $0x1c
 	JLE       tr_zero28
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next28
 
@@ -3173,6 +3209,7 @@ tr_next28:
 	CMPQ      R8, $0x1d
 	JLE       tr_zero29
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next29
 
@@ -3191,6 +3228,7 @@ tr_next29:
 	CMPQ      R8, $0x1e
 	JLE       tr_zero30
 	VMOVUPS.Z (SI), K1, Z24
+	VADDPS    Z24, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next30
 
@@ -3201,6 +3239,7 @@ tr_next30:
 	CMPQ      R8, $0x1f
 	JLE       tr_zero31
 	VMOVUPS.Z (SI), K1, Z25
+	VADDPS    Z25, Z27, Z27
 	ADDQ      CX, SI
 	JMP       tr_next31
 
@@ -3209,13 +3248,18 @@ tr_zero31:
 
 tr_next31:
 	// vcvtne2ps2bf16 zmm26, zmm25, zmm24 (AVX512_BF16)
-	BYTE        $0x62
-	BYTE        $0x02
-	BYTE        $0x37
-	BYTE        $0x40
-	BYTE        $0x72
-	BYTE        $0xd0
-	VPERMW      Z26, Z31, Z15
+	BYTE    $0x62
+	BYTE    $0x02
+	BYTE    $0x37
+	BYTE    $0x40
+	BYTE    $0x72
+	BYTE    $0xd0
+	VPERMW  Z26, Z31, Z15
+	TESTQ   R10, R10
+	JZ      tr_transpose
+	VMOVUPS Z27, K1, (R10)
+
+tr_transpose:
 	VPUNPCKLDQ  Z1, Z0, Z16
 	VPUNPCKHDQ  Z1, Z0, Z17
 	VPUNPCKLDQ  Z3, Z2, Z18

@@ -58,7 +58,8 @@ type bfJob struct {
 	ap, bp             []uint16
 	panels, blocks     int  // B panels, A blocks
 	bTasks, aTasks     int  // packing tasks of B, then A
-	bT, aT             bool // B, A packed from rows p (PackBT, PackAT: a task per packRowsBF p)
+	bT, aT             bool // B, A packed from rows p (PackBT: a task per packRowsBF p; PackATRows)
+	aSums              bool // A's row sums formed while packing it (PackATRows, a task per packRowsAT rows)
 	tmp                [][]uint16
 	mc, nc, tilesN     int // C's blocks: mc × nc, tilesN across
 	acc                bool
@@ -66,6 +67,10 @@ type bfJob struct {
 
 // packRowsBF is the inner indices one PackAT or PackBT task packs.
 const packRowsBF = 64
+
+// packRowsAT is the rows of a transposed A one PackATRows task packs, over
+// the whole inner dimension (so each row's sum is one task's).
+const packRowsAT = 64
 
 func (j *bfJob) Run(worker, task int) {
 	if j.phase == 0 {
@@ -79,6 +84,13 @@ func (j *bfJob) Run(worker, task int) {
 			return
 		}
 		t := task - j.bTasks
+		if j.aSums {
+			r0 := t * packRowsAT
+			rowsPad := j.blocks * j.k.MR
+			r1 := min(r0+packRowsAT, rowsPad)
+			j.k.PackATRows(j.ap, j.a.data, j.a.cs, j.m, j.kk, j.kp, 0, j.kp, r0, r1, j.tmp[worker], j.asum)
+			return
+		}
 		if j.aT {
 			p0 := t * packRowsBF
 			j.k.PackAT(j.ap, j.a.data, j.a.cs, j.m, j.kk, j.kp, p0, min(p0+packRowsBF, j.kp), j.tmp[worker])
@@ -125,7 +137,7 @@ func (j *bfJob) Run(worker, task int) {
 			}
 		}
 	}
-	if j.asum != nil && j0 == 0 {
+	if j.asum != nil && j0 == 0 && !j.aSums {
 		// A's row sums in float32 (the bias gradient, from the unrounded
 		// operand): with A's rows strided (rs 1, a transposed output
 		// gradient) p runs outermost over contiguous runs of rows.
@@ -193,6 +205,10 @@ func (e *Engine) gemmBF16(c, res []float32, a, b operand, bias, asum []float32, 
 	}
 	if j.aT {
 		j.aTasks = ceilDiv(kp, packRowsBF)
+		if bf16.PackATSums() {
+			j.aSums = true
+			j.aTasks = ceilDiv(blocks*kn.MR, packRowsAT)
+		}
 	}
 	e.run(j.bTasks+j.aTasks, j)
 	// Blocks of bfBlockM × bfBlockN, cut smaller (to multiples of the
