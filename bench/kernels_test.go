@@ -123,3 +123,47 @@ func BenchmarkTrainStep(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTrainStepPrecision measures whole training steps of the default
+// spec (random) and mid with the linear layers' products in float32 and in
+// bf16 (AMX, else AVX512-BF16; skipped with the reason on a CPU with
+// neither), 2 workers, one sub-benchmark after the other in one run, so
+// their tokens/s can be compared (SYNTHGEN_TRAIN_SPECS picks other specs).
+//
+//	go test ./bench -run '^$' -bench TrainStepPrecision -count 3
+func BenchmarkTrainStepPrecision(b *testing.B) {
+	text, err := DefaultText()
+	if err != nil {
+		b.Skip(err)
+	}
+	names := []string{"random", "mid"}
+	if v := os.Getenv("SYNTHGEN_TRAIN_SPECS"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	for _, name := range names {
+		spec, err := kernels.Spec(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch := StepBatch(spec.N)
+		for _, bf := range []bool{false, true} {
+			prec := "f32"
+			if bf {
+				prec = "bf16"
+			}
+			b.Run(fmt.Sprintf("spec=%s/batch=%d/precision=%s", name, batch, prec), func(b *testing.B) {
+				step, tokens, level, err := TrainStepPrecision(name, bf, batch, 2, text)
+				if err != nil {
+					b.Skipf("%s: %v", name, err)
+				}
+				b.Logf("%s: %s", name, level)
+				for b.Loop() {
+					if err := step(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*tokens)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
+	}
+}

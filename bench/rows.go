@@ -29,6 +29,9 @@ type RowOptions struct {
 	// float32 one, each round), for CPUs with bf16 instructions
 	// (CPUFeatures.BF16).
 	BF16 bool
+	// GoBF16 measures synthgen's steps with the linear layers' products in
+	// bf16 (synth steps -precision bf16).
+	GoBF16 bool
 }
 
 // Row is one spec's row of the training-step table.
@@ -88,7 +91,7 @@ func MeasureRow(ctx context.Context, name string, o RowOptions) (Row, error) {
 	bf.bf16 = true
 	for range o.Rounds {
 		for i, w := range []int{1, 2} {
-			res, err := MeasureStepsChild(ctx, o.Exe, name, r.Batch, w, o.MinSteps, o.MinTime)
+			res, err := MeasureStepsChildPrecision(ctx, o.Exe, name, o.GoBF16, r.Batch, w, o.MinSteps, o.MinTime)
 			if err != nil {
 				return Row{}, err
 			}

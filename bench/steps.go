@@ -69,7 +69,8 @@ type StepResult struct {
 	TokensPerSec  float64 `json:"tokens_per_s"`
 	BytesPerStep  float64 `json:"bytes_per_step"`
 	AllocsPerStep float64 `json:"allocs_per_step"`
-	PeakRSSKiB    int64   `json:"peak_rss_kib"` // of the process that ran it; 0 if unknown
+	PeakRSSKiB    int64   `json:"peak_rss_kib"`        // of the process that ran it; 0 if unknown
+	Precision     string  `json:"precision,omitempty"` // the linear layers' products: "f32", "bf16-amx", "bf16-avx512bf16"
 }
 
 // MeasureSteps runs spec name's training step at the given batch and
@@ -77,11 +78,17 @@ type StepResult struct {
 // steps until both minSteps and minTime are reached, reporting tokens/s
 // and the bytes and allocations per step after the warm-up.
 func MeasureSteps(name string, batch, workers, minSteps int, minTime time.Duration) (StepResult, error) {
+	return MeasureStepsPrecision(name, false, batch, workers, minSteps, minTime)
+}
+
+// MeasureStepsPrecision is MeasureSteps with the linear layers' products
+// in bf16 when bf is set (TrainStepPrecision).
+func MeasureStepsPrecision(name string, bf bool, batch, workers, minSteps int, minTime time.Duration) (StepResult, error) {
 	text, err := DefaultText()
 	if err != nil {
 		return StepResult{}, fmt.Errorf("default text: %w", err)
 	}
-	step, tokens, err := TrainStep(name, batch, workers, text)
+	step, tokens, prec, err := TrainStepPrecision(name, bf, batch, workers, text)
 	if err != nil {
 		return StepResult{}, err
 	}
@@ -103,6 +110,7 @@ func MeasureSteps(name string, batch, workers, minSteps int, minTime time.Durati
 		TokensPerSec:  float64(n*tokens) / sec,
 		BytesPerStep:  float64(after.TotalAlloc-before.TotalAlloc) / float64(n),
 		AllocsPerStep: float64(after.Mallocs-before.Mallocs) / float64(n),
+		Precision:     prec,
 	}, nil
 }
 
@@ -120,8 +128,18 @@ func RunStepChild() (handled bool, err error) {
 		return false, nil
 	}
 	f := strings.Split(v, ",")
-	if len(f) != 5 {
-		return true, fmt.Errorf("%s=%q: want spec,batch,workers,minSteps,minTime", StepChildEnv, v)
+	if len(f) != 5 && len(f) != 6 {
+		return true, fmt.Errorf("%s=%q: want spec,batch,workers,minSteps,minTime[,precision]", StepChildEnv, v)
+	}
+	bf := false
+	if len(f) == 6 {
+		switch f[5] {
+		case "f32":
+		case "bf16":
+			bf = true
+		default:
+			return true, fmt.Errorf("%s=%q: precision %q, want f32 or bf16", StepChildEnv, v, f[5])
+		}
 	}
 	var nums [3]int
 	for i := range nums {
@@ -133,7 +151,7 @@ func RunStepChild() (handled bool, err error) {
 	if err != nil {
 		return true, fmt.Errorf("%s=%q: %w", StepChildEnv, v, err)
 	}
-	r, err := MeasureSteps(f[0], nums[0], nums[1], nums[2], minTime)
+	r, err := MeasureStepsPrecision(f[0], bf, nums[0], nums[1], nums[2], minTime)
 	if err != nil {
 		return true, err
 	}
@@ -144,8 +162,18 @@ func RunStepChild() (handled bool, err error) {
 // exe (a binary that calls RunStepChild first, such as synth) re-run with
 // StepChildEnv set. The result carries the child's peak resident set.
 func MeasureStepsChild(ctx context.Context, exe, name string, batch, workers, minSteps int, minTime time.Duration) (StepResult, error) {
+	return MeasureStepsChildPrecision(ctx, exe, name, false, batch, workers, minSteps, minTime)
+}
+
+// MeasureStepsChildPrecision is MeasureStepsChild with the linear layers'
+// products in bf16 when bf is set.
+func MeasureStepsChildPrecision(ctx context.Context, exe, name string, bf bool, batch, workers, minSteps int, minTime time.Duration) (StepResult, error) {
+	prec := "f32"
+	if bf {
+		prec = "bf16"
+	}
 	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d,%s", StepChildEnv, name, batch, workers, minSteps, minTime))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d,%s,%s", StepChildEnv, name, batch, workers, minSteps, minTime, prec))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

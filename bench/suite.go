@@ -281,6 +281,17 @@ func TrainStepAt(name string, l kernels.ISA, batch, workers int, text []byte) (s
 	return trainstep.At(name, l, batch, workers, text)
 }
 
+// TrainStepPrecision is TrainStep with the linear layers' products in
+// bf16 when bf is set (trainstep.AtPrecision), and the precision it runs
+// ("f32", or "bf16-amx", "bf16-avx512bf16").
+func TrainStepPrecision(name string, bf bool, batch, workers int, text []byte) (step func() error, tokens int, precision string, err error) {
+	l, err := kernels.Level()
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return trainstep.AtPrecision(name, l, bf, batch, workers, text)
+}
+
 // TrainSpecs are the specs the training-step benchmark runs by default: the
 // shipped specs of the shape PyTorch was measured at (n 128, d 128, 4
 // heads, 4 layers).

@@ -42,7 +42,22 @@ func TestInfo(t *testing.T) {
 	if code := runTo([]string{"info", "-spec", "small"}, &out, &errOut); code != 0 {
 		t.Fatalf("info: status %d, %s", code, errOut.String())
 	}
-	if s := out.String(); !strings.Contains(s, "cpu supports: go") || !strings.Contains(s, "small: variant") {
+	if s := out.String(); !strings.Contains(s, "cpu supports: go") || !strings.Contains(s, "small: variant") || !strings.Contains(s, "bf16 (-precision bf16): ") {
 		t.Errorf("info:\n%s", s)
+	}
+}
+
+// TestPrecisionFlag: a -precision other than f32 or bf16 is an error
+// naming the flag, in train and in steps, before anything runs.
+func TestPrecisionFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"train", "-precision", "fp8", "-out", t.TempDir() + "/x.safetensors"},
+		{"steps", "-precision", "fp8"},
+	} {
+		var out, errOut bytes.Buffer
+		code := runTo(args, &out, &errOut)
+		if code == 0 || !strings.Contains(errOut.String(), "-precision") || !strings.Contains(errOut.String(), "fp8") {
+			t.Errorf("%v: status %d, stderr %q", args, code, errOut.String())
+		}
 	}
 }

@@ -93,7 +93,7 @@ var trainFlags = map[string]string{
 	"Steps": "steps", "LRSteps": "lr-steps", "Batch": "batch", "LR": "lr", "Warmup": "warmup",
 	"Clip": "clip", "WeightDecay": "wd", "Seed": "seed", "StopAt": "stop-at", "Workers": "workers",
 	"EvalEvery": "eval-every", "EvalWindows": "eval-windows", "SaveEvery": "save-every",
-	"Data": "data", "Out": "out", "Valid": "valid", "HoldOut": "hold-out",
+	"Data": "data", "Out": "out", "Valid": "valid", "HoldOut": "hold-out", "Precision": "precision",
 }
 
 // flagError says err in the command's terms: an option's error names the

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/synthgen/synthgen/runtime/bf16"
 	"github.com/synthgen/synthgen/runtime/kernels"
+	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 // runInfo prints which specs this program links and, per kernel, the
@@ -37,6 +39,13 @@ func printInfo(w io.Writer, only string) error {
 		env = "unset"
 	}
 	fmt.Fprintf(w, "cpu supports: %s; dispatch level: %s (%s=%s)\n", strings.Join(have, ", "), level, kernels.EnvISA, env)
+	if bl, err := synth.BF16Level(level); err != nil {
+		fmt.Fprintf(w, "bf16 (-precision bf16): none, the linear layers stay float32: %v\n", err)
+	} else if aerr := bf16.Available(bf16.AMX); bl == bf16.AVX512BF16 && aerr != nil {
+		fmt.Fprintf(w, "bf16 (-precision bf16): %s (not AMX: %v)\n", bl, aerr)
+	} else {
+		fmt.Fprintf(w, "bf16 (-precision bf16): %s\n", bl)
+	}
 	names := kernels.Names()
 	if len(names) == 0 {
 		fmt.Fprintln(w, "\nno spec linked: import a generated package (blank import) in the program's main.go")

@@ -12,6 +12,8 @@ import (
 
 	"github.com/synthgen/synthgen/bench"
 	"github.com/synthgen/synthgen/internal/textfmt"
+	"github.com/synthgen/synthgen/runtime/kernels"
+	"github.com/synthgen/synthgen/runtime/synth"
 )
 
 // runSteps prints the training-step table: for every spec, whole training
@@ -29,8 +31,25 @@ func stepsCmd(e *env, args []string) error {
 	core := fs.String("openblas-core", "auto", openBLASCoreUsage)
 	bf16 := fs.Bool("bf16", true, "also measure PyTorch's step under bf16 autocast (skipped with a reason where the CPU lacks AVX512-BF16 and AMX-BF16)")
 	md := fs.Bool("md", false, "also print the table as markdown at the end")
+	precision := fs.String("precision", "f32", "number format of synthgen's linear-layer products: f32, or bf16 (bf16 operands, float32 accumulation; AMX, else AVX512-BF16)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	prec, err := synth.ParsePrecision(*precision)
+	if err != nil {
+		return fmt.Errorf("-precision: %w", err)
+	}
+	var bfLevel string
+	if prec == synth.BF16 {
+		isa, err := kernels.Level()
+		if err != nil {
+			return err
+		}
+		l, err := synth.BF16Level(isa)
+		if err != nil {
+			return fmt.Errorf("-precision bf16: %w", err)
+		}
+		bfLevel = l.String()
 	}
 	names := bench.TableSpecs()
 	if *list != "" {
@@ -42,7 +61,7 @@ func stepsCmd(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(e.context(), os.Interrupt)
 	defer stop()
-	o := bench.RowOptions{Exe: exe, MinSteps: *minSteps, MinTime: *minTime, Rounds: *rounds}
+	o := bench.RowOptions{Exe: exe, MinSteps: *minSteps, MinTime: *minTime, Rounds: *rounds, GoBF16: prec == synth.BF16}
 	var choice string
 	if *pytorch {
 		if o.PyTorch, choice, err = findPyTorch(ctx, e.out, *core); err != nil {
@@ -57,6 +76,9 @@ func stepsCmd(e *env, args []string) error {
 		}
 	}
 	fmt.Fprintf(e.out, "training steps (forward, backward, clipping, AdamW); each figure from a process of its own; ratio = synthgen 2 workers / PyTorch 2 threads")
+	if bfLevel != "" {
+		fmt.Fprintf(e.out, "; synthgen's linear layers in bf16 (%s, float32 accumulation)", bfLevel)
+	}
 	if o.BF16 {
 		fmt.Fprintf(e.out, "; bf16 = PyTorch's step under torch.autocast(\"cpu\", dtype=torch.bfloat16), 2 threads")
 	}

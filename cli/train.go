@@ -28,6 +28,7 @@ func trainCmd(e *env, args []string) (err error) {
 		seed                                           uint64
 		mpiTimeout                                     time.Duration
 		force                                          bool
+		precision                                      string
 	)
 	fs.StringVar(&spec, "spec", defaultSpec(), "linked spec to train (`name`, or a spec file whose package is linked)")
 	fs.StringVar(&dataPath, "data", "", "training text, read as bytes; the last 10% is held out (default: Go's Isaac.Newton-Opticks.txt)")
@@ -50,12 +51,17 @@ func trainCmd(e *env, args []string) (err error) {
 	fs.IntVar(&logEvery, "log-every", synth.DefaultLogEvery, "print a progress line every this many steps when output is not a terminal")
 	fs.IntVar(&saveEvery, "save-every", 0, "also save a checkpoint every this many steps (0: only at the end)")
 	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS, shared by the ranks on one machine under mpirun); results do not depend on it")
+	fs.StringVar(&precision, "precision", "f32", "number format of the linear layers' products: f32, or bf16 (bf16 operands, float32 accumulation, weights and optimizer state; on AMX, else AVX512-BF16; a CPU with neither trains in float32 and says so)")
 	fs.DurationVar(&mpiTimeout, "mpi-timeout", defaultMPITimeout, "under mpirun (built with -tags mpi): end the job when a rank waits this long for the others (0: never)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if logEvery < 1 {
 		return fmt.Errorf("-log-every %d must be ≥ 1", logEvery)
+	}
+	prec, err := synth.ParsePrecision(precision)
+	if err != nil {
+		return fmt.Errorf("-precision: %w", err)
 	}
 	if warmup < -1 {
 		return fmt.Errorf("-warmup %d must be ≥ 0 (or -1: the default)", warmup)
@@ -112,6 +118,8 @@ func trainCmd(e *env, args []string) (err error) {
 			opts = append(opts, synth.SaveEvery(saveEvery))
 		case "workers":
 			opts = append(opts, synth.Workers(workers))
+		case "precision":
+			opts = append(opts, synth.Precision(prec))
 		case "force":
 			if force {
 				opts = append(opts, synth.Overwrite(), synth.AllowManyWorkers(), synth.AllowLargeMemory())

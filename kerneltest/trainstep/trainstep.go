@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/kerneltest"
+	"github.com/synthgen/synthgen/runtime/bf16"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/model"
 	"github.com/synthgen/synthgen/runtime/train"
@@ -40,23 +41,45 @@ func Batch(n int) int {
 // dispatched at level l or below, at the given batch with the given number
 // of workers, and the tokens one step trains on.
 func At(name string, l kernels.ISA, batch, workers int, text []byte) (step func() error, tokens int, err error) {
+	step, tokens, _, err = AtPrecision(name, l, false, batch, workers, text)
+	return step, tokens, err
+}
+
+// AtPrecision is At with the linear layers' products in bf16 when bf is
+// set, at the bf16 level training chooses (bf16.ForISA of the kernels'
+// level: AMX, else AVX512-BF16), and returns that level ("f32" without
+// bf); a CPU with neither is an error saying why.
+func AtPrecision(name string, l kernels.ISA, bf bool, batch, workers int, text []byte) (step func() error, tokens int, level string, err error) {
 	k, err := kernels.LookupAt(name, l)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	m, err := model.New(k.Spec, k, 1)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
+	}
+	level = "f32"
+	if bf {
+		bl, err := bf16.ForISA(k.ISA)
+		if err != nil {
+			return nil, 0, "", fmt.Errorf("bf16: %w", err)
+		}
+		kn, err := bf16.New(bl)
+		if err != nil {
+			return nil, 0, "", fmt.Errorf("bf16: %w", err)
+		}
+		m.SetBF16(kn)
+		level = "bf16-" + bl.String()
 	}
 	m.SetWorkers(workers)
 	tr, err := train.New(m, text, train.DefaultConfig(1<<30, batch))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	if err := tr.TrainStep(); err != nil { // sizes the arena
-		return nil, 0, err
+		return nil, 0, "", err
 	}
-	return tr.TrainStep, batch * k.Spec.N, nil
+	return tr.TrainStep, batch * k.Spec.N, level, nil
 }
 
 // Benchmark measures whole training steps of spec (batch sampling,

@@ -1,7 +1,9 @@
 // Package mat holds the float32 matrix products of the linear layers, run
 // on a parallel.Pool: through a generated GEMM micro-kernel when the engine
 // has one (SetGemm; see pack.go), else in plain Go, a blocked, tiled
-// product with a 2×3 register tile.
+// product with a 2×3 register tile. With a bf16 kernel (SetBF16; see
+// bf16.go) the linear layers' products take bf16 operands and accumulate
+// in float32.
 //
 // All matrices are dense and row-major. For a linear layer with weight
 // w [n, k] (PyTorch's [out, in]) and bias b [n] applied to x [m, k]:
@@ -54,6 +56,8 @@ type Engine struct {
 	pj    packedJob
 	pb    packBJob
 	rj    rowsJob
+
+	bf bfState // the linear layers' bf16 kernel (SetBF16; bf16.go)
 }
 
 // Rows is row-wise work on a product's output (an activation, or the
@@ -156,6 +160,10 @@ func (e *Engine) LinearThen(y, x, w, b []float32, m, k, n int, then Rows) {
 	if b != nil {
 		b = b[:n]
 	}
+	if e.bfOK(m, n, k) {
+		e.gemmBF16(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, false, then)
+		return
+	}
 	if e.packedOK(m, n, k) {
 		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, false, then)
 		return
@@ -173,6 +181,10 @@ func (e *Engine) LinearAdd(y, x, w, b []float32, m, k, n int) {
 	if b != nil {
 		b = b[:n]
 	}
+	if e.bfOK(m, n, k) {
+		e.gemmBF16(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true, nil)
+		return
+	}
 	if e.packedOK(m, n, k) {
 		e.gemmPacked(y, nil, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true, nil)
 		return
@@ -189,6 +201,10 @@ func (e *Engine) LinearRes(y, res, x, w, b []float32, m, k, n int) {
 		b = b[:n]
 	}
 	res = res[:m*n]
+	if e.bfOK(m, n, k) {
+		e.gemmBF16(y, res, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true, nil)
+		return
+	}
 	if e.packedOK(m, n, k) {
 		e.gemmPacked(y, res, operand{x, k, 1}, operand{w, k, 1}, b, nil, m, n, k, n, true, nil)
 		return
@@ -215,6 +231,9 @@ func (e *Engine) LinearBackXThen(dx, dy, w []float32, m, k, n int, accumulate bo
 		if !accumulate {
 			clear(dx[:m*k])
 		}
+	case e.bfOK(m, k, n):
+		e.gemmBF16(dx, nil, operand{dy, n, 1}, operand{w, 1, k}, nil, nil, m, k, n, k, accumulate, then)
+		return
 	case e.packedOK(m, k, n):
 		// dx(i, j) = Σ_p dy[i·n+p]·w[p·k+j]: B(j, p) = w[p·k+j].
 		e.gemmPacked(dx, nil, operand{dy, n, 1}, operand{w, 1, k}, nil, nil, m, k, n, k, accumulate, then)
@@ -240,6 +259,10 @@ func (e *Engine) LinearBackW(dw, db, dy, x []float32, m, k, n int) {
 	}
 	if db != nil {
 		db = db[:n]
+	}
+	if e.bfOK(n, k, m) {
+		e.gemmBF16(dw, nil, operand{dy, 1, n}, operand{x, 1, k}, nil, db, n, k, m, k, true, nil)
+		return
 	}
 	if e.packedOK(n, k, m) {
 		// dw(j, q) += Σ_i dy[i·n+j]·x[i·k+q]: A(j, i) = dy[i·n+j], B(q, i) = x[i·k+q].

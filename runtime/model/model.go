@@ -32,6 +32,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 
+	"github.com/synthgen/synthgen/runtime/bf16"
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/mat"
 	"github.com/synthgen/synthgen/runtime/parallel"
@@ -447,3 +448,14 @@ func mixWeights(mix []float32, w []float32) {
 		w[i] = float32(math.Exp(float64(v)-mx) / s)
 	}
 }
+
+// SetBF16 runs the linear layers' products (forward and both backward
+// products) on bf16 kernel k: bf16 operands, float32 accumulation and
+// output; the weights, their gradients and everything else stay float32.
+// nil returns them to float32. It must not be called during Forward or
+// Backward.
+func (m *Model) SetBF16(k *bf16.Kernel) { m.eng.SetBF16(k) }
+
+// BF16 is the level of the linear layers' bf16 kernel (bf16.None: they run
+// in float32).
+func (m *Model) BF16() bf16.Level { return m.eng.BF16() }

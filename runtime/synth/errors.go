@@ -19,7 +19,7 @@ var optionNames = map[string]string{
 	"lr": "LR", "warmup": "Warmup", "clip": "Clip", "wd": "WeightDecay", "seed": "Seed",
 	"stop-at": "StopAt", "workers": "Workers", "eval-every": "EvalEvery",
 	"eval-windows": "EvalWindows", "save-every": "SaveEvery", "isa": "ISA",
-	"valid": "Valid", "hold-out": "HoldOut",
+	"valid": "Valid", "hold-out": "HoldOut", "precision": "Precision",
 }
 
 // optionErr is the OptionError of setting key (an options.set key).

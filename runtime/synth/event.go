@@ -94,8 +94,8 @@ func (p Plan) String() string {
 	default:
 		fmt.Fprintf(&b, "data: %d labelled examples for training, no validation; %d labels %q\n", p.TrainExamples, len(p.Labels), p.Labels)
 	}
-	fmt.Fprintf(&b, "model: spec %s (%s, n %d, d %d, %d heads, %d layers), %s parameters, kernels %s\n",
-		s.Name, s.Variant, s.N, s.D, s.Heads, s.Layers, textfmt.Count(float64(p.NumParams)), p.ISA)
+	fmt.Fprintf(&b, "model: spec %s (%s, n %d, d %d, %d heads, %d layers), %s parameters, kernels %s%s\n",
+		s.Name, s.Variant, s.N, s.D, s.Heads, s.Layers, textfmt.Count(float64(p.NumParams)), p.ISA, precisionText(p.Precision))
 	if p.Resume != "" {
 		from := "checkpoint only"
 		if p.WithOptimizer {
@@ -123,4 +123,12 @@ func (s *Summary) String() string {
 		msg += fmt.Sprintf(", val loss %.4f", s.ValLoss)
 	}
 	return msg + "; saved to " + s.Out
+}
+
+// precisionText is the model line's note of a bf16 run's products.
+func precisionText(p string) string {
+	if p == "" || p == "f32" {
+		return ""
+	}
+	return ", linear layers in " + p + " (float32 accumulation and weights)"
 }

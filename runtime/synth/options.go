@@ -44,6 +44,7 @@ type options struct {
 	log                                      io.Writer
 	comm                                     Comm // Ranks: data-parallel over several processes
 	isa                                      *kernels.ISA
+	precision                                PrecisionKind
 }
 
 func defaults() options {

@@ -34,6 +34,7 @@ type Plan struct {
 	Spec      specs.Spec
 	NumParams int
 	ISA       string // instruction set of the model's kernels
+	Precision string // the linear layers' products: "f32", or "bf16 (amx)", "bf16 (avx512bf16)"
 
 	Data        string // the training text's path
 	DefaultData bool   // Data is the default text: no Data option, nothing saved
@@ -289,6 +290,8 @@ func (o *options) validate() error {
 		return optionErr("stop-at", o.stopAt, "must be ≥ 0")
 	case o.lrSteps < 0:
 		return optionErr("lr-steps", o.lrSteps, "must be ≥ 0")
+	case o.precision != F32 && o.precision != BF16:
+		return optionErr("precision", o.precision, "must be F32 or BF16")
 	}
 	return nil
 }
@@ -399,6 +402,14 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 		abs = path
 	}
 	plan.Spec, plan.NumParams, plan.ISA = s, m.net.NumParams(), m.net.Kernels.ISA.String()
+	prec, note, err := setPrecision(m, o.precision)
+	if err != nil {
+		return nil, err
+	}
+	plan.Precision = prec
+	if note != "" {
+		plan.Notes = append(plan.Notes, note)
+	}
 	plan.Data = path
 	if ds != nil {
 		plan.TrainBytes, plan.ValBytes = len(ds.Train), len(ds.Val)

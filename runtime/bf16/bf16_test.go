@@ -1,0 +1,336 @@
+package bf16
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/synthgen/synthgen/runtime/kernels"
+)
+
+// levels returns the kernels of every level that runs here, and logs the
+// ones that cannot, saying why.
+func levels(t testing.TB) []*Kernel {
+	var out []*Kernel
+	for _, l := range []Level{Go, AVX512BF16, AMX} {
+		k, err := New(l)
+		if err != nil {
+			if !errors.Is(err, ErrNoFeature) {
+				t.Fatal(err)
+			}
+			t.Logf("level %s not tested: %v", l, err)
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestFromFloat32(t *testing.T) {
+	for _, c := range []struct {
+		in   uint32
+		want uint16
+	}{
+		{0x3f800000, 0x3f80}, // 1
+		{0x3f808000, 0x3f80}, // tie, even stays
+		{0x3f818000, 0x3f82}, // tie, odd rounds up
+		{0x3f808001, 0x3f81}, // above tie
+		{0x3f807fff, 0x3f80}, // below tie
+		{0x7f7fffff, 0x7f80}, // max float32 rounds to +Inf
+		{0x7f800001, 0x7fc0}, // signalling NaN quietened
+		{0x00000001, 0x0000}, // denormal flushed
+		{0x807fffff, 0x8000}, // negative denormal flushed, sign kept
+	} {
+		if got := FromFloat32(math.Float32frombits(c.in)); got != c.want {
+			t.Errorf("FromFloat32(%#08x) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+}
+
+// TestConvert checks the AVX512-BF16 conversion of PackA's row-major path
+// bit for bit against FromFloat32 at every length 0–70.
+func TestConvert(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n <= 70; n++ {
+		src := make([]float32, n)
+		for i := range src {
+			src[i] = float32(r.NormFloat64()) * float32(math.Pow(2, float64(r.IntN(40)-20)))
+			if r.IntN(5) == 0 {
+				src[i] = math.Float32frombits(math.Float32bits(src[i])&0xffff0000 | 0x8000) // a tie
+			}
+		}
+		dst := make([]uint16, n+20)
+		for i := range dst {
+			dst[i] = 0xdead
+		}
+		convert(dst[:n], src)
+		for i, f := range src {
+			if dst[i] != FromFloat32(f) {
+				t.Fatalf("n=%d: dst[%d] = %#04x, want %#04x", n, i, dst[i], FromFloat32(f))
+			}
+		}
+		for i := n; i < len(dst); i++ {
+			if dst[i] != 0xdead {
+				t.Fatalf("n=%d: wrote past dst at %d", n, i)
+			}
+		}
+	}
+}
+
+// gemmRef is C0 + A·Bᵀ in float64 on the bf16-rounded operands, and the
+// sum of the absolute values of its terms.
+func gemmRef(c0, a, b []float32, m, n, k int) (ref, abs []float64) {
+	ref, abs = make([]float64, m*n), make([]float64, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			s := float64(c0[i*n+j])
+			sa := math.Abs(s)
+			for p := 0; p < k; p++ {
+				x := float64(Round(a[i*k+p])) * float64(Round(b[j*k+p]))
+				s += x
+				sa += math.Abs(x)
+			}
+			ref[i*n+j], abs[i*n+j] = s, sa
+		}
+	}
+	return ref, abs
+}
+
+// Tolerance: products of two bf16 values are exact in float32, so the
+// only error is float32 accumulation: at most about (k+1)·2⁻²⁴ of the sum
+// of the absolute values of the terms; the bound allows twice that.
+func tol(abs float64, k int) float64 { return 2*float64(k+1)*0x1p-24*abs + 1e-30 }
+
+// gemm runs C (+)= A·Bᵀ through kernel kn on operands A [m, k] and B [n, k]
+// (row-major, contiguous), packing them, k blocked into kc (a multiple of
+// Step): a call per tile of MR rows, or with whole, a call per B panel
+// over all rows.
+func gemm(kn *Kernel, c, a, b []float32, m, n, k, kc int, load, whole bool) {
+	gemmBias(kn, c, a, b, nil, m, n, k, kc, load, whole)
+}
+
+// gemmBias is gemm starting from bias (nil: zero) rather than from C when
+// not load.
+func gemmBias(kn *Kernel, c, a, b, bias []float32, m, n, k, kc int, load, whole bool) {
+	kp := Pad(k)
+	blocks := (m + kn.MR - 1) / kn.MR
+	ap := make([]uint16, blocks*kn.ABlock(kp))
+	bp := make([]uint16, BPanel(kp))
+	for i0 := 0; i0 < m; i0 += kn.MR {
+		kn.PackA(ap[i0/kn.MR*kn.ABlock(kp):], a, k, 1, i0, m, k, kp)
+	}
+	for j0 := 0; j0 < n; j0 += NR {
+		PackB(bp, b, k, 1, j0, n, k, kp)
+		var bs []float32
+		if bias != nil {
+			bs = bias[j0:]
+		}
+		for kb := 0; kb < kp; kb += kc {
+			if whole {
+				kn.Tile(kp, kb, min(kc, kp-kb), ap, bp, c[j0:], n, m, min(NR, n-j0), load || kb > 0, bs)
+				continue
+			}
+			for i0 := 0; i0 < m; i0 += kn.MR {
+				kn.Tile(kp, kb, min(kc, kp-kb), ap[i0/kn.MR*kn.ABlock(kp):], bp, c[i0*n+j0:], n, min(kn.MR, m-i0), min(NR, n-j0), load || kb > 0, bs)
+			}
+		}
+	}
+}
+
+// TestTile checks every level's kernel against the float64 reference on
+// bf16-rounded inputs, for shapes with edge tiles in m, n and k, k blocked
+// or not, overwriting and accumulating.
+func TestTile(t *testing.T) {
+	for _, kn := range levels(t) {
+		t.Run(kn.Level.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(3, 4))
+			for _, sh := range [][3]int{{1, 1, 1}, {8, 32, 32}, {32, 32, 32}, {7, 31, 33}, {33, 33, 63}, {40, 70, 100}, {65, 64, 256}, {31, 17, 1000}, {64, 96, 512}, {100, 64, 64}, {96, 33, 40}} {
+				m, n, k := sh[0], sh[1], sh[2]
+				for _, kc := range []int{Pad(k), 64} {
+					for _, mode := range []int{0, 1, 2, 3, 4, 6} {
+						load, whole, withBias := mode&1 == 1, mode&2 == 2, mode&4 == 4
+						name := fmt.Sprintf("m%d n%d k%d kc%d load %v whole %v bias %v", m, n, k, kc, load, whole, withBias)
+						a, b, c0 := randn(r, m*k), randn(r, n*k), randn(r, m*n)
+						var bias []float32
+						ref, abs := gemmRef(c0, a, b, m, n, k)
+						switch {
+						case withBias: // C starts from the bias row
+							bias = randn(r, n)
+							start := make([]float32, m*n)
+							for i := range start {
+								start[i] = bias[i%n]
+							}
+							ref, abs = gemmRef(start, a, b, m, n, k)
+						case !load:
+							ref, abs = gemmRef(make([]float32, m*n), a, b, m, n, k)
+						}
+						c := append([]float32(nil), c0...)
+						gemmBias(kn, c, a, b, bias, m, n, k, kc, load, whole)
+						for i := range c {
+							if d := math.Abs(float64(c[i]) - ref[i]); !(d <= tol(abs[i], k)) {
+								t.Fatalf("%s: c[%d] = %v, reference %v, bound %v", name, i, c[i], ref[i], tol(abs[i], k))
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTileCorner checks that an edge tile writes only its mr×nr corner.
+func TestTileCorner(t *testing.T) {
+	for _, kn := range levels(t) {
+		const kp, ldc = 64, 40
+		r := rand.New(rand.NewPCG(5, 6))
+		a, b := make([]uint16, kn.ABlock(kp)), make([]uint16, BPanel(kp))
+		for i := range a {
+			a[i] = FromFloat32(float32(r.NormFloat64()))
+		}
+		for i := range b {
+			b[i] = FromFloat32(float32(r.NormFloat64()))
+		}
+		bias := randn(r, NR)
+		for _, mn := range [][2]int{{1, 1}, {kn.MR - 1, 17}, {3, 16}, {kn.MR, NR - 1}, {2, NR}} {
+			mr, nr := mn[0], mn[1]
+			c := make([]float32, kn.MR*ldc)
+			for i := range c {
+				c[i] = -7
+			}
+			for _, load := range []bool{false, true} {
+				kn.Tile(kp, 0, kp, a, b, c[:(mr-1)*ldc+nr], ldc, mr, nr, load, bias[:nr])
+			}
+			for i := 0; i < kn.MR; i++ {
+				for j := 0; j < ldc; j++ {
+					in := i < mr && j < nr
+					if v := c[i*ldc+j]; (v == -7) == in {
+						t.Errorf("%s: mr %d nr %d: c[%d][%d] = %v (inside the corner: %v)", kn.Level, mr, nr, i, j, v, in)
+					}
+				}
+			}
+		}
+	}
+}
+
+func randn(r *rand.Rand, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(r.NormFloat64())
+	}
+	return out
+}
+
+// TestBest checks the level choice: the best level this CPU runs, capped
+// by SYNTHGEN_BF16.
+func TestBest(t *testing.T) {
+	t.Setenv(EnvBF16, "")
+	l, err := Best(AMX)
+	t.Logf("best bf16 level here: %s (%v)", l, err)
+	if err == nil && Available(l) != nil {
+		t.Errorf("Best chose %s, which cannot run", l)
+	}
+	t.Setenv(EnvBF16, "avx512bf16")
+	if l, _ := Best(AMX); l == AMX {
+		t.Errorf("SYNTHGEN_BF16=avx512bf16 chose AMX")
+	}
+	t.Setenv(EnvBF16, "none")
+	if l, err := Best(AMX); l != None || !errors.Is(err, ErrNoFeature) {
+		t.Errorf("SYNTHGEN_BF16=none: %s, %v", l, err)
+	}
+	t.Setenv(EnvBF16, "fp8")
+	if _, err := Best(AMX); err == nil {
+		t.Errorf("SYNTHGEN_BF16=fp8 gave no error")
+	}
+	t.Setenv(EnvBF16, "")
+	if l, _ := Best(AVX512BF16); l == AMX {
+		t.Errorf("limit AVX512BF16 chose AMX")
+	}
+	// Float32 kernels below AVX-512 (SYNTHGEN_ISA=avx2) allow no bf16.
+	for _, isa := range []kernels.ISA{kernels.Go, kernels.AVX2} {
+		if l, err := ForISA(isa); l != None || !errors.Is(err, ErrNoFeature) {
+			t.Errorf("ForISA(%s) = %s, %v; want none", isa, l, err)
+		}
+	}
+}
+
+// TestPackTransposed checks PackAT and PackBT (pairs of rows interleaved
+// with AVX512-BF16 where the CPU has it) bit for bit against PackA and
+// PackB reading the same operands through strides, with edges in every
+// dimension and p ranges split across calls; and that the blocks' tails
+// (rows or columns past the edge, p past k) come out zero over garbage.
+func TestPackTransposed(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, kn := range levels(t) {
+		for _, sh := range [][2]int{{1, 1}, {7, 3}, {33, 31}, {40, 64}, {100, 65}, {16, 130}, {9, 512}, {35, 1100}} {
+			rows, kk := sh[0], sh[1]
+			kp := Pad(kk)
+			ld := rows + 3
+			src := randn(r, kk*ld)
+			for i := range src {
+				if r.IntN(7) == 0 { // ties
+					src[i] = math.Float32frombits(math.Float32bits(src[i])&0xffff0000 | 0x8000)
+				}
+			}
+			tmp := make([]uint16, PairsLen(rows))
+			// A: blocks of MR rows, A(i, p) = src[p·ld + i].
+			blocks := (rows + kn.MR - 1) / kn.MR
+			want := make([]uint16, blocks*kn.ABlock(kp))
+			for b := 0; b < blocks; b++ {
+				kn.PackA(want[b*kn.ABlock(kp):], src, 1, ld, b*kn.MR, rows, kk, kp)
+			}
+			got := make([]uint16, len(want))
+			for i := range got {
+				got[i] = 0xdead
+			}
+			for p0 := 0; p0 < kp; p0 += 64 {
+				kn.PackAT(got, src, ld, rows, kk, kp, p0, min(p0+64, kp), tmp)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: PackAT %d rows, k %d differs from PackA", kn.Level, rows, kk)
+			}
+			// B: panels of NR columns, B(j, p) = src[p·ld + j].
+			panels := (rows + NR - 1) / NR
+			wantB := make([]uint16, panels*BPanel(kp))
+			for jp := 0; jp < panels; jp++ {
+				PackB(wantB[jp*BPanel(kp):], src, 1, ld, jp*NR, rows, kk, kp)
+			}
+			gotB := make([]uint16, len(wantB))
+			for i := range gotB {
+				gotB[i] = 0xdead
+			}
+			for p0 := 0; p0 < kp; p0 += 32 {
+				PackBT(gotB, src, ld, rows, kk, kp, p0, min(p0+32, kp), tmp)
+			}
+			if !slices.Equal(gotB, wantB) {
+				t.Errorf("%s: PackBT %d columns, k %d differs from PackB", kn.Level, rows, kk)
+			}
+		}
+	}
+}
+
+// TestPairRows checks the interleaving bit for bit against FromFloat32 at
+// every length 0–70 and that nothing past 2n is written.
+func TestPairRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for n := 0; n <= 70; n++ {
+		src := randn(r, 2*n+1)
+		dst := make([]uint16, 2*n+40)
+		for i := range dst {
+			dst[i] = 0xdead
+		}
+		pairRows(dst[:2*n], src[:n], src, n, true)
+		for j := 0; j < n; j++ {
+			if dst[2*j] != FromFloat32(src[j]) || dst[2*j+1] != FromFloat32(src[n+j]) {
+				t.Fatalf("n=%d: pair %d = %#04x %#04x, want %#04x %#04x", n, j, dst[2*j], dst[2*j+1], FromFloat32(src[j]), FromFloat32(src[n+j]))
+			}
+		}
+		for i := 2 * n; i < len(dst); i++ {
+			if dst[i] != 0xdead {
+				t.Fatalf("n=%d: wrote past dst at %d", n, i)
+			}
+		}
+	}
+}

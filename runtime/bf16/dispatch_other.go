@@ -1,0 +1,31 @@
+//go:build !amd64 || purego
+
+package bf16
+
+import "fmt"
+
+func hasAVX512BF16() error {
+	return fmt.Errorf("AVX512-BF16: needs an amd64 build without the purego tag: %w", ErrNoFeature)
+}
+
+func hasAMX() error {
+	return fmt.Errorf("AMX: needs an amd64 build without the purego tag: %w", ErrNoFeature)
+}
+
+func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+	panic("bf16: AMX kernel in a build without it")
+}
+
+func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+	panic("bf16: AVX512-BF16 kernel in a build without it")
+}
+
+func toBF16AVX512(dst *uint16, src *float32, n int) { panic("bf16: AVX512-BF16 in a build without it") }
+
+func pairsAVX512(dst *uint16, r0, r1 *float32, n int) {
+	panic("bf16: AVX512-BF16 in a build without it")
+}
+
+func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows, cols, store int, sums *float32) {
+	panic("bf16: AVX512-BF16 in a build without it")
+}
