@@ -20,8 +20,7 @@ import (
 // as it can and a fourth goroutine forces garbage collections (whose
 // stop-the-world preempts running goroutines), plus unlocked goroutines
 // that the scheduler moves between threads. Every result must equal, bit
-// for bit, the one computed without signals (the approach of
-// gen/x86enc/bf16proof's TestAMXSurvivesSignals).
+// for bit, the one computed without signals.
 func TestAMXSurvivesPreemption(t *testing.T) {
 	kn, err := New(AMX)
 	if err != nil {

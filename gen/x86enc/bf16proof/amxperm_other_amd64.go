@@ -1,9 +1,0 @@
-//go:build amd64 && !purego && !linux
-
-package bf16proof
-
-import "fmt"
-
-func requestTilePermission() error {
-	return fmt.Errorf("AMX: asking the OS for the tile state is implemented for Linux only: %w", ErrNoFeature)
-}
