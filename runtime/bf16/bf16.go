@@ -294,11 +294,25 @@ func PackB(dst []uint16, src []float32, rs, cs, j0, n, k, kp int) {
 // (cs 1) are converted with AVX512-BF16 where the CPU has it; a transposed
 // A (rs 1) packs faster with PackAT.
 func (k *Kernel) PackA(dst []uint16, src []float32, rs, cs, i0, m, kk, kp int) {
-	mr, lda := k.MR, LDA(kp)
-	dst = dst[:mr*lda]
+	lda := LDA(kp)
+	dst = dst[:k.MR*lda]
+	k.PackASeg(dst, lda, 0, src, rs, cs, i0, m, kk, kp)
+	for r := 0; r < k.MR; r++ { // the rows' padding
+		clear(dst[r*lda+kp : r*lda+lda])
+	}
+}
+
+// PackASeg is PackA into one segment of an inner dimension concatenated
+// from several operands (each padded to a multiple of Step): it writes
+// A(i, p) at column off+p of a block whose MR rows are lda bf16 apart, for
+// p < kp (zero from kk), off a multiple of Step and off+kp ≤ lda. Nothing
+// outside those columns is written.
+func (k *Kernel) PackASeg(dst []uint16, lda, off int, src []float32, rs, cs, i0, m, kk, kp int) {
+	mr := k.MR
+	dst = dst[:(mr-1)*lda+off+kp]
 	rows := min(mr, m-i0)
 	for r := 0; r < mr; r++ {
-		d := dst[r*lda : r*lda+lda] // with its padding past kp, zeroed
+		d := dst[r*lda+off : r*lda+off+kp]
 		if r >= rows {
 			clear(d)
 			continue
@@ -402,8 +416,16 @@ func (k *Kernel) PackATRows(dst []uint16, src []float32, ld, m, kk, kp, p0, p1, 
 // columns past n and p past kk zero). tmp is scratch of at least
 // PairsLen(n) bf16.
 func PackBT(dst []uint16, src []float32, ld, n, kk, kp, p0, p1 int, tmp []uint16) {
+	PackBTSeg(dst, BPanel(kp), src, ld, n, kk, kp, p0, p1, tmp)
+}
+
+// PackBTSeg is PackBT into one segment of an inner dimension concatenated
+// from several operands (each padded to a multiple of Step): the panels
+// are pl bf16 apart (BPanel of the whole inner dimension), and dst starts
+// at the segment's first step in the first panel (off·NR for a segment at
+// inner offset off, a multiple of Step).
+func PackBTSeg(dst []uint16, pl int, src []float32, ld, n, kk, kp, p0, p1 int, tmp []uint16) {
 	panels := (n + NR - 1) / NR
-	pl := BPanel(kp)
 	clear(tmp[2*n : 2*panels*NR])
 	for p := p0; p < p1; p += 2 {
 		s, q := p/Step, p%Step/2

@@ -1,6 +1,10 @@
 package model
 
-import "runtime"
+import (
+	"runtime"
+
+	"github.com/synthgen/synthgen/runtime/mat"
+)
 
 // Backward computes, after a Forward with targets (or a ForwardClassify
 // with labels), d(mean loss)/d(param)
@@ -59,19 +63,24 @@ func (m *Model) Backward(ws *Workspace) {
 			e.LinearBackX(ws.dg, ws.dfb, ly.fb.w.Data, rh, m.dh, m.fb, true)
 			e.LinearBackW(ly.fb.w.Grad, ly.fb.b.Grad, ws.dfb, lw.g, rh, m.dh, m.fb)
 		}
-		e.LinearBackX(ws.dh, ws.dv, ly.v.w.Data, rows, d, d, false)
-		e.LinearBackW(ly.v.w.Grad, ly.v.b.Grad, ws.dv, lw.h1, rows, d, d)
-		if m.hasQK {
-			e.LinearBackX(ws.dh, ws.dq, ly.q.w.Data, rows, d, d, true)
-			e.LinearBackW(ly.q.w.Grad, ly.q.b.Grad, ws.dq, lw.h1, rows, d, d)
-			e.LinearBackX(ws.dh, ws.dk, ly.k.w.Data, rows, d, d, true)
-			e.LinearBackW(ly.k.w.Grad, ly.k.b.Grad, ws.dk, lw.h1, rows, d, d)
-		}
 		if m.hasG {
 			m.elementwise(ewReluBack, ws.dg, lw.g, rows*d)
-			e.LinearBackX(ws.dh, ws.dg, ly.w1.w.Data, rows, d, d, true)
-			e.LinearBackW(ly.w1.w.Grad, ly.w1.b.Grad, ws.dg, lw.h1, rows, d, d)
 		}
+		// The layers that read h1 (v, q and k, w1): dh = Σ dyᵢ·wᵢ, and
+		// every weight's gradient, h1 packed once in bf16.
+		dys := [4][]float32{ws.dv, ws.dq, ws.dk, ws.dg}
+		var terms [4]mat.BackXTerm
+		var grads [4]mat.GradOut
+		n := 0
+		for i, h := range m.h1Layers(ly, lw) {
+			if h.l != nil {
+				terms[n] = mat.BackXTerm{DY: dys[i], W: h.l.w.Data, N: d}
+				grads[n] = mat.GradOut{DW: h.l.w.Grad, DB: h.l.b.Grad, DY: dys[i], N: d}
+				n++
+			}
+		}
+		e.LinearBackXSum(ws.dh, rows, d, terms[:n], false)
+		e.LinearBackWShared(lw.h1, rows, d, grads[:n])
 		m.layerNormBack(ws.dh, ws.xs[l], lw.mu1, lw.rs1, ws.dx, ly.ln1w, ly.ln1b, rows, true)
 	}
 	m.embedBack(ws)

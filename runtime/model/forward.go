@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+
+	"github.com/synthgen/synthgen/runtime/mat"
 )
 
 // Forward runs the network on batch sequences. inputs and targets hold
@@ -62,13 +64,17 @@ func (m *Model) forwardBody(ws *Workspace, inputs []int32, batch int) bool {
 		ly, lw := &m.layers[l], &ws.lay[l]
 		x := ws.xs[l][:rows*d]
 		m.layerNorm(x, lw.h1, lw.mu1, lw.rs1, ly.ln1w, ly.ln1b, rows)
-		e.Linear(lw.v, lw.h1, ly.v.w.Data, ly.v.b.Data, rows, d, d)
-		if m.hasQK {
-			e.Linear(lw.q, lw.h1, ly.q.w.Data, ly.q.b.Data, rows, d, d)
-			e.Linear(lw.k, lw.h1, ly.k.w.Data, ly.k.b.Data, rows, d, d)
+		// The layers that read h1 (v, q and k, w1), h1 packed once in bf16.
+		var outs [4]mat.LinearOut
+		n := 0
+		for _, h := range m.h1Layers(ly, lw) {
+			if h.l != nil {
+				outs[n] = mat.LinearOut{Y: h.y, W: h.l.w.Data, B: h.l.b.Data, N: d}
+				n++
+			}
 		}
+		e.LinearShared(lw.h1, rows, d, outs[:n])
 		if m.hasG {
-			e.Linear(lw.g, lw.h1, ly.w1.w.Data, ly.w1.b.Data, rows, d, d)
 			m.elementwise(ewRelu, lw.g, nil, rows*d)
 		}
 		if ly.fa.w != nil {
@@ -121,4 +127,26 @@ func (m *Model) checkInputs(fn string, ws *Workspace, inputs []int32, batch int)
 			panic(fmt.Sprintf("model: "+fn+": inputs[%d] = %d is out of the vocabulary [0, %d)", i, v, m.vocab))
 		}
 	}
+}
+
+// h1Layer is a linear layer that reads h1 (LayerNorm 1's output) and its
+// output y; l is nil for a layer the variant does not have.
+type h1Layer struct {
+	l *linear
+	y []float32 // forward: the layer's output
+}
+
+// h1Layers lists the linear layers that read h1, in the order the forward
+// and backward passes run their products: v, then q and k (m.hasQK), then
+// w1 (m.hasG).
+func (m *Model) h1Layers(ly *layer, lw *layerWS) [4]h1Layer {
+	var hs [4]h1Layer
+	hs[0] = h1Layer{&ly.v, lw.v}
+	if m.hasQK {
+		hs[1], hs[2] = h1Layer{&ly.q, lw.q}, h1Layer{&ly.k, lw.k}
+	}
+	if m.hasG {
+		hs[3] = h1Layer{&ly.w1, lw.g}
+	}
+	return hs
 }
