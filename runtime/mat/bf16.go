@@ -5,18 +5,21 @@ import (
 )
 
 // The bf16 path (SetBF16): the linear layers' products — Linear and its
-// forms, LinearBackX and LinearBackW — with bf16 operands (rounded to
-// nearest even) and float32 accumulation and output, through a
-// runtime/bf16 micro-kernel. Both operands are packed whole, in parallel,
-// before the products (B into panels of bf16.NR columns, A into blocks of
-// the kernel's MR rows, the inner dimension padded with zeros to
-// bf16.Step), then C is cut into blocks of bfBlockM × bfBlockN (smaller
-// when that makes fewer than minTasks), one task each, walking the inner
-// dimension bfBlockK at a time. An element's sum
-// depends only on bfBlockK, so results are bit-identical for any number
-// of workers. Bias, residual, row sums (the bias gradient) and the Rows
-// callback stay float32, as on the float32 paths. MulNT, MulPanels and
-// AccumulateTN (attention's and aft_full's products) stay float32.
+// forms, LinearBackX and LinearBackW, and the shared forms of shared.go —
+// with bf16 operands (rounded to nearest even) and float32 accumulation
+// and output, through a runtime/bf16 micro-kernel. A job packs all its
+// operands whole, in parallel, in one run on the pool (B into panels of
+// bf16.NR columns, A into blocks of the kernel's MR rows, the inner
+// dimension padded with zeros to bf16.Step; an operand several products
+// read is packed once, and an inner dimension may be concatenated from
+// several operands, each padded), then computes its products: C is cut
+// into blocks of bfBlockM × bfBlockN (smaller when that makes fewer than
+// minTasks), one task each, walking the inner dimension bfBlockK at a
+// time. An element's sum depends only on bfBlockK, so results are
+// bit-identical for any number of workers. Bias, residual, row sums (the
+// bias gradient) and the Rows callback stay float32, as on the float32
+// paths. MulNT, MulPanels and AccumulateTN (attention's and aft_full's
+// products) stay float32.
 
 const (
 	bfBlockK = 512 // inner-dimension block of one kernel call

@@ -14,6 +14,10 @@
 //	LinearBackX: dx = dy·w   (or +=)    dx [m, k]
 //	LinearBackW: dw += dyᵀ·x, db += colsum(dy)
 //
+// and, for several layers reading one x (shared.go), LinearShared (each
+// yᵢ = x·wᵢᵀ + bᵢ), LinearBackWShared (each dwᵢ, dbᵢ) and LinearBackXSum
+// (dx = Σ dyᵢ·wᵢ).
+//
 // Every product is computed as C = A·Bᵀ. The plain path walks both
 // operands along their contiguous rows (the backward products first
 // transpose their operands into the engine's scratch); the micro-kernel
