@@ -9,7 +9,6 @@ import (
 	"github.com/synthgen/synthgen/runtime/bf16"
 )
 
-
 // TestBF16Gradients runs Forward+Backward in float32 and then in bf16 at
 // every level this CPU has, on specs with every set of layers reading h1
 // (v; v, q and k; v and w1; all of them), with rows off multiples of 16
