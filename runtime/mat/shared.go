@@ -1,6 +1,9 @@
 package mat
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Products that share an operand: several linear layers reading the same
 // input (attention's v, q, k and a dense synthesizer's w1 all read h1), in
@@ -32,6 +35,9 @@ func (e *Engine) LinearShared(x []float32, rows, k int, outs []LinearOut) {
 		for _, o := range outs {
 			e.Linear(o.Y, x, o.W, o.B, rows, k, o.N)
 		}
+		return
+	}
+	if !slices.ContainsFunc(outs, func(o LinearOut) bool { return o.N > 0 }) {
 		return
 	}
 	j := &e.bf.job
@@ -76,6 +82,9 @@ func (e *Engine) LinearBackWShared(x []float32, rows, k int, outs []GradOut) {
 		for _, o := range outs {
 			e.LinearBackW(o.DW, o.DB, o.DY, x, rows, k, o.N)
 		}
+		return
+	}
+	if !slices.ContainsFunc(outs, func(o GradOut) bool { return o.N > 0 }) {
 		return
 	}
 	j := &e.bf.job

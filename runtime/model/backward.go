@@ -68,14 +68,13 @@ func (m *Model) Backward(ws *Workspace) {
 		}
 		// The layers that read h1 (v, q and k, w1): dh = Σ dyᵢ·wᵢ, and
 		// every weight's gradient, h1 packed once in bf16.
-		dys := [4][]float32{ws.dv, ws.dq, ws.dk, ws.dg}
 		var terms [4]mat.BackXTerm
 		var grads [4]mat.GradOut
 		n := 0
-		for i, h := range m.h1Layers(ly, lw) {
+		for _, h := range m.h1Layers(ws, ly, lw) {
 			if h.l != nil {
-				terms[n] = mat.BackXTerm{DY: dys[i], W: h.l.w.Data, N: d}
-				grads[n] = mat.GradOut{DW: h.l.w.Grad, DB: h.l.b.Grad, DY: dys[i], N: d}
+				terms[n] = mat.BackXTerm{DY: h.dy, W: h.l.w.Data, N: d}
+				grads[n] = mat.GradOut{DW: h.l.w.Grad, DB: h.l.b.Grad, DY: h.dy, N: d}
 				n++
 			}
 		}

@@ -67,7 +67,7 @@ func (m *Model) forwardBody(ws *Workspace, inputs []int32, batch int) bool {
 		// The layers that read h1 (v, q and k, w1), h1 packed once in bf16.
 		var outs [4]mat.LinearOut
 		n := 0
-		for _, h := range m.h1Layers(ly, lw) {
+		for _, h := range m.h1Layers(ws, ly, lw) {
 			if h.l != nil {
 				outs[n] = mat.LinearOut{Y: h.y, W: h.l.w.Data, B: h.l.b.Data, N: d}
 				n++
@@ -129,24 +129,25 @@ func (m *Model) checkInputs(fn string, ws *Workspace, inputs []int32, batch int)
 	}
 }
 
-// h1Layer is a linear layer that reads h1 (LayerNorm 1's output) and its
-// output y; l is nil for a layer the variant does not have.
+// h1Layer is a linear layer that reads h1 (LayerNorm 1's output), with its
+// output y and the gradient dy at that output; l is nil for a layer the
+// variant does not have.
 type h1Layer struct {
-	l *linear
-	y []float32 // forward: the layer's output
+	l     *linear
+	y, dy []float32
 }
 
-// h1Layers lists the linear layers that read h1, in the order the forward
-// and backward passes run their products: v, then q and k (m.hasQK), then
-// w1 (m.hasG).
-func (m *Model) h1Layers(ly *layer, lw *layerWS) [4]h1Layer {
+// h1Layers lists the linear layers of layer ly (workspace lw of ws) that
+// read h1, in the order the forward and backward passes run their
+// products: v, then q and k (m.hasQK), then w1 (m.hasG).
+func (m *Model) h1Layers(ws *Workspace, ly *layer, lw *layerWS) [4]h1Layer {
 	var hs [4]h1Layer
-	hs[0] = h1Layer{&ly.v, lw.v}
+	hs[0] = h1Layer{&ly.v, lw.v, ws.dv}
 	if m.hasQK {
-		hs[1], hs[2] = h1Layer{&ly.q, lw.q}, h1Layer{&ly.k, lw.k}
+		hs[1], hs[2] = h1Layer{&ly.q, lw.q, ws.dq}, h1Layer{&ly.k, lw.k, ws.dk}
 	}
 	if m.hasG {
-		hs[3] = h1Layer{&ly.w1, lw.g}
+		hs[3] = h1Layer{&ly.w1, lw.g, ws.dg}
 	}
 	return hs
 }
