@@ -88,7 +88,8 @@ type bfProd struct {
 	sa, sb              int      // its sides
 	ap, bp              []uint16 // their packed blocks and panels
 	acc                 bool
-	mc, nc, tilesN, cnt int // C's blocks: mc × nc, tilesN across, cnt in all
+	then                Rows // run on each block's rows, which span C's width
+	mc, nc, tilesN, cnt int  // C's blocks: mc × nc, tilesN across, cnt in all
 }
 
 // bfJob is a bf16 job: its packed operands and its products.
@@ -164,9 +165,8 @@ func (j *bfJob) prod(a, b int, c, res, bias, asum []float32, ldc int, acc bool) 
 	j.prods = append(j.prods, p)
 }
 
-// run packs the job's sides and computes its products (then on every row
-// of the single product, when not nil).
-func (e *Engine) bfRun(then Rows) {
+// bfRun packs the job's sides and computes its products.
+func (e *Engine) bfRun() {
 	j := &e.bf.job
 	kn := j.k
 	// The sides' places in the buffers and their packing tasks.
@@ -250,6 +250,9 @@ func (e *Engine) bfRun(then Rows) {
 	for i := range j.prods {
 		p := &j.prods[i]
 		p.mc, p.nc = bfBlockM, bfBlockN
+		if p.then != nil { // whole rows: then runs on them while in cache
+			p.nc = ceilDiv(p.n, bf16.NR) * bf16.NR
+		}
 	}
 	for total() < minTasks {
 		cut := false
@@ -265,7 +268,7 @@ func (e *Engine) bfRun(then Rows) {
 	for total() < minTasks {
 		cut := false
 		for i := range j.prods {
-			if p := &j.prods[i]; p.nc > bf16.NR {
+			if p := &j.prods[i]; p.nc > bf16.NR && p.then == nil {
 				p.nc, cut = max(bf16.NR, p.nc/2/bf16.NR*bf16.NR), true
 			}
 		}
@@ -282,17 +285,10 @@ func (e *Engine) bfRun(then Rows) {
 	}
 	j.phase = 1
 	e.run(tasks, j)
-	m := 0
-	if len(j.prods) == 1 {
-		m = j.prods[0].m
-	}
 	clear(j.segs)
 	clear(j.sides)
 	clear(j.prods)
 	j.segs, j.sides, j.prods, j.tmp = j.segs[:0], j.sides[:0], j.prods[:0], nil
-	if then != nil {
-		e.thenRows(then, m)
-	}
 }
 
 func (j *bfJob) Run(worker, task int) {
@@ -443,11 +439,15 @@ func (j *bfJob) block(p *bfProd, task int) {
 			p.asum[i0+x] += v
 		}
 	}
+	if p.then != nil {
+		p.then.Rows(i0, i1)
+	}
 }
 
 // gemmBF16 is gemmPacked on the bf16 kernel: C[m×n] (row stride ldc) =
 // (or +=, when accumulate; or res +) A·Bᵀ + bias, asum[i] += Σ_p A(i, p),
-// then then on every row.
+// then then on every row: each block of C spans whole rows, and its task
+// runs then on them once they are complete, while they are in its caches.
 func (e *Engine) gemmBF16(c, res []float32, a, b operand, bias, asum []float32, m, n, k, ldc int, accumulate bool, then Rows) {
 	j := &e.bf.job
 	j.begin(e.bf.k)
@@ -456,5 +456,6 @@ func (e *Engine) gemmBF16(c, res []float32, a, b operand, bias, asum []float32, 
 	j.seg(b, k)
 	sb := j.side(true, n)
 	j.prod(sa, sb, c, res, bias, asum, ldc, accumulate)
-	e.bfRun(then)
+	j.prods[len(j.prods)-1].then = then
+	e.bfRun()
 }

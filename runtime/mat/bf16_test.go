@@ -174,3 +174,42 @@ func TestBF16Error(t *testing.T) {
 		}
 	}
 }
+
+// TestThenBF16 checks the Then forms on the bf16 path at every level, with
+// 1 and 3 workers: each row visited once, complete (the doubled product is
+// twice Linear's or LinearBackX's, bit for bit), with blocks of whole rows.
+func TestThenBF16(t *testing.T) {
+	pool := parallel.New(3)
+	defer pool.Close()
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, kn := range bfKernels(t) {
+		for _, sh := range [][3]int{{1, 1, 1}, {33, 31, 65}, {70, 129, 100}, {300, 40, 600}, {200, 96, 33}} {
+			m, k, n := sh[0], sh[1], sh[2]
+			x, w, b, dy := randSlice(r, m*k), randSlice(r, n*k), randSlice(r, n), randSlice(r, m*n)
+			for _, p := range []*parallel.Pool{nil, pool} {
+				name := fmt.Sprintf("%s m%d k%d n%d workers %d", kn.Level, m, k, n, workers(p))
+				e := NewEngine(p)
+				e.SetBF16(kn)
+				y, dx := make([]float32, m*n), make([]float32, m*k)
+				e.Linear(y, x, w, b, m, k, n)
+				e.LinearBackX(dx, dy, w, m, k, n, false)
+				yt, dxt := randSlice(r, m*n), randSlice(r, m*k)
+				dbl := &doubler{c: yt, n: n, seen: make([]int32, m)}
+				e.LinearThen(yt, x, w, b, m, k, n, dbl)
+				dbl.check(t, name+" LinearThen")
+				dbl = &doubler{c: dxt, n: k, seen: make([]int32, m)}
+				e.LinearBackXThen(dxt, dy, w, m, k, n, false, dbl)
+				dbl.check(t, name+" LinearBackXThen")
+				for i := range y {
+					y[i] *= 2
+				}
+				for i := range dx {
+					dx[i] *= 2
+				}
+				if !bitsEqual(yt, y) || !bitsEqual(dxt, dx) {
+					t.Errorf("%s: the Then forms differ from twice the products", name)
+				}
+			}
+		}
+	}
+}

@@ -56,7 +56,7 @@ func (e *Engine) LinearShared(x []float32, rows, k int, outs []LinearOut) {
 		}
 		j.prod(sa, sb, o.Y, nil, b, nil, o.N, false)
 	}
-	e.bfRun(nil)
+	e.bfRun()
 }
 
 // GradOut is one output of LinearBackWShared: DW += DYᵀ·x and DB +=
@@ -103,7 +103,7 @@ func (e *Engine) LinearBackWShared(x []float32, rows, k int, outs []GradOut) {
 		}
 		j.prod(sa, sb, o.DW, nil, nil, db, k, true)
 	}
-	e.bfRun(nil)
+	e.bfRun()
 }
 
 // BackXTerm is one term of LinearBackXSum: DY·W for DY [rows, N] and
@@ -155,5 +155,5 @@ func (e *Engine) LinearBackXSum(dx []float32, rows, k int, terms []BackXTerm, ac
 	}
 	sb := j.side(true, k)
 	j.prod(sa, sb, dx[:rows*k], nil, nil, nil, k, accumulate)
-	e.bfRun(nil)
+	e.bfRun()
 }
