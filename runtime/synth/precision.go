@@ -84,3 +84,25 @@ func setPrecision(m *Model, p PrecisionKind) (precision, note string, err error)
 	}
 	return "bf16 (" + l.String() + ")", note, nil
 }
+
+// restorePrecision takes the precision a resumed run asked for from its
+// optimizer state's metadata (older files, without the entry, resume in
+// float32 unless an option says otherwise), unless the Precision option
+// sets one; one that differs from the saved run's gets a note.
+func (o *options) restorePrecision(meta map[string]string, file string, plan *Plan) error {
+	v, ok := meta[keyPrecision]
+	if !ok {
+		return nil
+	}
+	saved, err := ParsePrecision(v)
+	if err != nil {
+		return fmt.Errorf("resume: %s: metadata %q: %w", file, keyPrecision, err)
+	}
+	switch {
+	case !o.set["precision"]:
+		o.precision = saved
+	case o.precision != saved:
+		plan.Notes = append(plan.Notes, fmt.Sprintf("precision %v overrides the saved run's %v: the result will differ from an uninterrupted run", o.precision, saved))
+	}
+	return nil
+}

@@ -23,6 +23,11 @@ import (
 // file (an absolute path), which a resume reads unless Data overrides it.
 const keyData = "train.data"
 
+// keyPrecision is the optimizer-state metadata entry holding the precision
+// the run asked for (f32 or bf16), which a resumed run keeps unless an
+// option sets another.
+const keyPrecision = "train.precision"
+
 // Config is everything that decides a run's trajectory: steps, schedule,
 // batch, optimizer, clipping and seed.
 type Config = train.Config
@@ -229,6 +234,9 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 		if !set["data"] && meta[keyData] != "" {
 			o.data, plan.SavedData = meta[keyData], true
 		}
+		if err := o.restorePrecision(meta, optPath, &plan); err != nil {
+			return nil, err
+		}
 		o.restoreClass(meta)
 	} else {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))
@@ -426,7 +434,7 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	}
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cval: cval, extra: map[string]string{keyData: abs}}
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cval: cval, extra: map[string]string{keyData: abs, keyPrecision: o.precision.String()}}
 	o.classExtra(r.extra)
 	if err := r.distribute(); err != nil {
 		return nil, err
