@@ -38,7 +38,7 @@
 // checkpoint (safetensors, the card's tensor names), the optimizer state
 // beside it (<name>.opt.safetensors: AdamW's moments and the run's
 // settings) and a CSV log (<name>.csv: step, loss, val_loss, lr,
-// tokens_per_s); checkpoints are replaced atomically. A new run never
+// tokens_per_s, and for a classifier val_accuracy); checkpoints are replaced atomically. A new run never
 // replaces files it did not start from: an existing checkpoint at Out is
 // an error that says to resume it, unless Overwrite is given.
 //
