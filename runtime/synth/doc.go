@@ -20,7 +20,7 @@
 //	// Ctrl-C: the run saves at the step it reached; errors.Is(err, context.Canceled).
 //	sum, err = synth.Resume(ctx, "small.safetensors", synth.Steps(4000))
 //
-//	m, err := synth.Load(ctx, "small.safetensors")
+//	m, err := synth.Load(ctx, "small.safetensors") // or with synth.ISA(kernels.AVX2)
 //	res, err := m.Evaluate(ctx, text, synth.EvalOptions{})
 //	out, err := m.Sample(ctx, []byte("The light "), synth.SampleOptions{Len: 200, Temp: 0.8})
 //
