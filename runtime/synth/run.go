@@ -538,7 +538,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	}
 	// Resumed in place, the log continues the run's; else it starts anew.
 	inPlace := r.plan.Resume != "" && sameFile(r.plan.Out, r.plan.Resume)
-	lg := newCSVLog(r.csvLogPath(), inPlace, r.t.Step)
+	lg := newCSVLog(r.csvLogPath(), inPlace, r.t.Step, r.t.Model.Spec.IsClassifier())
 	defer func() {
 		if cerr := lg.close(); err == nil {
 			err = cerr
@@ -588,7 +588,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 			ev := base
 			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
 			emit(ev)
-			lg.printf("0,,%s,,\n", ftoa(res.Loss))
+			lg.row(csvRow{step: 0, loss: math.NaN(), val: res.Loss, lr: math.NaN(), tps: math.NaN(), acc: res.Accuracy})
 		case ctx.Err() == nil:
 			return finish(), err
 		} // cancelled: the first step runs, then the run saves and stops
@@ -618,7 +618,11 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 				return finish(), err
 			} // cancelled during the evaluation: save below, unevaluated
 		}
-		lg.printf("%d,%s,%s,%s,%s\n", s, ftoa(t.Loss), ftoa(ev.Val), ftoa(t.LR), ftoa(math.Round(ev.TokensPerSec*10)/10))
+		acc := math.NaN()
+		if ev.Evaluated {
+			acc = ev.Eval.Accuracy
+		}
+		lg.row(csvRow{step: s, loss: t.Loss, val: ev.Val, lr: t.LR, tps: math.Round(ev.TokensPerSec*10) / 10, acc: acc})
 		emit(ev)
 		if o.saveEvery > 0 && s%o.saveEvery == 0 && s < r.plan.Stop {
 			if err := r.save(lg); err != nil {
