@@ -483,6 +483,67 @@ statistic mu = min m_i (≥ k_j); the window rows j ≤ i < j + S are summed
 directly.`
 }
 
+// linSizes declares the constants of a linear-attention kernel.
+func linSizes(cfg catalog.Config) jen.Code {
+	return constBlock(
+		size{"D", cfg.D, "row stride of the head slices"},
+		size{"DH", cfg.DH, "head width"},
+		size{"Heads", cfg.Heads, "row stride of rd"},
+	)
+}
+
+// linSRow declares sr, row p of the DH×DH state s.
+func linSRow() jen.Code {
+	return jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"))
+}
+
+// linAddKV adds row i's key and value (fkr, vr) to the state: S += fk_i v_iᵀ,
+// z += fk_i.
+func linAddKV() jen.Code {
+	return aftForP(
+		jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
+		jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
+		linSRow(),
+		aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
+	)
+}
+
+// linOutRow writes row i of the forward from the state (S, z) and fqr:
+// rd = 1/(fq_i · z + 1e-6), y_i = rd · fq_i S.
+func linOutRow() []jen.Code {
+	return []jen.Code{
+		jen.Var().Id("den").Float32(),
+		aftForP(jen.Id("den").Op("+=").Id("fqr").Index(jen.Id("p")).Op("*").Id("zs").Index(jen.Id("p"))),
+		jen.Id("inv").Op(":=").Lit(1).Op("/").Parens(jen.Id("den").Op("+").Lit(1e-6)),
+		jen.Id("rd").Index(jen.Id("i").Op("*").Id("Heads")).Op("=").Id("inv"),
+		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
+		aftForP(
+			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
+			linSRow(),
+			aftForC(aftAtC("acc").Op("+=").Id("q").Op("*").Add(aftAtC("sr"))),
+		),
+		aftForC(aftAtC("yr").Op("=").Add(aftAtC("acc")).Op("*").Id("inv")),
+	}
+}
+
+// linDyDotY declares dyy = dy_i · y_i (rows dyr, yr).
+func linDyDotY() []jen.Code {
+	return []jen.Code{
+		jen.Var().Id("dyy").Float32(),
+		aftForC(jen.Id("dyy").Op("+=").Add(aftAtC("dyr")).Op("*").Add(aftAtC("yr"))),
+	}
+}
+
+// linDfq writes dfq_i = inv·(S dy_i − dyy·z) from the state (S, z).
+func linDfq() jen.Code {
+	return aftForP(
+		linSRow(),
+		jen.Var().Id("acc").Float32(),
+		aftForC(jen.Id("acc").Op("+=").Add(aftAtC("sr")).Op("*").Add(aftAtC("dyr"))),
+		jen.Id("dfqr").Index(jen.Id("p")).Op("=").Id("inv").Op("*").Parens(jen.Id("acc").Op("-").Id("dyy").Op("*").Id("zs").Index(jen.Id("p"))),
+	)
+}
+
 // emitLinear emits the causal linear-attention forward.
 func emitLinear(f *jen.File, op catalog.Op, cfg catalog.Config) {
 	if cfg.Bidirectional {
@@ -502,30 +563,11 @@ Heads = %d: for i < t, with S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk
 		aftHeadRow("fqr", "fq", "i"),
 		aftHeadRow("yr", "y", "i"),
 		jen.Comment("S += fk_i v_iᵀ, z += fk_i."),
-		aftForP(
-			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
-			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
-			jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH")),
-			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
-		),
-		jen.Var().Id("den").Float32(),
-		aftForP(jen.Id("den").Op("+=").Id("fqr").Index(jen.Id("p")).Op("*").Id("zs").Index(jen.Id("p"))),
-		jen.Id("inv").Op(":=").Lit(1).Op("/").Parens(jen.Id("den").Op("+").Lit(1e-6)),
-		jen.Id("rd").Index(jen.Id("i").Op("*").Id("Heads")).Op("=").Id("inv"),
-		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
-		aftForP(
-			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
-			jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH")),
-			aftForC(aftAtC("acc").Op("+=").Id("q").Op("*").Add(aftAtC("sr"))),
-		),
-		aftForC(aftAtC("yr").Op("=").Add(aftAtC("acc")).Op("*").Id("inv")),
+		linAddKV(),
 	}
+	row = append(row, linOutRow()...)
 	funcDecl(f, op, doc,
-		constBlock(
-			size{"D", cfg.D, "row stride of the head slices"},
-			size{"DH", cfg.DH, "head width"},
-			size{"Heads", cfg.Heads, "row stride of rd"},
-		),
+		linSizes(cfg),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S[p, c] at s[p·DH+c]"),
 		jen.Var().Id("zs").Index(aftID("DH")).Float32(),
 		forRows(row...),
@@ -548,15 +590,6 @@ S_i = Σ_{j≤i} fk_j v_jᵀ and z_i = Σ_{j≤i} fk_j it overwrites
 
 dfq in a forward sweep with S_i and z_i, dfk and dv in a reverse sweep
 with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
-	srow := func() jen.Code {
-		return jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"))
-	}
-	dot := func(name string) []jen.Code {
-		return []jen.Code{
-			jen.Var().Id(name).Float32(),
-			aftForC(jen.Id(name).Op("+=").Add(aftAtC("dyr")).Op("*").Add(aftAtC("yr"))),
-		}
-	}
 	fwd := []jen.Code{
 		aftHeadRow("fkr", "fk", "i"),
 		aftHeadRow("vr", "v", "i"),
@@ -564,20 +597,10 @@ with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg
 		aftHeadRow("yr", "y", "i"),
 		aftHeadRow("dfqr", "dfq", "i"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("i").Op("*").Id("Heads")),
-		aftForP(
-			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
-			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
-			srow(),
-			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
-		),
+		linAddKV(),
 	}
-	fwd = append(fwd, dot("dyy")...)
-	fwd = append(fwd, aftForP(
-		srow(),
-		jen.Var().Id("acc").Float32(),
-		aftForC(jen.Id("acc").Op("+=").Add(aftAtC("sr")).Op("*").Add(aftAtC("dyr"))),
-		jen.Id("dfqr").Index(jen.Id("p")).Op("=").Id("inv").Op("*").Parens(jen.Id("acc").Op("-").Id("dyy").Op("*").Id("zs").Index(jen.Id("p"))),
-	))
+	fwd = append(fwd, linDyDotY()...)
+	fwd = append(fwd, linDfq())
 	rev := []jen.Code{
 		aftHeadRow("fqr", "fq", "j"),
 		aftHeadRow("fkr", "fk", "j"),
@@ -588,7 +611,7 @@ with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg
 		aftHeadRow("dvr", "dv", "j"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("j").Op("*").Id("Heads")),
 	}
-	rev = append(rev, dot("dyy")...)
+	rev = append(rev, linDyDotY()...)
 	rev = append(rev,
 		jen.Id("bj").Op(":=").Op("-").Id("inv").Op("*").Id("dyy"),
 		jen.Comment("G += fq_j a_jᵀ, h += b_j fq_j; then dfk_j = G v_j + h and dv_j = Gᵀ fk_j."),
@@ -597,7 +620,7 @@ with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg
 			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
 			jen.Id("hs").Index(jen.Id("p")).Op("+=").Id("bj").Op("*").Id("q"),
 			jen.Id("qi").Op(":=").Id("q").Op("*").Id("inv"),
-			srow(),
+			linSRow(),
 			jen.Id("kp").Op(":=").Id("fkr").Index(jen.Id("p")),
 			jen.Var().Id("sv").Float32(),
 			aftForC(
@@ -610,17 +633,13 @@ with G_j = Σ_{i≥j} fq_i a_iᵀ and h_j = Σ_{i≥j} b_i fq_i.`, Name(op), cfg
 		jen.Copy(jen.Id("dvr"), jen.Id("acc").Index(jen.Empty(), jen.Empty())),
 	)
 	funcDecl(f, op, doc,
-		constBlock(
-			size{"D", cfg.D, "row stride of the head slices"},
-			size{"DH", cfg.DH, "head width"},
-			size{"Heads", cfg.Heads, "row stride of rd"},
-		),
+		linSizes(cfg),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S_i, then G_j, at s[p·DH+c]"),
 		jen.Var().List(aftID("zs"), aftID("hs")).Index(aftID("DH")).Float32(),
 		jen.Comment("Forward sweep: dfq."),
 		forRows(fwd...),
 		jen.Clear(jen.Id("s").Index(jen.Empty(), jen.Empty())),
 		jen.Comment("Reverse sweep: dfk and dv."),
-		jen.For(jen.Id("j").Op(":=").Id("t").Op("-").Lit(1), jen.Id("j").Op(">=").Lit(0), jen.Id("j").Op("--")).Block(rev...),
+		aftForBack("j", rev...),
 	)
 }

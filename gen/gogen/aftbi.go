@@ -221,40 +221,14 @@ Heads = %d: with S = Σ_{j<t} fk_j v_jᵀ and z = Σ_{j<t} fk_j, for i < t
 	y[i·D+c]    = rd[i·Heads] · Σ_{p<DH} fq[i·D+p] · S[p, c]
 
 (overwrite). A first pass builds S and z, a second the rows.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
-	srow := func() jen.Code {
-		return jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"))
-	}
 	build := []jen.Code{
 		aftHeadRow("fkr", "fk", "i"),
 		aftHeadRow("vr", "v", "i"),
-		aftForP(
-			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
-			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
-			srow(),
-			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
-		),
+		linAddKV(),
 	}
-	row := []jen.Code{
-		aftHeadRow("fqr", "fq", "i"),
-		aftHeadRow("yr", "y", "i"),
-		jen.Var().Id("den").Float32(),
-		aftForP(jen.Id("den").Op("+=").Id("fqr").Index(jen.Id("p")).Op("*").Id("zs").Index(jen.Id("p"))),
-		jen.Id("inv").Op(":=").Lit(1).Op("/").Parens(jen.Id("den").Op("+").Lit(1e-6)),
-		jen.Id("rd").Index(jen.Id("i").Op("*").Id("Heads")).Op("=").Id("inv"),
-		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
-		aftForP(
-			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
-			srow(),
-			aftForC(aftAtC("acc").Op("+=").Id("q").Op("*").Add(aftAtC("sr"))),
-		),
-		aftForC(aftAtC("yr").Op("=").Add(aftAtC("acc")).Op("*").Id("inv")),
-	}
+	row := append([]jen.Code{aftHeadRow("fqr", "fq", "i"), aftHeadRow("yr", "y", "i")}, linOutRow()...)
 	funcDecl(f, op, doc,
-		constBlock(
-			size{"D", cfg.D, "row stride of the head slices"},
-			size{"DH", cfg.DH, "head width"},
-			size{"Heads", cfg.Heads, "row stride of rd"},
-		),
+		linSizes(cfg),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S[p, c] at s[p·DH+c]"),
 		jen.Var().Id("zs").Index(aftID("DH")).Float32(),
 		forRows(build...),
@@ -274,22 +248,10 @@ S = Σ_{j<t} fk_j v_jᵀ and z = Σ_{j<t} fk_j it overwrites
 
 dfq from S and z, then dfk and dv from G = Σ_i fq_i a_iᵀ and
 h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
-	srow := func() jen.Code {
-		return jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"))
-	}
-	dot := []jen.Code{
-		jen.Var().Id("dyy").Float32(),
-		aftForC(jen.Id("dyy").Op("+=").Add(aftAtC("dyr")).Op("*").Add(aftAtC("yr"))),
-	}
 	build := []jen.Code{
 		aftHeadRow("fkr", "fk", "i"),
 		aftHeadRow("vr", "v", "i"),
-		aftForP(
-			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
-			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
-			srow(),
-			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
-		),
+		linAddKV(),
 	}
 	dfq := []jen.Code{
 		aftHeadRow("dyr", "dy", "i"),
@@ -297,27 +259,22 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		aftHeadRow("dfqr", "dfq", "i"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("i").Op("*").Id("Heads")),
 	}
-	dfq = append(dfq, dot...)
-	dfq = append(dfq, aftForP(
-		srow(),
-		jen.Var().Id("acc").Float32(),
-		aftForC(jen.Id("acc").Op("+=").Add(aftAtC("sr")).Op("*").Add(aftAtC("dyr"))),
-		jen.Id("dfqr").Index(jen.Id("p")).Op("=").Id("inv").Op("*").Parens(jen.Id("acc").Op("-").Id("dyy").Op("*").Id("zs").Index(jen.Id("p"))),
-	))
+	dfq = append(dfq, linDyDotY()...)
+	dfq = append(dfq, linDfq())
 	gsum := []jen.Code{
 		aftHeadRow("fqr", "fq", "i"),
 		aftHeadRow("dyr", "dy", "i"),
 		aftHeadRow("yr", "y", "i"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("i").Op("*").Id("Heads")),
 	}
-	gsum = append(gsum, dot...)
+	gsum = append(gsum, linDyDotY()...)
 	gsum = append(gsum,
 		jen.Id("bi").Op(":=").Op("-").Id("inv").Op("*").Id("dyy"),
 		aftForP(
 			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
 			jen.Id("hs").Index(jen.Id("p")).Op("+=").Id("bi").Op("*").Id("q"),
 			jen.Id("qi").Op(":=").Id("q").Op("*").Id("inv"),
-			srow(),
+			linSRow(),
 			aftForC(aftAtC("sr").Op("+=").Id("qi").Op("*").Add(aftAtC("dyr"))),
 		),
 	)
@@ -328,7 +285,7 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		aftHeadRow("dvr", "dv", "j"),
 		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
 		aftForP(
-			srow(),
+			linSRow(),
 			jen.Id("kp").Op(":=").Id("fkr").Index(jen.Id("p")),
 			jen.Var().Id("sv").Float32(),
 			aftForC(
@@ -340,11 +297,7 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		jen.Copy(jen.Id("dvr"), jen.Id("acc").Index(jen.Empty(), jen.Empty())),
 	}
 	funcDecl(f, op, doc,
-		constBlock(
-			size{"D", cfg.D, "row stride of the head slices"},
-			size{"DH", cfg.DH, "head width"},
-			size{"Heads", cfg.Heads, "row stride of rd"},
-		),
+		linSizes(cfg),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S, then G, at s[p·DH+c]"),
 		jen.Var().List(aftID("zs"), aftID("hs")).Index(aftID("DH")).Float32(),
 		jen.Comment("S and z, then dfq."),
@@ -353,6 +306,6 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		jen.Comment("G and h, then dfk and dv."),
 		jen.Clear(jen.Id("s").Index(jen.Empty(), jen.Empty())),
 		forRows(gsum...),
-		jen.For(jen.Id("j").Op(":=").Lit(0), jen.Id("j").Op("<").Id("t"), jen.Id("j").Op("++")).Block(keys...),
+		aftFor("j", keys...),
 	)
 }
