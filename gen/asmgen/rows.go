@@ -52,16 +52,6 @@ func emitLayerNormGrad(f *File, op catalog.Op, isa kernels.ISA) {
 func emitGelu(f *File, op catalog.Op, isa kernels.ISA)     { newRowKit(f, op, isa).gelu() }
 func emitGeluBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).geluBack() }
 
-// tailMask returns the mask of the partial last vector of a row of n
-// floats (a K register on AVX-512, a YMM register on AVX2), or nil when V
-// divides n.
-func (r *rowKit) tailMask(n int) reg.Register {
-	if n%r.W == 0 {
-		return nil
-	}
-	return r.lanes(n % r.W)
-}
-
 // rowVecs emits a walk over the vectors of a row of n floats: body(at,
 // mask, q) for each, where at(base) is the vector's address in the row
 // starting at base, mask is nil for a whole vector and tail for the
@@ -166,7 +156,7 @@ func (r *rowKit) layerNorm() {
 	t := r.gp(c.Param("t"))
 	x, gamma, beta, y := r.base("x"), r.base("gamma"), r.base("beta"), r.base("y")
 	mu, rs := r.base("mu"), r.base("rs")
-	tail := r.tailMask(D)
+	tail := r.tailOf(D)
 	dc := r.f.ConstF32("row_d", float32(D))
 	done := r.unlessZero(t)
 	row := r.lbl("row")
@@ -239,7 +229,7 @@ func (r *rowKit) layerNormBack() {
 	t := r.gp(c.Param("t"))
 	dy, x, gamma, dx := r.base("dy"), r.base("x"), r.base("gamma"), r.base("dx")
 	mu, rs := r.base("mu"), r.base("rs")
-	tail := r.tailMask(D)
+	tail := r.tailOf(D)
 	dc := r.f.ConstF32("row_d", float32(D))
 	done := r.unlessZero(t)
 	row := r.lbl("row")
@@ -302,7 +292,7 @@ func (r *rowKit) gradBlock() int {
 func (r *rowKit) layerNormGrad() {
 	c, D, V := r.c, r.f.Config.D, r.W
 	nv := (D + V - 1) / V
-	tail := r.tailMask(D)
+	tail := r.tailOf(D)
 	nb := (nv + r.gradBlock() - 1) / r.gradBlock()
 	done := r.unlessZero(r.gp(c.Param("t")))
 	q0 := 0

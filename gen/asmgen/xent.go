@@ -50,7 +50,7 @@ func (r *rowKit) softmaxStats() {
 	s := r.simd
 	V := r.f.Config.Vocab
 	x, mx, sm := r.base("x"), r.base("mx"), r.base("s")
-	tail := r.tailMask(V)
+	tail := r.tailOf(V)
 	negInf := s.constVec("xent_neginf", float32(math.Inf(-1)))
 	r.rows([]reg.GPVirtual{x, mx, sm}, []int{4 * V, 4, 4}, func() {
 		used := min(rowAccs, (V+r.W-1)/r.W)
@@ -103,7 +103,7 @@ func (r *rowKit) softmaxScale() {
 	s := r.simd
 	V := r.f.Config.Vocab
 	x, lse, y := r.base("x"), r.base("lse"), r.base("y")
-	tail := r.tailMask(V)
+	tail := r.tailOf(V)
 	scale := r.bcastParam("scale")
 	zero := r.vec()
 	r.zero(zero)
