@@ -49,7 +49,7 @@ func (r *rowKit) softmaxStats() {
 	c := r.c
 	s := r.simd
 	V := r.f.Config.Vocab
-	x, mx, sm := r.base("x"), r.base("mx"), r.base("s")
+	x, mx, sm := r.param("x"), r.param("mx"), r.param("s")
 	tail := r.tailOf(V)
 	negInf := s.constVec("xent_neginf", float32(math.Inf(-1)))
 	r.rows([]reg.GPVirtual{x, mx, sm}, []int{4 * V, 4, 4}, func() {
@@ -102,7 +102,7 @@ func (r *rowKit) softmaxScale() {
 	c := r.c
 	s := r.simd
 	V := r.f.Config.Vocab
-	x, lse, y := r.base("x"), r.base("lse"), r.base("y")
+	x, lse, y := r.param("x"), r.param("lse"), r.param("y")
 	tail := r.tailOf(V)
 	scale := r.bcastParam("scale")
 	zero := r.vec()
