@@ -379,10 +379,10 @@ func (b *aftBlock) rowScanAdd(in aftRowIn, io reg.GPVirtual, mu, r1, r2 []reg.Ve
 	}
 }
 
-// shifted emits add(off), off the byte offset of the key (row) x + lag, x
-// at byte offset xo, when x + lag is one: lag < 0 checks x ≥ −lag, lag > 0
-// checks x + lag < t, lag 0 nothing. skip names the label jumped to
-// otherwise.
+// shifted emits add(off), off the byte offset of the key (row) x + lag
+// (x at byte offset xo), guarded by 0 ≤ x + lag < t: lag < 0 checks
+// x ≥ −lag, lag > 0 checks x + lag < t, lag 0 needs no check. skip names
+// the label jumped to when the guard fails.
 func (a *aftKit) shifted(x, xo, t reg.GPVirtual, lag int, skip string, add func(off reg.GPVirtual)) {
 	c := a.c
 	lSkip := a.lbl(skip)
