@@ -503,43 +503,44 @@ func (b *aftBlock) windowMax(kb, jo, bp, cnt reg.GPVirtual, bstep int, mx []reg.
 	c.MOVQ(jo, jj)
 	c.MOVQ(bp, pp)
 	c.MOVQ(cnt, nn)
-	lMax := b.lbl("max")
-	b.label(lMax)
-	bw := b.vec()
-	c.VBROADCASTSS(operand.Mem{Base: pp}, bw)
-	for q := range mx {
-		qq := b.q0 + q
+	b.windowKeys("max", jj, pp, nn, bstep, func(bw reg.VecVirtual, q, qq int) {
 		e := b.vec()
 		c.VADDPS(b.src(b.at(kb, jj, qq), qq, b.mask), bw, e)
 		c.VMAXPS(e, mx[q], mx[q])
-	}
-	c.ADDQ(synImm(b.d4), jj)
-	c.ADDQ(synImm(bstep), pp)
-	c.DECQ(nn)
-	c.JNZ(synRef(lMax))
+	})
 }
 
 // windowSum adds the window's keys (as windowMax's) to num and den,
 // shifted by the row maximum mx; it consumes jo, bp and cnt.
 func (b *aftBlock) windowSum(kb, vb, jo, bp, cnt reg.GPVirtual, bstep int, mx, num, den []reg.VecVirtual) {
 	c := b.c
-	lSum := b.lbl("sum")
-	b.label(lSum)
-	bw := b.vec()
-	c.VBROADCASTSS(operand.Mem{Base: bp}, bw)
-	for q := range mx {
-		qq := b.q0 + q
+	b.windowKeys("sum", jo, bp, cnt, bstep, func(bw reg.VecVirtual, q, qq int) {
 		x := b.vec()
 		c.VADDPS(b.src(b.at(kb, jo, qq), qq, b.mask), bw, x)
 		c.VSUBPS(mx[q], x, x)
 		e := b.exp(x)
 		c.VFMADD231PS(b.src(b.at(vb, jo, qq), qq, b.mask), e, num[q])
 		c.VADDPS(e, den[q], den[q])
+	})
+}
+
+// windowKeys emits a loop over cnt window keys from byte offset jo, their
+// biases from bp in steps of bstep bytes: body(bw, q, qq) for each head
+// vector of the block, bw the key's bias broadcast; name labels the loop.
+// It consumes jo, bp and cnt.
+func (b *aftBlock) windowKeys(name string, jo, bp, cnt reg.GPVirtual, bstep int, body func(bw reg.VecVirtual, q, qq int)) {
+	c := b.c
+	l := b.lbl(name)
+	b.label(l)
+	bw := b.vec()
+	c.VBROADCASTSS(operand.Mem{Base: bp}, bw)
+	for q := range b.nq {
+		body(bw, q, b.q0+q)
 	}
 	c.ADDQ(synImm(b.d4), jo)
 	c.ADDQ(synImm(bstep), bp)
 	c.DECQ(cnt)
-	c.JNZ(synRef(lSum))
+	c.JNZ(synRef(l))
 }
 
 // aftOut holds the bases of the forward's outputs z, m, rd.

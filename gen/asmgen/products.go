@@ -129,30 +129,36 @@ func synBlockSizes(r int) []int {
 	return out
 }
 
-// blocksUntil runs block over the rows (columns) x … t − 1, which block
-// advances x over: blocks of r while they last, then the powers of two
-// below r; name labels the loop.
-func (k *simd) blocksUntil(t, x reg.GPVirtual, r int, name string, block func(int)) {
+// blocks runs block over the rows (columns) still to do, left() of them
+// (emitted before each test): blocks of r while they last, then the
+// powers of two below r; name labels the loop.
+func (k *simd) blocks(r int, name string, left func() reg.GPVirtual, block func(int)) {
 	c := k.c
-	left := c.GP64()
 	lBlk, lRem := k.lbl(name), k.lbl(name+"rem")
 	k.label(lBlk)
-	c.MOVQ(t, left)
-	c.SUBQ(x, left)
-	c.CMPQ(left, synImm(r))
+	c.CMPQ(left(), synImm(r))
 	c.JLT(synRef(lRem))
 	block(r)
 	c.JMP(synRef(lBlk))
 	k.label(lRem)
 	for _, b := range synBlockSizes(r) {
 		lSkip := k.lbl("skip")
-		c.MOVQ(t, left)
-		c.SUBQ(x, left)
-		c.CMPQ(left, synImm(b))
+		c.CMPQ(left(), synImm(b))
 		c.JLT(synRef(lSkip))
 		block(b)
 		k.label(lSkip)
 	}
+}
+
+// blocksUntil is blocks over the rows (columns) x … t − 1, which block
+// advances x over.
+func (k *simd) blocksUntil(t, x reg.GPVirtual, r int, name string, block func(int)) {
+	left := k.c.GP64()
+	k.blocks(r, name, func() reg.GPVirtual {
+		k.c.MOVQ(t, left)
+		k.c.SUBQ(x, left)
+		return left
+	}, block)
 }
 
 // zeroAccs allocates r rows of n accumulators, each set to 0.
@@ -388,21 +394,7 @@ func (p *causalProduct) storeDiag(v reg.Register, m reg.GPVirtual, dst operand.M
 // rowBlocks runs block over the rows left: blocks of r while they
 // last, then the powers of two below r.
 func (p *causalProduct) rowBlocks(r int, block func(int)) {
-	k, c, left := p.k, p.c, p.left
-	lBlk, lRem := k.lbl("rows"), k.lbl("rowsrem")
-	k.label(lBlk)
-	c.CMPQ(left, synImm(r))
-	c.JLT(synRef(lRem))
-	block(r)
-	c.JMP(synRef(lBlk))
-	k.label(lRem)
-	for _, b := range synBlockSizes(r) {
-		lSkip := k.lbl("skip")
-		c.CMPQ(left, synImm(b))
-		c.JLT(synRef(lSkip))
-		block(b)
-		k.label(lSkip)
-	}
+	p.k.blocks(r, "rows", func() reg.GPVirtual { return p.left }, block)
 }
 
 // overP runs step over p < W, unrolled by synProductUnroll: step(xp,
