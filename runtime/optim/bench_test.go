@@ -52,7 +52,7 @@ func benchParams(tri bool) []*model.Param {
 // benchOpt is an optimizer over benchParams with the highest linked
 // kernel and a pool of workers, after one warm-up update (moments touched).
 func benchOpt(b *testing.B, workers int, tri bool) (*AdamW, int) {
-	sets := kernelSets(&testing.T{})
+	sets := kernelSets(b)
 	ps := benchParams(tri)
 	o := NewAdamW(ps, DefaultConfig())
 	o.Kernel = sets[len(sets)-1].AdamW
@@ -97,7 +97,7 @@ func BenchmarkStep(b *testing.B) {
 func BenchmarkStepFirst(b *testing.B) {
 	for _, w := range []int{1, 2} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
-			sets := kernelSets(&testing.T{})
+			sets := kernelSets(b)
 			ps := benchParams(false)
 			var pool *parallel.Pool
 			if w > 1 {
