@@ -36,7 +36,7 @@ func (e *Engine) PackB(pn *Panels, b []float32, n, k int, transposed bool) {
 		return
 	}
 	nr := e.mk.nr
-	size := e.PanelFloats(n, k)
+	size := ceilDiv(n, nr) * nr * k
 	if len(pn.data) < size {
 		pn.data = Alloc(size)
 	}
