@@ -119,8 +119,9 @@ func TestAFTFullProducts(t *testing.T) {
 // unrounded product than float32 sums go); every (i, c) whose bf16
 // denominator is below aftTiny (0 included) takes the direct path, bit
 // for bit, the others num/den; the loss and every gradient are within a
-// bf16-sized tolerance of float32's; and the bf16 results are
-// bit-identical with 1, 2 and 3 workers. Keys and biases are spread (scale
+// bf16-sized tolerance of float32's; a step allocates nothing once
+// warmed up; and the bf16 results are bit-identical with 1, 2 and 3
+// workers. Keys and biases are spread (scale
 // 120) so that some (i, c) fall back to the direct computation.
 func TestAFTFullBF16(t *testing.T) {
 	var levels []*bf16.Kernel
@@ -314,7 +315,18 @@ func testAFTFullBF16(t *testing.T, name string, scale float64, kn *bf16.Kernel) 
 		t.Logf("loss bf16 %.6f, float32 %.6f; gradients within %.3g of their tensor's largest (%s)", lossB, lossF, worst, worstName)
 	}
 
+	// A step allocates nothing once the engine's bf16 buffers exist.
+	if allocs := testing.AllocsPerRun(2, func() { step(bf, wsB) }); allocs != 0 {
+		t.Errorf("bf16 Forward+Backward allocate %v times per step", allocs)
+	}
+
 	// Bit-identical for 1, 2 and 3 workers.
+	for _, p := range bf.Params {
+		clear(p.Grad)
+	}
+	if loss := step(bf, wsB); math.Float64bits(loss) != math.Float64bits(lossB) {
+		t.Fatalf("loss %v again, %v the first time", loss, lossB)
+	}
 	grads := make([][]float32, len(bf.Params))
 	for pi, p := range bf.Params {
 		grads[pi] = slices.Clone(p.Grad)
