@@ -8,8 +8,8 @@ import (
 // forms, LinearBackX and LinearBackW — and the products on packed panels
 // and their sums (MulPanels, AccumulateTN: aft_full's), with bf16
 // operands (rounded to nearest even) and float32 accumulation and output,
-// through a runtime/bf16 micro-kernel. MulNT (attention's products) stays
-// float32.
+// through a runtime/bf16 micro-kernel. MulNT (the attention and
+// synthesizer products) stays float32.
 //
 // A job is one or more products A·Bᵀ into one C (several: AccumulateTN's
 // terms, each over C's first rows). Their operands are packed whole, in
@@ -57,8 +57,9 @@ func (e *Engine) bfOK(m, n, k int) bool { return e.bf.k != nil && m > 0 && n > 0
 
 // bfProd is one product of a bf16 job: C's first m rows (+)= A·Bᵀ, A
 // m × kk, B the job's n columns × kk, padded to depth kp. A's blocks are
-// packed at ap[aOff:], B's panels at bp[bOff:], bps bf16 apart (packed
-// already when bTasks is 0: Panels, whose depth may exceed kp).
+// packed at ap[aOff:], B's panels at bp[bOff:], bps bf16 apart. A bps
+// set before bfPlan means B comes packed (Panels, whose depth may exceed
+// kp: the products read the first kp of it).
 type bfProd struct {
 	a, b            operand
 	m, kk, kp       int

@@ -54,11 +54,12 @@ func (e *Engine) PackB(pn *Panels, b []float32, n, k int, transposed bool) {
 // [m, k] and C [m, n] row-major and contiguous and B (n × k) the leading
 // part of the operand pn holds (PackB): c[i·n + j] = Σ_{p<k} a[i·k + p] ·
 // B(j, p). Transposed operands take any n ≤ pn.n and k ≤ pn.k; the others
-// any k ≤ pn.k with all pn.n columns. The results are bit for bit those
-// of the products on the unpacked B (MulNT, LinearBackX).
+// any k ≤ pn.k with all pn.n columns. On float32 panels the results are
+// bit for bit those of the products on the unpacked B (MulNT,
+// LinearBackX).
 //
 // On bf16 panels (PackB with a bf16 kernel) the product runs on the bf16
-// kernel: bf16 operands, float32 sums. The inner dimension is padded to
+// kernel: A rounded to bf16, float32 sums. The inner dimension is padded to
 // bf16.Step with A's zeros, so a k short of pn.k and of a multiple of
 // bf16.Step multiplies B's values at p ≥ k up to the next multiple by
 // zero: they must be finite.
