@@ -8,8 +8,8 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-// PrecisionKind is the number format of the linear layers' products in
-// training.
+// PrecisionKind is the number format of the linear layers' (and
+// aft_full's) products in training.
 type PrecisionKind int
 
 const (
@@ -49,8 +49,8 @@ func ParsePrecision(s string) (PrecisionKind, error) {
 	return 0, fmt.Errorf("unknown precision %q (want f32 or bf16)", s)
 }
 
-// Precision sets the number format of the linear layers' products in
-// training (F32, the default, or BF16).
+// Precision sets the number format of the linear layers' (and aft_full's)
+// products in training (F32, the default, or BF16).
 func Precision(p PrecisionKind) Option {
 	return setter("precision", func(o *options) { o.precision = p })
 }
