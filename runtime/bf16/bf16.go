@@ -1,6 +1,6 @@
 // Package bf16 holds the bf16 GEMM micro-kernels of mixed-precision
-// training: the linear layers' products with bf16 operands (rounded to
-// nearest even) and float32 accumulation and output. runtime/mat drives
+// training: the linear layers' products (and aft_full's) with bf16
+// operands (rounded to nearest even) and float32 accumulation and output. runtime/mat drives
 // them (Engine.SetBF16); this package holds the levels, the packed
 // layouts and the kernels.
 //
@@ -264,6 +264,10 @@ func tileGo8(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, n
 func PackB(dst []uint16, src []float32, rs, cs, j0, n, k, kp int) {
 	dst = dst[:BPanel(kp)]
 	cols := min(NR, n-j0)
+	if cs == 1 && hasAVX512BF16() == nil {
+		packBRows(dst, src, rs, j0, cols, k)
+		return
+	}
 	for s := 0; s < kp/Step; s++ {
 		d := dst[s*1024 : s*1024+1024]
 		for h := 0; h < 2; h++ {
@@ -283,6 +287,32 @@ func PackB(dst []uint16, src []float32, rs, cs, j0, n, k, kp int) {
 					d[h*512+q*32+2*jj] = x0
 					d[h*512+q*32+2*jj+1] = x1
 				}
+			}
+		}
+	}
+}
+
+// packBRows is PackB for B's rows j contiguous in p (cs 1) on a CPU with
+// AVX512-BF16: the panel cleared, then each row converted a chunk at a
+// time and its pairs (B(j, 2q), B(j, 2q+1)), one uint32 each, stored in
+// their places.
+func packBRows(dst []uint16, src []float32, rs, j0, cols, k int) {
+	clear(dst)
+	d32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), len(dst)/2)
+	var pairs [128]uint32
+	buf := unsafe.Slice((*uint16)(unsafe.Pointer(&pairs[0])), 2*len(pairs))
+	for j := 0; j < cols; j++ {
+		row := src[(j0+j)*rs:][:k]
+		col := j/16*256 + j%16 // the pair's place in its step: half, column
+		for c0 := 0; c0 < k; c0 += len(buf) {
+			l := min(len(buf), k-c0)
+			convert(buf[:l], row[c0:c0+l])
+			if l%2 == 1 {
+				buf[l] = 0 // p = k: padding
+			}
+			for q, v := range pairs[:(l+1)/2] {
+				pp := c0/2 + q // the pair's index over k: step pp/16, row pp%16
+				d32[pp/16*512+pp%16*16+col] = v
 			}
 		}
 	}

@@ -459,8 +459,9 @@ func mixWeights(mix []float32, w []float32) {
 }
 
 // SetBF16 runs the linear layers' products (forward and both backward
-// products) on bf16 kernel k: bf16 operands, float32 accumulation and
-// output; the weights, their gradients and everything else stay float32.
+// products) and aft_full's factorised products (aftfull.go) on bf16
+// kernel k: bf16 operands, float32 accumulation and output; the weights,
+// their gradients and everything else stay float32.
 // nil returns them to float32. It must not be called during Forward or
 // Backward.
 func (m *Model) SetBF16(k *bf16.Kernel) { m.eng.SetBF16(k) }
