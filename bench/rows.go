@@ -30,7 +30,9 @@ type RowOptions struct {
 	// (CPUFeatures.BF16).
 	BF16 bool
 	// GoBF16 measures synthgen's steps with the linear layers' products in
-	// bf16 (synth steps -precision bf16).
+	// bf16 (synth steps -precision bf16), and each round also synthgen's
+	// float32 step with 2 workers right after its bf16 one (Row.F32), so
+	// that the bf16/f32 ratio compares figures of the same run.
 	GoBF16 bool
 }
 
@@ -53,7 +55,16 @@ type Row struct {
 	PyTorchBF16    *PyTorchResult
 	PyTorchBF16Err error
 	BF16Ratios     []float64
+	// F32 is synthgen's float32 step with 2 workers beside a bf16 row
+	// (RowOptions.GoBF16; nil otherwise), and F32Ratios each round's
+	// bf16 (2 workers) / float32 (2 workers) tokens/s.
+	F32       *StepResult
+	F32Ratios []float64
 }
+
+// F32Ratio is the median of the rounds' bf16 / float32 ratios, 0 without
+// the float32 column.
+func (r Row) F32Ratio() float64 { return median(r.F32Ratios) }
 
 // BF16Ratio is the median of the rounds' ratios against PyTorch's bf16
 // autocast step, 0 without it.
@@ -87,6 +98,7 @@ func MeasureRow(ctx context.Context, name string, o RowOptions) (Row, error) {
 	}
 	r := Row{Spec: name, N: s.N, D: s.D, Layers: s.Layers, Batch: StepBatch(s.N)}
 	var goRuns [2][]StepResult
+	var f32Runs []StepResult
 	var pt, bf ptColumn
 	bf.bf16 = true
 	for range o.Rounds {
@@ -96,6 +108,14 @@ func MeasureRow(ctx context.Context, name string, o RowOptions) (Row, error) {
 				return Row{}, err
 			}
 			goRuns[i] = append(goRuns[i], res)
+		}
+		if o.GoBF16 {
+			res, err := MeasureStepsChildPrecision(ctx, o.Exe, name, false, r.Batch, 2, o.MinSteps, o.MinTime)
+			if err != nil {
+				return Row{}, err
+			}
+			f32Runs = append(f32Runs, res)
+			r.F32Ratios = append(r.F32Ratios, goRuns[1][len(goRuns[1])-1].TokensPerSec/res.TokensPerSec)
 		}
 		if o.PyTorch == nil {
 			continue
@@ -113,6 +133,10 @@ func MeasureRow(ctx context.Context, name string, o RowOptions) (Row, error) {
 	}
 	for i := range r.Go {
 		r.Go[i] = mergeSteps(goRuns[i])
+	}
+	if len(f32Runs) > 0 {
+		f := mergeSteps(f32Runs)
+		r.F32 = &f
 	}
 	r.PyTorch, r.Ratios, r.PyTorchErr = pt.result()
 	r.PyTorchBF16, r.BF16Ratios, r.PyTorchBF16Err = bf.result()

@@ -109,7 +109,7 @@ func TestCompareListOps(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "study")
 	got := mustRun(t, compareCmd, "-task", "listops", "-specs", strings.Join(names, ","), "-steps", "6", "-batch", "4", "-eval-every", "3",
 		"-listops-train", "300", "-listops-val", "30", "-listops-test", "40", "-out", out)
-	for _, w := range []string{"lengths 15…60", "test accuracy %", "LRA ListOps", "40 examples of test.tsv", "study done"} {
+	for _, w := range []string{"lengths 15…60", "test accuracy %", "LRA ListOps", "40 examples of test.tsv", "study done", "loss.png and " + filepath.Join(out, "accuracy.png")} {
 		if !strings.Contains(got, w) {
 			t.Errorf("output lacks %q:\n%s", w, got)
 		}

@@ -123,17 +123,20 @@ func runTo(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	e := &env{out: stdout, errOut: stderr, terminal: stdout == os.Stdout && isTerminal(os.Stdout)}
-	if err := c.run(e, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		fmt.Fprintf(stderr, "synth %s: %v\n", name, err)
-		return 1
+	return exitStatus(name, c.run(e, args[1:]), stderr)
+}
+
+// exitStatus is the exit status of command name's err, which it prints
+// to stderr unless the flag package has (-h: 0, bad usage: 2, else 1).
+func exitStatus(name string, err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
 	}
-	return 0
+	fmt.Fprintf(stderr, "synth %s: %v\n", name, err)
+	return 1
 }
 
 // errUsage marks a flag error the flag package has already reported.

@@ -33,8 +33,9 @@ func compareCmd(e *env, args []string) error {
 		"checkpoint. Ctrl-C keeps the finished runs and saves the current one; -resume continues.\n"+
 		"With -task classify (or listops), the specs are classifiers trained on the labelled file -data,\n"+
 		"validated on -valid and scored on -test: the table gives test loss and accuracy (listops: beside\n"+
-		"Long Range Arena's ListOps column). -task listops without -data first writes ListOps files\n"+
-		"(synth listops, lengths up to the smallest n of the specs) into -out/listops.")
+		"Long Range Arena's ListOps column) and accuracy.png the validation accuracy curves. -task listops\n"+
+		"without -data first writes ListOps files (synth listops, lengths up to the smallest n of the\n"+
+		"specs) into -out/listops.")
 	var (
 		specList, dataPath, out, task, valid, test  string
 		loTrain, loVal, loTest                      int
@@ -142,7 +143,11 @@ func compareCmd(e *env, args []string) error {
 		fmt.Fprintln(e.out)
 		fmt.Fprint(e.out, res.Table.Markdown())
 		fmt.Fprintln(e.out)
-		fmt.Fprintf(e.out, "wrote %s, %s, %s and %s\n", res.Markdown, res.CSV, res.JSON, res.LossPlot)
+		if res.AccuracyPlot != "" {
+			fmt.Fprintf(e.out, "wrote %s, %s, %s, %s and %s\n", res.Markdown, res.CSV, res.JSON, res.LossPlot, res.AccuracyPlot)
+		} else {
+			fmt.Fprintf(e.out, "wrote %s, %s, %s and %s\n", res.Markdown, res.CSV, res.JSON, res.LossPlot)
+		}
 	}
 	if err != nil { // cancelled
 		fmt.Fprintf(e.out, "%v\n", err)

@@ -35,18 +35,31 @@ func TestCLIFuzzChild(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &lim); err != nil {
 		t.Fatal(err)
 	}
-	os.Exit(run(strings.Split(args, "\n"), os.Stderr))
+	a := strings.Split(args, "\n")
+	if a[0] == "serve" {
+		// All of serve but listening: the flags, their checks, loading the
+		// models and making the server, which is then cancelled.
+		e := &env{out: os.Stdout, errOut: os.Stderr}
+		h, _, _, err := serveSetup(e, a[1:])
+		if h != nil {
+			h.Cancel()
+		}
+		os.Exit(exitStatus("serve", err, os.Stderr))
+	}
+	os.Exit(run(a, os.Stderr))
 }
 
-// FuzzCommandLine feeds flags to train, eval, sample, inspect, compare and
-// attn. Whatever the flags, the command must end by itself within a few
-// seconds or on SIGTERM, without a panic, and within the memory limit: a
-// flag that sizes memory or threads beyond reason must be a clear error
-// (the runtime's "out of memory" under the limit is a failure). Flags
-// naming paths stay inside the test's folder (an argument holding a path
-// separator is skipped).
+// FuzzCommandLine feeds flags to train, eval, sample, inspect, compare,
+// attn and serve. Whatever the flags, the command must end by itself within
+// a few seconds or on SIGTERM, without a panic, and within the memory
+// limit: a flag that sizes memory or threads beyond reason must be a clear
+// error (the runtime's "out of memory" under the limit is a failure).
+// Flags naming paths stay inside the test's folder (an argument holding a
+// path separator is skipped). Serve is run up to listening (serveSetup:
+// its flags and their checks, the models loaded, the server made), never
+// binding a port, so its -addr is not checked here.
 //
-//	go test ./cmd/synth -run '^$' -fuzz '^FuzzCommandLine$' -fuzztime 5m
+//	go test ./cli -run '^$' -fuzz '^FuzzCommandLine$' -fuzztime 5m
 func FuzzCommandLine(f *testing.F) {
 	for _, s := range [][2]string{
 		{"train", "-spec small -steps 2 -batch 2 -eval-every 0 -out x.safetensors"},
@@ -58,6 +71,12 @@ func FuzzCommandLine(f *testing.F) {
 		{"train", "-spec small -steps 1 -batch 65536"},
 		{"eval", "-ckpt c.safetensors -data text.txt -batch 65536"},
 		{"compare", "-specs small -seeds 1 -steps 1 -batch 65536"},
+		{"serve", "-ckpt c.safetensors -workers 2 -max-streams 4"},
+		{"serve", "-ckpt c.safetensors -ckpt c.safetensors"},
+		{"serve", "-ckpt text.txt -addr nowhere"},
+		{"serve", "-ckpt c.safetensors -max-streams 1000000000000"},
+		{"serve", "-ckpt c.safetensors -workers 1000000000"},
+		{"serve", "-ckpt c.safetensors -max-prompt 0 -max-body -1 -grace 0s"},
 	} {
 		f.Add(s[0], s[1])
 	}
@@ -81,7 +100,7 @@ func FuzzCommandLine(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, command, flags string) {
 		switch command {
-		case "train", "eval", "sample", "inspect", "compare", "attn":
+		case "train", "eval", "sample", "inspect", "compare", "attn", "serve":
 		default:
 			return
 		}

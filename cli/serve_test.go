@@ -100,6 +100,8 @@ func TestServeCommand(t *testing.T) {
 		{[]string{"-ckpt", filepath.Join(dir, "none.safetensors")}, "none.safetensors"},
 		{[]string{"-ckpt", a, "-max-bytes", "0"}, "-max-bytes"},
 		{[]string{"-ckpt", a, "-workers", "-1"}, "-workers"},
+		{[]string{"-ckpt", a, "-workers", "1000000000"}, "-workers 1000000000 must satisfy"},
+		{[]string{"-ckpt", a, "-max-streams", "1000000000000"}, "-max-streams 1000000000000 must satisfy"},
 	} {
 		e, out := testEnv()
 		if err := serveCmd(e, c.args); err == nil || !strings.Contains(err.Error(), c.want) {

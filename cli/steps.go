@@ -77,7 +77,7 @@ func stepsCmd(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.out, "training steps (forward, backward, clipping, AdamW); each figure from a process of its own; ratio = synthgen 2 workers / PyTorch 2 threads")
 	if bfLevel != "" {
-		fmt.Fprintf(e.out, "; synthgen's linear layers in bf16 (%s, float32 accumulation)", bfLevel)
+		fmt.Fprintf(e.out, "; synthgen's linear layers and aft_full's products in bf16 (%s, float32 accumulation); f32 = synthgen's float32 step, 2 workers, measured after the bf16 ones each round, and bf16/f32 = 2 workers bf16 / f32", bfLevel)
 	}
 	if o.BF16 {
 		fmt.Fprintf(e.out, "; bf16 = PyTorch's step under torch.autocast(\"cpu\", dtype=torch.bfloat16), 2 threads")
@@ -96,9 +96,12 @@ func stepsCmd(e *env, args []string) error {
 	if o.BF16 {
 		per = 4
 	}
+	if o.GoBF16 {
+		per++
+	}
 	fmt.Fprintf(e.errOut, "%d rows × %d rounds × %d measurements of at least %s: at least %s, more for the large specs\n",
 		len(names), max(*rounds, 1), per, *minTime, textfmt.Duration(time.Duration(len(names)*max(*rounds, 1)*per)**minTime))
-	printStepHead(e.out, o.BF16)
+	printStepHead(e.out, o.BF16, o.GoBF16)
 	var rows []bench.Row
 	start := time.Now()
 	for i, name := range names {
@@ -106,7 +109,7 @@ func stepsCmd(e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("steps: %w", err)
 		}
-		printStepRow(e.out, r, o.BF16)
+		printStepRow(e.out, r, o.BF16, o.GoBF16)
 		rows = append(rows, r)
 		if left := len(names) - i - 1; left > 0 {
 			took := time.Since(start)
@@ -118,7 +121,7 @@ func stepsCmd(e *env, args []string) error {
 		if choice != "" {
 			fmt.Fprintf(e.out, "PyTorch 2 threads on %s.\n\n", choice)
 		}
-		printStepsMarkdown(e.out, rows, *rounds > 1, o.BF16)
+		printStepsMarkdown(e.out, rows, *rounds > 1, o.BF16, o.GoBF16)
 	}
 	return nil
 }
@@ -187,18 +190,22 @@ func mib(kib int64) string {
 const stepFormat = "%-26s %5s %4s %3s %5s %10s %10s %6s %9s %8s %10s %10s %s"
 
 // printStepHead writes the header of the fixed-width table; bf16 adds
-// the bf16 autocast columns.
-func printStepHead(w io.Writer, bf16 bool) {
+// the bf16 autocast columns, f32 synthgen's own float32 step beside a
+// bf16 one.
+func printStepHead(w io.Writer, bf16, f32 bool) {
 	fmt.Fprintf(w, stepFormat, "spec", "n", "d", "L", "batch", "1 worker", "2 workers", "2 vs 1", "B/step", "RSS MiB", "PyTorch", "PT RSS MiB", "ratio")
 	if bf16 {
 		fmt.Fprintf(w, "  %10s %s", "PT bf16", "bf16 ratio")
+	}
+	if f32 {
+		fmt.Fprintf(w, "  %10s %s", "f32", "bf16/f32")
 	}
 	fmt.Fprintln(w)
 }
 
 // printStepRow writes a row in fixed-width columns, so rows line up as
 // they arrive.
-func printStepRow(w io.Writer, r bench.Row, bf16 bool) {
+func printStepRow(w io.Writer, r bench.Row, bf16, f32 bool) {
 	pt, ptRSS := "-", "-"
 	if r.PyTorch != nil {
 		pt, ptRSS = fmt.Sprintf("%.0f", r.PyTorch.TokensPerSec), mib(r.PyTorch.PeakRSSKiB)
@@ -214,6 +221,13 @@ func printStepRow(w io.Writer, r bench.Row, bf16 bool) {
 		}
 		fmt.Fprintf(w, "  %10s %s", bt, ratioOf(r.BF16Ratio(), r.BF16Ratios))
 	}
+	if f32 {
+		ft := "-"
+		if r.F32 != nil {
+			ft = fmt.Sprintf("%.0f", r.F32.TokensPerSec)
+		}
+		fmt.Fprintf(w, "  %10s %s", ft, ratioOf(r.F32Ratio(), r.F32Ratios))
+	}
 	fmt.Fprintln(w)
 	if r.PyTorchErr != nil {
 		fmt.Fprintf(w, "  (PyTorch: %v)\n", r.PyTorchErr)
@@ -225,12 +239,18 @@ func printStepRow(w io.Writer, r bench.Row, bf16 bool) {
 
 // printStepsMarkdown writes the table as markdown; with ranges, a last
 // column holds the range of the rounds' ratios; bf16 adds PyTorch's bf16
-// autocast step and synthgen's ratio to it before that.
-func printStepsMarkdown(w io.Writer, rows []bench.Row, ranges, bf16 bool) {
+// autocast step and synthgen's ratio to it before that, and f32
+// synthgen's own float32 step (2 workers) and the bf16/f32 ratio, with its
+// rounds' range when there are several.
+func printStepsMarkdown(w io.Writer, rows []bench.Row, ranges, bf16, f32 bool) {
 	head := "| spec | n | d | layers | batch | 1 worker | 2 workers | 2 vs 1 | bytes/step | peak RSS (MiB) | PyTorch, 2 threads | PyTorch peak RSS (MiB) | synthgen / PyTorch |"
 	rule := "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	if bf16 {
 		head += " PyTorch bf16 autocast, 2 threads | synthgen / PyTorch bf16 |"
+		rule += "---|---|"
+	}
+	if f32 {
+		head += " synthgen f32, 2 workers | bf16 / f32 |"
 		rule += "---|---|"
 	}
 	if ranges {
@@ -259,6 +279,13 @@ func printStepsMarkdown(w io.Writer, rows []bench.Row, ranges, bf16 bool) {
 				brt = fmt.Sprintf("%.2f×", r.BF16Ratio())
 			}
 			fmt.Fprintf(w, " %s | %s |", bt, brt)
+		}
+		if f32 {
+			ft := ""
+			if r.F32 != nil {
+				ft = group(r.F32.TokensPerSec)
+			}
+			fmt.Fprintf(w, " %s | %s |", ft, ratioOf(r.F32Ratio(), r.F32Ratios))
 		}
 		if ranges {
 			if lo, hi := r.RatioRange(); len(r.Ratios) > 0 {

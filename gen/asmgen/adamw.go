@@ -18,7 +18,7 @@ func emitAdamW(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).
 
 func (r *rowKit) adamW() {
 	c := r.c
-	p, g, m, v := r.base("p"), r.base("g"), r.base("m"), r.base("v")
+	p, g, m, v := r.param("p"), r.param("g"), r.param("m"), r.param("v")
 	k := map[string]reg.VecVirtual{}
 	for _, name := range []string{"decay", "gscale", "b1", "c1", "b2", "c2", "eps", "step", "rbc2"} {
 		k[name] = r.bcastParam(name)

@@ -261,37 +261,70 @@ func (a *aftKit) scanStep(x, ref reg.VecVirtual, newer reg.Register) (old, ex re
 	return old, ex
 }
 
-// emitAFT emits an AFT forward: AFTFull, AFTLocal, AFTConv or AFTSimple,
-// in channel blocks of as many vectors as the registers hold.
-func emitAFT(f *File, op catalog.Op, isa kernels.ISA) {
+// aftEmitBlocks emits an AFT kernel as channel blocks (block emits one) of
+// as many vectors as the registers hold, with per(mode) registers per head
+// vector of a block and 6 spare.
+func aftEmitBlocks(f *File, op catalog.Op, isa kernels.ISA, per func(m aftMode) int, block func(a *aftKit, q0, q1 int)) {
 	body := func(a *aftKit, nb int) {
 		for _, b := range a.blocksOf(nb) {
-			a.fwdBlock(b[0], b[1])
+			block(a, b[0], b[1])
 		}
 		a.ret()
 	}
 	a := newAFTKit(f, op, isa)
-	per := 3 // mx, num, den or r, sa, sb
-	if a.mode == aftModeLocal || a.mode == aftModeConv {
-		per = 6
-	}
-	body(a, aftFit(f, op, isa, aftDescending(min(a.nv, (a.regs-6)/per), 1), body))
+	body(a, aftFit(f, op, isa, aftDescending(min(a.nv, (a.regs-6)/per(a.mode)), 1), body))
 }
 
-// keyScanAdd adds the key at byte offset ko to the running scan (r, sa, sb)
-// of the block's vectors from q0.
-func (a *aftKit) keyScanAdd(kb, vb, ko reg.GPVirtual, q0 int, mask reg.Register, r, sa, sb []reg.VecVirtual) {
-	c := a.c
-	for q := range r {
-		qq := q0 + q
-		x := a.get(a.at(kb, ko, qq), qq, mask)
-		newer := a.less(r[q], x)
-		old, ex := a.scanStep(x, r[q], newer)
-		c.VMAXPS(x, r[q], r[q])
-		c.VMULPS(old, sa[q], sa[q])
-		c.VFMADD231PS(a.src(a.at(vb, ko, qq), qq, mask), ex, sa[q])
-		c.VFMADD213PS(ex, old, sb[q])
-	}
+// emitAFT emits an AFT forward: AFTFull, AFTLocal, AFTConv or AFTSimple,
+// in channel blocks of as many vectors as the registers hold.
+func emitAFT(f *File, op catalog.Op, isa kernels.ISA) {
+	aftEmitBlocks(f, op, isa, func(m aftMode) int {
+		if m == aftModeLocal || m == aftModeConv {
+			return 6 // r, sa, sb and mx, num, den
+		}
+		return 3 // mx, num, den or r, sa, sb
+	}, (*aftKit).fwdBlock)
+}
+
+// emitAFTBack emits an AFT backward: AFTFullBack, AFTLocalBack,
+// AFTConvBack or AFTSimpleBack, in channel blocks of as many vectors as the
+// registers hold.
+func emitAFTBack(f *File, op catalog.Op, isa kernels.ISA) {
+	aftEmitBlocks(f, op, isa, func(m aftMode) int {
+		if m == aftModeFull {
+			return 4 // k_j, v_j, dk_j, dv_j
+		}
+		return 7 // mu, r1, r2, k_j, v_j, dk_j, dv_j
+	}, (*aftKit).backBlock)
+}
+
+// aftBlock is one channel block of a kernel: head vectors q0 … q0+nq−1,
+// the last of them partial (mask) or full (mask nil).
+type aftBlock struct {
+	*aftKit
+	q0, nq int
+	mask   reg.Register
+}
+
+// block starts channel block [q0, q1) with its comment (note follows the
+// channel range).
+func (a *aftKit) block(q0, q1 int, note string) *aftBlock {
+	b := &aftBlock{aftKit: a, q0: q0, nq: q1 - q0, mask: a.tailMask(q1)}
+	a.c.Commentf("Channels [%d, %d)%s.", q0*a.W, min(q1*a.W, a.cfg.DH), note)
+	return b
+}
+
+var (
+	aftNInf = float32(math.Inf(-1)) // the empty key scan's reference (its maximum)
+	aftPInf = float32(math.Inf(1))  // the empty row scan's reference (its minimum)
+)
+
+// newScan allocates an empty scan of the block: its reference ref = inf
+// (constant name) and its two sums.
+func (b *aftBlock) newScan(name string, inf float32) (ref, s1, s2 []reg.VecVirtual) {
+	ref, s1, s2 = b.vecs(b.nq), b.vecs(b.nq), b.vecs(b.nq)
+	b.scanReset(name, inf, ref, s1, s2)
+	return ref, s1, s2
 }
 
 // scanReset empties a scan: ref = ±∞ (name and value), the sums 0.
@@ -303,83 +336,289 @@ func (a *aftKit) scanReset(name string, inf float32, ref, s1, s2 []reg.VecVirtua
 	}
 }
 
+// keyScanAdd adds the key at byte offset ko to the block's running scan
+// (r, sa, sb).
+func (b *aftBlock) keyScanAdd(kb, vb, ko reg.GPVirtual, r, sa, sb []reg.VecVirtual) {
+	c, mask := b.c, b.mask
+	for q := range r {
+		qq := b.q0 + q
+		x := b.get(b.at(kb, ko, qq), qq, mask)
+		newer := b.less(r[q], x)
+		old, ex := b.scanStep(x, r[q], newer)
+		c.VMAXPS(x, r[q], r[q])
+		c.VMULPS(old, sa[q], sa[q])
+		c.VFMADD231PS(b.src(b.at(vb, ko, qq), qq, mask), ex, sa[q])
+		c.VFMADD213PS(ex, old, sb[q])
+	}
+}
+
+// aftRowIn holds the bases of the backward's row inputs m, rd, dz, z.
+type aftRowIn struct{ m, rd, dz, z reg.GPVirtual }
+
+// rowInputs loads the bases of the backward's row inputs.
+func (a *aftKit) rowInputs() aftRowIn {
+	return aftRowIn{m: a.param("m"), rd: a.param("rd"), dz: a.param("dz"), z: a.param("z")}
+}
+
+// rowScanAdd adds the row at byte offset io to the block's backward scan
+// (mu, r1, r2).
+func (b *aftBlock) rowScanAdd(in aftRowIn, io reg.GPVirtual, mu, r1, r2 []reg.VecVirtual) {
+	c, mask := b.c, b.mask
+	for q := range mu {
+		qq := b.q0 + q
+		mi := b.get(b.at(in.m, io, qq), qq, mask)
+		newer := b.less(mi, mu[q])
+		old, ex := b.scanStep(mi, mu[q], newer)
+		c.VMINPS(mi, mu[q], mu[q])
+		bz := b.get(b.at(in.dz, io, qq), qq, mask)
+		c.VMULPS(b.src(b.at(in.rd, io, qq), qq, mask), bz, bz) // rd_i·dz_i
+		c.VMULPS(bz, ex, ex)
+		c.VFMADD213PS(ex, old, r1[q])
+		c.VMULPS(b.src(b.at(in.z, io, qq), qq, mask), ex, ex)
+		c.VFMADD213PS(ex, old, r2[q])
+	}
+}
+
+// shifted emits add(off), off the byte offset of the key (row) x + lag
+// (x at byte offset xo), guarded by 0 ≤ x + lag < t: lag < 0 checks
+// x ≥ −lag, lag > 0 checks x + lag < t, lag 0 needs no check. skip names
+// the label jumped to when the guard fails.
+func (a *aftKit) shifted(x, xo, t reg.GPVirtual, lag int, skip string, add func(off reg.GPVirtual)) {
+	c := a.c
+	lSkip := a.lbl(skip)
+	off := c.GP64()
+	switch {
+	case lag < 0:
+		c.CMPQ(x, synImm(-lag))
+		c.JB(synRef(lSkip))
+		c.LEAQ(operand.Mem{Base: xo, Disp: lag * a.d4}, off)
+	case lag > 0:
+		xl := c.GP64()
+		c.LEAQ(operand.Mem{Base: x, Disp: lag}, xl)
+		c.CMPQ(xl, t)
+		c.JAE(synRef(lSkip))
+		c.LEAQ(operand.Mem{Base: xo, Disp: lag * a.d4}, off)
+	default:
+		c.MOVQ(xo, off)
+	}
+	add(off)
+	if lag != 0 {
+		a.label(lSkip)
+	}
+}
+
+// overAll emits a loop over all t keys (rows): body gets the byte offset
+// of each, in order; name labels the loop.
+func (a *aftKit) overAll(t reg.GPVirtual, name string, body func(off reg.GPVirtual)) {
+	c := a.c
+	off, cnt := c.GP64(), c.GP64()
+	c.XORQ(off, off)
+	c.MOVQ(t, cnt)
+	l := a.lbl(name)
+	a.label(l)
+	body(off)
+	c.ADDQ(synImm(a.d4), off)
+	c.DECQ(cnt)
+	c.JNZ(synRef(l))
+}
+
+// sweep emits the forward sweep x = 0 … t − 1: body gets x and its byte
+// offset; wrow, unless nil, advances by a row of w with them. name labels
+// the loop.
+func (a *aftKit) sweep(t reg.GPVirtual, name string, wrow reg.GPVirtual, body func(x, xo reg.GPVirtual)) {
+	c := a.c
+	x, xo := c.GP64(), c.GP64()
+	c.XORQ(x, x)
+	c.XORQ(xo, xo)
+	l := a.lbl(name)
+	a.label(l)
+	body(x, xo)
+	c.ADDQ(synImm(a.d4), xo)
+	if wrow != nil {
+		c.ADDQ(synImm(4*a.cfg.N), wrow)
+	}
+	c.INCQ(x)
+	c.CMPQ(x, t)
+	c.JB(synRef(l))
+}
+
+// sweepBack emits the reverse sweep x = t − 1 … 0: body gets x and its
+// byte offset; name labels the loop.
+func (a *aftKit) sweepBack(t reg.GPVirtual, name string, body func(x, xo reg.GPVirtual)) {
+	c := a.c
+	x, xo := c.GP64(), c.GP64()
+	c.MOVQ(t, x)
+	c.DECQ(x)
+	c.IMUL3Q(synImm(a.d4), x, xo)
+	l := a.lbl(name)
+	a.label(l)
+	body(x, xo)
+	c.SUBQ(synImm(a.d4), xo)
+	c.DECQ(x)
+	c.JGE(synRef(l))
+}
+
+// windowLo sets lo = max(x − S + 1, 0), the first key (row) of the window
+// around x (aft_full: 0); name labels the clamp.
+func (a *aftKit) windowLo(x, lo reg.GPVirtual, name string) {
+	c := a.c
+	if a.mode == aftModeFull {
+		c.XORQ(lo, lo)
+		return
+	}
+	lPos := a.lbl(name)
+	c.MOVQ(x, lo)
+	c.SUBQ(synImm(a.op.Window-1), lo)
+	c.JGE(synRef(lPos))
+	c.XORQ(lo, lo)
+	a.label(lPos)
+}
+
+// windowAround sets lo and cnt to the unmasked window around x, the keys
+// (rows) lo … lo + cnt − 1 with lo = max(x − S + 1, 0) and
+// lo + cnt = min(x + S, t) (aft_full: all t); loName and hiName label the
+// clamps.
+func (a *aftKit) windowAround(x, t, lo, cnt reg.GPVirtual, loName, hiName string) {
+	c := a.c
+	a.windowLo(x, lo, loName)
+	if a.mode == aftModeFull {
+		c.MOVQ(t, cnt)
+		return
+	}
+	lEnd := a.lbl(hiName)
+	c.LEAQ(operand.Mem{Base: x, Disp: a.op.Window}, cnt)
+	c.CMPQ(cnt, t)
+	c.JBE(synRef(lEnd))
+	c.MOVQ(t, cnt)
+	a.label(lEnd)
+	c.SUBQ(lo, cnt)
+}
+
+// windowMax raises mx to the window's keys k_j + b_ij: cnt keys from byte
+// offset jo, their biases from bp in steps of bstep bytes. It leaves jo,
+// bp and cnt as they are.
+func (b *aftBlock) windowMax(kb, jo, bp, cnt reg.GPVirtual, bstep int, mx []reg.VecVirtual) {
+	c := b.c
+	jj, pp, nn := c.GP64(), c.GP64(), c.GP64()
+	c.MOVQ(jo, jj)
+	c.MOVQ(bp, pp)
+	c.MOVQ(cnt, nn)
+	b.windowKeys("max", jj, pp, nn, bstep, func(bw reg.VecVirtual, q, qq int) {
+		e := b.vec()
+		c.VADDPS(b.src(b.at(kb, jj, qq), qq, b.mask), bw, e)
+		c.VMAXPS(e, mx[q], mx[q])
+	})
+}
+
+// windowSum adds the window's keys (as windowMax's) to num and den,
+// shifted by the row maximum mx; it consumes jo, bp and cnt.
+func (b *aftBlock) windowSum(kb, vb, jo, bp, cnt reg.GPVirtual, bstep int, mx, num, den []reg.VecVirtual) {
+	c := b.c
+	b.windowKeys("sum", jo, bp, cnt, bstep, func(bw reg.VecVirtual, q, qq int) {
+		x := b.vec()
+		c.VADDPS(b.src(b.at(kb, jo, qq), qq, b.mask), bw, x)
+		c.VSUBPS(mx[q], x, x)
+		e := b.exp(x)
+		c.VFMADD231PS(b.src(b.at(vb, jo, qq), qq, b.mask), e, num[q])
+		c.VADDPS(e, den[q], den[q])
+	})
+}
+
+// windowKeys emits a loop over cnt window keys from byte offset jo, their
+// biases from bp in steps of bstep bytes: body(bw, q, qq) for each head
+// vector of the block, bw the key's bias broadcast; name labels the loop.
+// It consumes jo, bp and cnt.
+func (b *aftBlock) windowKeys(name string, jo, bp, cnt reg.GPVirtual, bstep int, body func(bw reg.VecVirtual, q, qq int)) {
+	c := b.c
+	l := b.lbl(name)
+	b.label(l)
+	bw := b.vec()
+	c.VBROADCASTSS(operand.Mem{Base: bp}, bw)
+	for q := range b.nq {
+		body(bw, q, b.q0+q)
+	}
+	c.ADDQ(synImm(b.d4), jo)
+	c.ADDQ(synImm(bstep), bp)
+	c.DECQ(cnt)
+	c.JNZ(synRef(l))
+}
+
+// aftOut holds the bases of the forward's outputs z, m, rd.
+type aftOut struct{ z, m, rd reg.GPVirtual }
+
+// outputs loads the bases of the forward's outputs.
+func (a *aftKit) outputs() aftOut {
+	return aftOut{z: a.param("z"), m: a.param("m"), rd: a.param("rd")}
+}
+
+// putOut stores head vector qq of the row at byte offset io: z, m, rd.
+func (b *aftBlock) putOut(o aftOut, io reg.GPVirtual, qq int, z, m, rd reg.VecVirtual) {
+	b.put(z, b.at(o.z, io, qq), qq, b.mask)
+	b.put(m, b.at(o.m, io, qq), qq, b.mask)
+	b.put(rd, b.at(o.rd, io, qq), qq, b.mask)
+}
+
+// putRow stores the block's z, m, rd at the row at byte offset io.
+func (b *aftBlock) putRow(o aftOut, io reg.GPVirtual, z, m, rd []reg.VecVirtual) {
+	for q := range z {
+		b.putOut(o, io, b.q0+q, z[q], m[q], rd[q])
+	}
+}
+
+// storeRow stores the row at byte offset io from the sums num, den shifted
+// by the row maximum mx: z = num/den, m = mx, rd = 1/den; in place (num
+// and den become z and rd) unless keep.
+func (b *aftBlock) storeRow(io reg.GPVirtual, num, mx, den []reg.VecVirtual, keep bool) {
+	c := b.c
+	o := b.outputs()
+	for q := range num {
+		one := b.splat("aft_one", 1)
+		inv, z := den[q], num[q]
+		if keep {
+			inv, z = b.vec(), b.vec()
+		}
+		c.VDIVPS(den[q], one, inv)
+		c.VMULPS(inv, num[q], z)
+		b.putOut(o, io, b.q0+q, z, mx[q], inv)
+	}
+}
+
 func (a *aftKit) fwdBlock(q0, q1 int) {
 	if a.cfg.Bidirectional {
 		a.fwdBlockBi(q0, q1)
 		return
 	}
 	c, m, S, D4 := a.c, a.mode, a.op.Window, a.d4
-	mask := a.tailMask(q1)
-	nq := q1 - q0
-	c.Commentf("Channels [%d, %d).", q0*a.W, min(q1*a.W, a.cfg.DH))
-
+	b := a.block(q0, q1, "")
 	var r, sa, sb, mx, num, den []reg.VecVirtual
 	if m.scan() {
-		r, sa, sb = a.vecs(nq), a.vecs(nq), a.vecs(nq)
-		for q := range nq {
-			c.VBROADCASTSS(a.f.ConstF32("aft_ninf", float32(math.Inf(-1))), r[q])
-			a.zero(sa[q])
-			a.zero(sb[q])
-		}
+		r, sa, sb = b.newScan("aft_ninf", aftNInf)
 	}
 	if m.window() {
-		mx, num, den = a.vecs(nq), a.vecs(nq), a.vecs(nq)
+		mx, num, den = a.vecs(b.nq), a.vecs(b.nq), a.vecs(b.nq)
 	}
 	t := a.gp(c.Param("t"))
-	kb := a.gp(c.Param("k").Base())
-	vb := a.gp(c.Param("v").Base())
+	kb, vb := a.param("k"), a.param("v")
 	var wrow reg.GPVirtual // row i of w
 	if m == aftModeFull || m == aftModeLocal {
-		wrow = a.gp(c.Param("w").Base())
+		wrow = a.param("w")
 	}
-	i, io := c.GP64(), c.GP64() // row and its byte offset i·D·4
-	c.XORQ(i, i)
-	c.XORQ(io, io)
-
-	lRow := a.lbl("row")
-	a.label(lRow)
-	if m.scan() {
-		c.Comment("The key leaving the window (i − S; aft_simple: i) joins the scan.")
-		lSkip := a.lbl("noscan")
-		ko := c.GP64()
-		if m != aftModeSimple {
-			c.CMPQ(i, synImm(S))
-			c.JB(synRef(lSkip))
-			c.LEAQ(operand.Mem{Base: io, Disp: -S * D4}, ko)
-		} else {
-			c.MOVQ(io, ko)
+	a.sweep(t, "row", wrow, func(i, io reg.GPVirtual) {
+		if m.scan() {
+			c.Comment("The key leaving the window (i − S; aft_simple: i) joins the scan.")
+			lag := -S
+			if m == aftModeSimple {
+				lag = 0
+			}
+			a.shifted(i, io, t, lag, "noscan", func(ko reg.GPVirtual) { b.keyScanAdd(kb, vb, ko, r, sa, sb) })
 		}
-		a.keyScanAdd(kb, vb, ko, q0, mask, r, sa, sb)
-		if m != aftModeSimple {
-			a.label(lSkip)
+		if !m.window() {
+			b.storeRow(io, sa, r, sb, true)
+			return
 		}
-	}
-
-	if !m.window() {
-		zb, mb, rdb := a.gp(c.Param("z").Base()), a.gp(c.Param("m").Base()), a.gp(c.Param("rd").Base())
-		for q := range nq {
-			qq := q0 + q
-			one := a.splat("aft_one", 1)
-			inv, zz := a.vec(), a.vec()
-			c.VDIVPS(sb[q], one, inv)
-			c.VMULPS(inv, sa[q], zz)
-			a.put(zz, a.at(zb, io, qq), qq, mask)
-			a.put(r[q], a.at(mb, io, qq), qq, mask)
-			a.put(inv, a.at(rdb, io, qq), qq, mask)
-		}
-	} else {
 		// The window: keys j0 … i, j0 = max(i − S + 1, 0) (aft_full: 0).
 		j0, cnt := c.GP64(), c.GP64()
-		if m == aftModeFull {
-			c.XORQ(j0, j0)
-		} else {
-			lPos := a.lbl("j0")
-			c.MOVQ(i, j0)
-			c.SUBQ(synImm(S-1), j0)
-			c.JGE(synRef(lPos))
-			c.XORQ(j0, j0)
-			a.label(lPos)
-		}
+		a.windowLo(i, j0, "j0")
 		c.MOVQ(i, cnt)
 		c.SUBQ(j0, cnt)
 		c.INCQ(cnt)
@@ -387,7 +626,7 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 		c.IMUL3Q(synImm(D4), j0, jo)
 		bstep := 4
 		if m == aftModeConv {
-			ub := a.gp(c.Param("u").Base())
+			ub := a.param("u")
 			c.LEAQ(operand.Mem{Base: ub, Index: cnt, Scale: 4, Disp: -4}, bp) // u[i − j0]
 			bstep = -4
 		} else {
@@ -395,34 +634,17 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 		}
 
 		c.Comment("Pass 1: the row maximum, from the scan's and the window's keys.")
-		for q := range nq {
+		for q := range b.nq {
 			if m.scan() {
 				c.VMOVAPS(r[q], mx[q])
 			} else {
-				c.VBROADCASTSS(a.f.ConstF32("aft_ninf", float32(math.Inf(-1))), mx[q])
+				c.VBROADCASTSS(a.f.ConstF32("aft_ninf", aftNInf), mx[q])
 			}
 		}
-		jj, pp, nn := c.GP64(), c.GP64(), c.GP64()
-		c.MOVQ(jo, jj)
-		c.MOVQ(bp, pp)
-		c.MOVQ(cnt, nn)
-		lMax := a.lbl("max")
-		a.label(lMax)
-		bw := a.vec()
-		c.VBROADCASTSS(operand.Mem{Base: pp}, bw)
-		for q := range nq {
-			qq := q0 + q
-			e := a.vec()
-			c.VADDPS(a.src(a.at(kb, jj, qq), qq, mask), bw, e)
-			c.VMAXPS(e, mx[q], mx[q])
-		}
-		c.ADDQ(synImm(D4), jj)
-		c.ADDQ(synImm(bstep), pp)
-		c.DECQ(nn)
-		c.JNZ(synRef(lMax))
+		b.windowMax(kb, jo, bp, cnt, bstep, mx)
 
 		c.Comment("Pass 2: the sums of exp(k_j + b_ij − m).")
-		for q := range nq {
+		for q := range b.nq {
 			if m.scan() {
 				x := a.vec()
 				c.VSUBPS(mx[q], r[q], x)
@@ -434,79 +656,95 @@ func (a *aftKit) fwdBlock(q0, q1 int) {
 				a.zero(den[q])
 			}
 		}
-		lSum := a.lbl("sum")
-		a.label(lSum)
-		bw2 := a.vec()
-		c.VBROADCASTSS(operand.Mem{Base: bp}, bw2)
-		for q := range nq {
-			qq := q0 + q
-			x := a.vec()
-			c.VADDPS(a.src(a.at(kb, jo, qq), qq, mask), bw2, x)
-			c.VSUBPS(mx[q], x, x)
-			e := a.exp(x)
-			c.VFMADD231PS(a.src(a.at(vb, jo, qq), qq, mask), e, num[q])
-			c.VADDPS(e, den[q], den[q])
-		}
-		c.ADDQ(synImm(D4), jo)
-		c.ADDQ(synImm(bstep), bp)
-		c.DECQ(cnt)
-		c.JNZ(synRef(lSum))
-
-		zb, mb, rdb := a.gp(c.Param("z").Base()), a.gp(c.Param("m").Base()), a.gp(c.Param("rd").Base())
-		for q := range nq {
-			qq := q0 + q
-			one := a.splat("aft_one", 1)
-			c.VDIVPS(den[q], one, den[q])
-			c.VMULPS(den[q], num[q], num[q])
-			a.put(num[q], a.at(zb, io, qq), qq, mask)
-			a.put(mx[q], a.at(mb, io, qq), qq, mask)
-			a.put(den[q], a.at(rdb, io, qq), qq, mask)
-		}
-	}
-	c.ADDQ(synImm(D4), io)
-	if wrow != nil {
-		c.ADDQ(synImm(4*a.cfg.N), wrow)
-	}
-	c.INCQ(i)
-	c.CMPQ(i, t)
-	c.JB(synRef(lRow))
+		b.windowSum(kb, vb, jo, bp, cnt, bstep, mx, num, den)
+		b.storeRow(io, num, mx, den, false)
+	})
 }
 
-// emitAFTBack emits an AFT backward: AFTFullBack, AFTLocalBack,
-// AFTConvBack or AFTSimpleBack, in channel blocks of as many vectors as the
-// registers hold.
-func emitAFTBack(f *File, op catalog.Op, isa kernels.ISA) {
-	body := func(a *aftKit, nb int) {
-		for _, b := range a.blocksOf(nb) {
-			a.backBlock(b[0], b[1])
-		}
-		a.ret()
-	}
-	a := newAFTKit(f, op, isa)
-	per := 7 // mu, r1, r2, k_j, v_j, dk_j, dv_j
-	if a.mode == aftModeFull {
-		per = 4
-	}
-	body(a, aftFit(f, op, isa, aftDescending(min(a.nv, (a.regs-6)/per), 1), body))
+// aftKey holds key j's vectors in a backward block: k_j, v_j and their
+// gradients.
+type aftKey struct{ k, v, gk, gv []reg.VecVirtual }
+
+// newKey allocates key j's vectors for the block.
+func (b *aftBlock) newKey() aftKey {
+	return aftKey{b.vecs(b.nq), b.vecs(b.nq), b.vecs(b.nq), b.vecs(b.nq)}
 }
 
-// rowScanAdd adds the row at byte offset io to the backward's scan
-// (mu, r1, r2) of the block's vectors from q0.
-func (a *aftKit) rowScanAdd(mb, rdb, dzb, zb, io reg.GPVirtual, q0 int, mask reg.Register, mu, r1, r2 []reg.VecVirtual) {
-	c := a.c
-	for q := range mu {
-		qq := q0 + q
-		mi := a.get(a.at(mb, io, qq), qq, mask)
-		newer := a.less(mi, mu[q])
-		old, ex := a.scanStep(mi, mu[q], newer)
-		c.VMINPS(mi, mu[q], mu[q])
-		bz := a.get(a.at(dzb, io, qq), qq, mask)
-		c.VMULPS(a.src(a.at(rdb, io, qq), qq, mask), bz, bz) // rd_i·dz_i
-		c.VMULPS(bz, ex, ex)
-		c.VFMADD213PS(ex, old, r1[q])
-		c.VMULPS(a.src(a.at(zb, io, qq), qq, mask), ex, ex)
-		c.VFMADD213PS(ex, old, r2[q])
+// loadKey loads key j (byte offset jo) and starts its gradients: from the
+// row scan (mu, r1, r2) when the kernel has one, else 0.
+func (b *aftBlock) loadKey(kb, vb, jo reg.GPVirtual, key aftKey, mu, r1, r2 []reg.VecVirtual) {
+	c := b.c
+	for q := range key.k {
+		qq := b.q0 + q
+		b.loadInto(b.at(kb, jo, qq), qq, b.mask, key.k[q])
+		b.loadInto(b.at(vb, jo, qq), qq, b.mask, key.v[q])
+		if !b.mode.scan() {
+			b.zero(key.gk[q])
+			b.zero(key.gv[q])
+			continue
+		}
+		// gv = exp(k_j − μ)·r1, gk = exp(k_j − μ)·(v_j·r1 − r2).
+		x := b.vec()
+		c.VSUBPS(mu[q], key.k[q], x)
+		e := b.exp(x) // exp(k_j − μ) ≤ 1
+		c.VMULPS(e, r1[q], key.gv[q])
+		d := b.vec()
+		c.VMULPS(r1[q], key.v[q], d)
+		c.VSUBPS(r2[q], d, d)
+		c.VMULPS(d, e, key.gk[q])
 	}
+}
+
+// storeKey stores key j's gradients (byte offset jo) to dk and dv.
+func (b *aftBlock) storeKey(jo reg.GPVirtual, key aftKey) {
+	dkb, dvb := b.param("dk"), b.param("dv")
+	for q := range key.gk {
+		qq := b.q0 + q
+		b.put(key.gk[q], b.at(dkb, jo, qq), qq, b.mask)
+		b.put(key.gv[q], b.at(dvb, jo, qq), qq, b.mask)
+	}
+}
+
+// windowRows adds to key j's gradients those of the cnt rows from byte
+// offset io whose window holds it, and the lane sum of each row's g_ij to
+// the bias gradient at dbp (the bias at bp), both stepping by step bytes.
+func (b *aftBlock) windowRows(in aftRowIn, io, bp, dbp, cnt reg.GPVirtual, step int, key aftKey) {
+	c, mask := b.c, b.mask
+	lWin := b.lbl("win")
+	b.label(lWin)
+	bw := b.vec()
+	c.VBROADCASTSS(operand.Mem{Base: bp}, bw)
+	var gs reg.VecVirtual
+	for q := range key.k {
+		qq := b.q0 + q
+		x := b.vec()
+		c.VADDPS(bw, key.k[q], x)
+		c.VSUBPS(b.src(b.at(in.m, io, qq), qq, mask), x, x)
+		if !b.full(qq) {
+			b.clampNonPositive(x) // masked-off lanes: keep exp finite
+		}
+		p := b.exp(x)
+		c.VMULPS(b.src(b.at(in.rd, io, qq), qq, mask), p, p)
+		c.VMULPS(b.src(b.at(in.dz, io, qq), qq, mask), p, p) // p_ij·dz_i
+		c.VADDPS(p, key.gv[q], key.gv[q])
+		g := b.vec()
+		c.VSUBPS(b.src(b.at(in.z, io, qq), qq, mask), key.v[q], g)
+		c.VMULPS(p, g, g)
+		c.VADDPS(g, key.gk[q], key.gk[q])
+		if q == 0 {
+			gs = g
+		} else {
+			c.VADDPS(g, gs, gs)
+		}
+	}
+	h := b.hsum(gs)
+	c.VADDSS(operand.Mem{Base: dbp}, h, h)
+	c.VMOVSS(h, operand.Mem{Base: dbp})
+	c.ADDQ(synImm(b.d4), io)
+	c.ADDQ(synImm(step), bp)
+	c.ADDQ(synImm(step), dbp)
+	c.DECQ(cnt)
+	c.JNZ(synRef(lWin))
 }
 
 func (a *aftKit) backBlock(q0, q1 int) {
@@ -514,142 +752,57 @@ func (a *aftKit) backBlock(q0, q1 int) {
 		a.backBlockBi(q0, q1)
 		return
 	}
-	c, m, S, D4, N := a.c, a.mode, a.op.Window, a.d4, a.cfg.N
-	mask := a.tailMask(q1)
-	nq := q1 - q0
-	c.Commentf("Channels [%d, %d).", q0*a.W, min(q1*a.W, a.cfg.DH))
-
+	c, m, S, N := a.c, a.mode, a.op.Window, a.cfg.N
+	b := a.block(q0, q1, "")
 	var mu, r1, r2 []reg.VecVirtual
 	if m.scan() {
-		mu, r1, r2 = a.vecs(nq), a.vecs(nq), a.vecs(nq)
-		for q := range nq {
-			c.VBROADCASTSS(a.f.ConstF32("aft_pinf", float32(math.Inf(1))), mu[q])
-			a.zero(r1[q])
-			a.zero(r2[q])
-		}
+		mu, r1, r2 = b.newScan("aft_pinf", aftPInf)
 	}
-	kj, vj, gk, gv := a.vecs(nq), a.vecs(nq), a.vecs(nq), a.vecs(nq)
+	key := b.newKey()
 	t := a.gp(c.Param("t"))
-	mb, rdb := a.gp(c.Param("m").Base()), a.gp(c.Param("rd").Base())
-	dzb, zb := a.gp(c.Param("dz").Base()), a.gp(c.Param("z").Base())
-	j, jo := c.GP64(), c.GP64()
-	c.MOVQ(t, j)
-	c.DECQ(j)
-	c.IMUL3Q(synImm(D4), j, jo)
-
-	lKey := a.lbl("key")
-	a.label(lKey)
-	if m.scan() {
-		c.Comment("The row j + S (aft_simple: j), the first to see key j without bias, joins the suffix sums.")
-		lSkip := a.lbl("noscan")
-		io := c.GP64()
-		if m != aftModeSimple {
-			ii := c.GP64()
-			c.LEAQ(operand.Mem{Base: j, Disp: S}, ii)
-			c.CMPQ(ii, t)
-			c.JAE(synRef(lSkip))
-			c.LEAQ(operand.Mem{Base: jo, Disp: S * D4}, io)
-		} else {
-			c.MOVQ(jo, io)
-		}
-		a.rowScanAdd(mb, rdb, dzb, zb, io, q0, mask, mu, r1, r2)
-		if m != aftModeSimple {
-			a.label(lSkip)
-		}
-	}
-
-	kb, vb := a.gp(c.Param("k").Base()), a.gp(c.Param("v").Base())
-	for q := range nq {
-		qq := q0 + q
-		a.loadInto(a.at(kb, jo, qq), qq, mask, kj[q])
-		a.loadInto(a.at(vb, jo, qq), qq, mask, vj[q])
+	in := a.rowInputs()
+	a.sweepBack(t, "key", func(j, jo reg.GPVirtual) {
 		if m.scan() {
-			x := a.vec()
-			c.VSUBPS(mu[q], kj[q], x)
-			e := a.exp(x) // exp(k_j − μ) ≤ 1
-			c.VMULPS(e, r1[q], gv[q])
-			d := a.vec()
-			c.VMULPS(r1[q], vj[q], d)
-			c.VSUBPS(r2[q], d, d)
-			c.VMULPS(d, e, gk[q])
-		} else {
-			a.zero(gk[q])
-			a.zero(gv[q])
-		}
-	}
-
-	if m.window() {
-		c.Comment("The rows j … min(j + S, t) − 1, whose window holds key j.")
-		cnt, io, bp, dbp := c.GP64(), c.GP64(), c.GP64(), c.GP64()
-		c.MOVQ(t, cnt)
-		c.SUBQ(j, cnt)
-		if m != aftModeFull {
-			lMin := a.lbl("cnt")
-			c.CMPQ(cnt, synImm(S))
-			c.JLE(synRef(lMin))
-			c.MOVQ(synImm(S), cnt)
-			a.label(lMin)
-		}
-		c.MOVQ(jo, io)
-		step := 4 * N
-		if m == aftModeConv {
-			a.c.Load(c.Param("u").Base(), bp)
-			a.c.Load(c.Param("du").Base(), dbp)
-			step = 4
-		} else {
-			off := c.GP64()
-			c.IMUL3Q(synImm(4*(N+1)), j, off) // w[j·N + j]
-			a.c.Load(c.Param("w").Base(), bp)
-			a.c.Load(c.Param("dw").Base(), dbp)
-			c.ADDQ(off, bp)
-			c.ADDQ(off, dbp)
-		}
-		lWin := a.lbl("win")
-		a.label(lWin)
-		bw := a.vec()
-		c.VBROADCASTSS(operand.Mem{Base: bp}, bw)
-		var gs reg.VecVirtual
-		for q := range nq {
-			qq := q0 + q
-			x := a.vec()
-			c.VADDPS(bw, kj[q], x)
-			c.VSUBPS(a.src(a.at(mb, io, qq), qq, mask), x, x)
-			if !a.full(qq) {
-				a.clampNonPositive(x) // masked-off lanes: keep exp finite
+			c.Comment("The row j + S (aft_simple: j), the first to see key j without bias, joins the suffix sums.")
+			lead := S
+			if m == aftModeSimple {
+				lead = 0
 			}
-			p := a.exp(x)
-			c.VMULPS(a.src(a.at(rdb, io, qq), qq, mask), p, p)
-			c.VMULPS(a.src(a.at(dzb, io, qq), qq, mask), p, p) // p_ij·dz_i
-			c.VADDPS(p, gv[q], gv[q])
-			g := a.vec()
-			c.VSUBPS(a.src(a.at(zb, io, qq), qq, mask), vj[q], g)
-			c.VMULPS(p, g, g)
-			c.VADDPS(g, gk[q], gk[q])
-			if q == 0 {
-				gs = g
+			a.shifted(j, jo, t, lead, "noscan", func(io reg.GPVirtual) { b.rowScanAdd(in, io, mu, r1, r2) })
+		}
+		kb, vb := a.param("k"), a.param("v")
+		b.loadKey(kb, vb, jo, key, mu, r1, r2)
+
+		if m.window() {
+			c.Comment("The rows j … min(j + S, t) − 1, whose window holds key j.")
+			cnt, io, bp, dbp := c.GP64(), c.GP64(), c.GP64(), c.GP64()
+			c.MOVQ(t, cnt)
+			c.SUBQ(j, cnt)
+			if m != aftModeFull {
+				lMin := a.lbl("cnt")
+				c.CMPQ(cnt, synImm(S))
+				c.JLE(synRef(lMin))
+				c.MOVQ(synImm(S), cnt)
+				a.label(lMin)
+			}
+			c.MOVQ(jo, io)
+			step := 4 * N
+			if m == aftModeConv {
+				a.c.Load(c.Param("u").Base(), bp)
+				a.c.Load(c.Param("du").Base(), dbp)
+				step = 4
 			} else {
-				c.VADDPS(g, gs, gs)
+				off := c.GP64()
+				c.IMUL3Q(synImm(4*(N+1)), j, off) // w[j·N + j]
+				a.c.Load(c.Param("w").Base(), bp)
+				a.c.Load(c.Param("dw").Base(), dbp)
+				c.ADDQ(off, bp)
+				c.ADDQ(off, dbp)
 			}
+			b.windowRows(in, io, bp, dbp, cnt, step, key)
 		}
-		h := a.hsum(gs)
-		c.VADDSS(operand.Mem{Base: dbp}, h, h)
-		c.VMOVSS(h, operand.Mem{Base: dbp})
-		c.ADDQ(synImm(D4), io)
-		c.ADDQ(synImm(step), bp)
-		c.ADDQ(synImm(step), dbp)
-		c.DECQ(cnt)
-		c.JNZ(synRef(lWin))
-	}
-
-	dkb, dvb := a.gp(c.Param("dk").Base()), a.gp(c.Param("dv").Base())
-	for q := range nq {
-		qq := q0 + q
-		a.put(gk[q], a.at(dkb, jo, qq), qq, mask)
-		a.put(gv[q], a.at(dvb, jo, qq), qq, mask)
-	}
-	c.SUBQ(synImm(D4), jo)
-	c.DECQ(j)
-	c.JGE(synRef(lKey))
+		b.storeKey(jo, key)
+	})
 }
 
 // loadInto loads head vector q at m into dst.

@@ -24,7 +24,7 @@ func emitAFTKVBack(f *File, op catalog.Op, isa kernels.ISA)   { newRowKit(f, op,
 // aftFactors: ek = e^min(k − kappa, 88), kv = ek·v.
 func (r *rowKit) aftFactors() {
 	c := r.c
-	k, kappa, v, kv, ek := r.base("k"), r.base("kappa"), r.base("v"), r.base("kv"), r.base("ek")
+	k, kappa, v, kv, ek := r.param("k"), r.param("kappa"), r.param("v"), r.param("kv"), r.param("ek")
 	s := r.simd
 	hi := s.constVec("exp_hi", expClampHi)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{k, kappa, v, kv, ek}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
@@ -41,7 +41,7 @@ func (r *rowKit) aftFactors() {
 // aftQuotBack: r = 1/den, dnum = dz·r, dden = −((dz·z)·r).
 func (r *rowKit) aftQuotBack() {
 	c := r.c
-	dz, z, den, dnum, dden := r.base("dz"), r.base("z"), r.base("den"), r.base("dnum"), r.base("dden")
+	dz, z, den, dnum, dden := r.param("dz"), r.param("z"), r.param("den"), r.param("dnum"), r.param("dden")
 	one := r.constVec("gate_one", 1)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{dz, z, den, dnum, dden}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		rc, g, a := r.vec(), r.get(at(dz), mask), r.vec()
@@ -58,7 +58,7 @@ func (r *rowKit) aftQuotBack() {
 // aftKVBack: dv = ek·g1, dk = ek·((v·g1) + g2).
 func (r *rowKit) aftKVBack() {
 	c := r.c
-	ek, v, g1, g2, dk, dv := r.base("ek"), r.base("v"), r.base("g1"), r.base("g2"), r.base("dk"), r.base("dv")
+	ek, v, g1, g2, dk, dv := r.param("ek"), r.param("v"), r.param("g1"), r.param("g2"), r.param("dk"), r.param("dv")
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{ek, v, g1, g2, dk, dv}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		e, g, a := r.get(at(ek), mask), r.get(at(g1), mask), r.vec()
 		c.VMULPS(g, e, a)

@@ -24,7 +24,7 @@ const expUnroll = 4
 func emitExp(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).exp() }
 
 func (r *rowKit) exp() {
-	x := r.base("x")
+	x := r.param("x")
 	s := r.simd
 	hi := s.constVec("exp_hi", expClampHi)
 	r.flatN(1, expUnroll, []reg.GPVirtual{x}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {

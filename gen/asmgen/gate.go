@@ -33,7 +33,7 @@ func emitGateBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, is
 
 func (r *rowKit) gate() {
 	c := r.c
-	q, z, y := r.base("q"), r.base("z"), r.base("y")
+	q, z, y := r.param("q"), r.param("z"), r.param("y")
 	s := r.simd
 	one, zero, hi := s.constVec("gate_one", 1), r.vec(), s.constVec("exp_hi", expClampHi)
 	r.zero(zero)
@@ -52,7 +52,7 @@ func (r *rowKit) gate() {
 
 func (r *rowKit) gateBack() {
 	c := r.c
-	dy, q, z, dq := r.base("dy"), r.base("q"), r.base("z"), r.base("dq")
+	dy, q, z, dq := r.param("dy"), r.param("q"), r.param("z"), r.param("dq")
 	one := r.constVec("gate_one", 1)
 	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{dy, q, z, dq}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		g, sg := r.get(at(dy), mask), r.get(at(q), mask)

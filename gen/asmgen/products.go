@@ -129,6 +129,51 @@ func synBlockSizes(r int) []int {
 	return out
 }
 
+// blocks runs block over the rows (columns) still to do, left() of them
+// (emitted before each test): blocks of r while they last, then the
+// powers of two below r; name labels the loop.
+func (k *simd) blocks(r int, name string, left func() reg.GPVirtual, block func(int)) {
+	c := k.c
+	lBlk, lRem := k.lbl(name), k.lbl(name+"rem")
+	k.label(lBlk)
+	c.CMPQ(left(), synImm(r))
+	c.JLT(synRef(lRem))
+	block(r)
+	c.JMP(synRef(lBlk))
+	k.label(lRem)
+	for _, b := range synBlockSizes(r) {
+		lSkip := k.lbl("skip")
+		c.CMPQ(left(), synImm(b))
+		c.JLT(synRef(lSkip))
+		block(b)
+		k.label(lSkip)
+	}
+}
+
+// blocksUntil is blocks over the rows (columns) x … t − 1, which block
+// advances x over.
+func (k *simd) blocksUntil(t, x reg.GPVirtual, r int, name string, block func(int)) {
+	left := k.c.GP64()
+	k.blocks(r, name, func() reg.GPVirtual {
+		k.c.MOVQ(t, left)
+		k.c.SUBQ(x, left)
+		return left
+	}, block)
+}
+
+// zeroAccs allocates r rows of n accumulators, each set to 0.
+func (k *simd) zeroAccs(r, n int) [][]reg.VecVirtual {
+	acc := make([][]reg.VecVirtual, r)
+	for q := range acc {
+		acc[q] = make([]reg.VecVirtual, n)
+		for v := range acc[q] {
+			acc[q][v] = k.vec()
+			k.zero(acc[q][v])
+		}
+	}
+	return acc
+}
+
 // emitProduct emits Product, phase by phase (causalProduct's methods):
 // per pair of panels of V columns from j0, the panels of w transposed
 // and the bias, then the diagonal rows and the rows below them.
@@ -349,21 +394,7 @@ func (p *causalProduct) storeDiag(v reg.Register, m reg.GPVirtual, dst operand.M
 // rowBlocks runs block over the rows left: blocks of r while they
 // last, then the powers of two below r.
 func (p *causalProduct) rowBlocks(r int, block func(int)) {
-	k, c, left := p.k, p.c, p.left
-	lBlk, lRem := k.lbl("rows"), k.lbl("rowsrem")
-	k.label(lBlk)
-	c.CMPQ(left, synImm(r))
-	c.JLT(synRef(lRem))
-	block(r)
-	c.JMP(synRef(lBlk))
-	k.label(lRem)
-	for _, b := range synBlockSizes(r) {
-		lSkip := k.lbl("skip")
-		c.CMPQ(left, synImm(b))
-		c.JLT(synRef(lSkip))
-		block(b)
-		k.label(lSkip)
-	}
+	p.k.blocks(r, "rows", func() reg.GPVirtual { return p.left }, block)
 }
 
 // overP runs step over p < W, unrolled by synProductUnroll: step(xp,
@@ -589,12 +620,6 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.W
 	nv := (W + V - 1) / V
 	pc, R := k.backPlan(W, nv)
-	tailMask := func() reg.Register {
-		if W%V == 0 {
-			return nil
-		}
-		return k.lanes(W % V)
-	}
 
 	t := k.gp(c.Param("t"))
 	i0 := c.GP64()
@@ -605,16 +630,9 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 		for _, ch := range synPChunks(nv, pc) {
 			var tail reg.Register
 			if ch.first+ch.n == nv {
-				tail = tailMask()
+				tail = k.tailOf(W)
 			}
-			acc := make([][]reg.VecVirtual, r)
-			for q := range acc {
-				acc[q] = make([]reg.VecVirtual, ch.n)
-				for v := range acc[q] {
-					acc[q][v] = k.vec()
-					k.zero(acc[q][v])
-				}
-			}
+			acc := k.zeroAccs(r, ch.n)
 			dcp := k.gp(c.Param("dc").Base())
 			tmp := c.GP64()
 			c.MOVQ(i0, tmp)
@@ -676,25 +694,7 @@ func emitProductBackX(f *File, op catalog.Op, isa kernels.ISA) {
 		c.ADDQ(synImm(r), i0)
 	}
 
-	left := c.GP64()
-	lBlk, lRem := k.lbl("rows"), k.lbl("rowsrem")
-	k.label(lBlk)
-	c.MOVQ(t, left)
-	c.SUBQ(i0, left)
-	c.CMPQ(left, synImm(R))
-	c.JLT(synRef(lRem))
-	block(R)
-	c.JMP(synRef(lBlk))
-	k.label(lRem)
-	for _, b := range synBlockSizes(R) {
-		lSkip := k.lbl("skip")
-		c.MOVQ(t, left)
-		c.SUBQ(i0, left)
-		c.CMPQ(left, synImm(b))
-		c.JLT(synRef(lSkip))
-		block(b)
-		k.label(lSkip)
-	}
+	k.blocksUntil(t, i0, R, "rows", block)
 	k.ret()
 }
 
@@ -704,12 +704,6 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 	N, W, LX, LW, V := f.Config.N, op.W, op.LX, op.LW, k.W
 	nv := (W + V - 1) / V
 	pc, R := k.backPlan(W, nv)
-	tailMask := func() reg.Register {
-		if W%V == 0 {
-			return nil
-		}
-		return k.lanes(W % V)
-	}
 
 	t := k.gp(c.Param("t"))
 	j0 := c.GP64()
@@ -720,16 +714,9 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 		for _, ch := range synPChunks(nv, pc) {
 			var tail reg.Register
 			if ch.first+ch.n == nv {
-				tail = tailMask()
+				tail = k.tailOf(W)
 			}
-			acc := make([][]reg.VecVirtual, r)
-			for q := range acc {
-				acc[q] = make([]reg.VecVirtual, ch.n)
-				for v := range acc[q] {
-					acc[q][v] = k.vec()
-					k.zero(acc[q][v])
-				}
-			}
+			acc := k.zeroAccs(r, ch.n)
 			xj := k.gp(c.Param("x").Base()) // row j0 of x (row 0 for a bidirectional spec)
 			tmp := c.GP64()
 			if !bidi {
@@ -804,25 +791,7 @@ func emitProductBackW(f *File, op catalog.Op, isa kernels.ISA) {
 		c.ADDQ(synImm(r), j0)
 	}
 
-	left := c.GP64()
-	lBlk, lRem := k.lbl("blocks"), k.lbl("blocksrem")
-	k.label(lBlk)
-	c.MOVQ(t, left)
-	c.SUBQ(j0, left)
-	c.CMPQ(left, synImm(R))
-	c.JLT(synRef(lRem))
-	block(R)
-	c.JMP(synRef(lBlk))
-	k.label(lRem)
-	for _, b := range synBlockSizes(R) {
-		lSkip := k.lbl("skip")
-		c.MOVQ(t, left)
-		c.SUBQ(j0, left)
-		c.CMPQ(left, synImm(b))
-		c.JLT(synRef(lSkip))
-		block(b)
-		k.label(lSkip)
-	}
+	k.blocksUntil(t, j0, R, "blocks", block)
 
 	// dbias[j] += Σ_{i≥j} dc[i,j], by panels of V columns.
 	lEnd := k.lbl("end")

@@ -52,16 +52,6 @@ func emitLayerNormGrad(f *File, op catalog.Op, isa kernels.ISA) {
 func emitGelu(f *File, op catalog.Op, isa kernels.ISA)     { newRowKit(f, op, isa).gelu() }
 func emitGeluBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).geluBack() }
 
-// tailMask returns the mask of the partial last vector of a row of n
-// floats (a K register on AVX-512, a YMM register on AVX2), or nil when V
-// divides n.
-func (r *rowKit) tailMask(n int) reg.Register {
-	if n%r.W == 0 {
-		return nil
-	}
-	return r.lanes(n % r.W)
-}
-
 // rowVecs emits a walk over the vectors of a row of n floats: body(at,
 // mask, q) for each, where at(base) is the vector's address in the row
 // starting at base, mask is nil for a whole vector and tail for the
@@ -154,8 +144,19 @@ func (r *rowKit) bcastScalar(s reg.VecVirtual) reg.VecVirtual {
 	return v
 }
 
-// base loads a slice parameter's base address.
-func (r *rowKit) base(name string) reg.GPVirtual { return r.gp(r.c.Param(name).Base()) }
+// nextRow closes a layer-norm row loop: the row pointers advance by a row
+// of D floats, the statistics pointers mu and rs by one float, and the
+// loop goes back to label row while t, counted down, is not 0.
+func (r *rowKit) nextRow(t reg.GPVirtual, row string, rows []reg.GPVirtual, mu, rs reg.GPVirtual) {
+	c, D := r.c, r.f.Config.D
+	for _, p := range rows {
+		c.ADDQ(synImm(4*D), p)
+	}
+	c.ADDQ(synImm(4), mu)
+	c.ADDQ(synImm(4), rs)
+	c.DECQ(t)
+	c.JNZ(synRef(row))
+}
 
 // layerNorm: per row, m0 = Σx/D; then d = x − m0 and the sums Σd, Σd²
 // (masked-off lanes of d cleared); dm = Σd/D, mu = m0 + dm,
@@ -164,9 +165,9 @@ func (r *rowKit) base(name string) reg.GPVirtual { return r.gp(r.c.Param(name).B
 func (r *rowKit) layerNorm() {
 	c, D := r.c, r.f.Config.D
 	t := r.gp(c.Param("t"))
-	x, gamma, beta, y := r.base("x"), r.base("gamma"), r.base("beta"), r.base("y")
-	mu, rs := r.base("mu"), r.base("rs")
-	tail := r.tailMask(D)
+	x, gamma, beta, y := r.param("x"), r.param("gamma"), r.param("beta"), r.param("y")
+	mu, rs := r.param("mu"), r.param("rs")
+	tail := r.tailOf(D)
 	dc := r.f.ConstF32("row_d", float32(D))
 	done := r.unlessZero(t)
 	row := r.lbl("row")
@@ -222,12 +223,7 @@ func (r *rowKit) layerNorm() {
 		r.storeM(v, mask, at(y))
 	})
 
-	c.ADDQ(synImm(4*D), x)
-	c.ADDQ(synImm(4*D), y)
-	c.ADDQ(synImm(4), mu)
-	c.ADDQ(synImm(4), rs)
-	c.DECQ(t)
-	c.JNZ(synRef(row))
+	r.nextRow(t, row, []reg.GPVirtual{x, y}, mu, rs)
 	r.label(done)
 	r.ret()
 }
@@ -237,9 +233,9 @@ func (r *rowKit) layerNorm() {
 func (r *rowKit) layerNormBack() {
 	c, D := r.c, r.f.Config.D
 	t := r.gp(c.Param("t"))
-	dy, x, gamma, dx := r.base("dy"), r.base("x"), r.base("gamma"), r.base("dx")
-	mu, rs := r.base("mu"), r.base("rs")
-	tail := r.tailMask(D)
+	dy, x, gamma, dx := r.param("dy"), r.param("x"), r.param("gamma"), r.param("dx")
+	mu, rs := r.param("mu"), r.param("rs")
+	tail := r.tailOf(D)
 	dc := r.f.ConstF32("row_d", float32(D))
 	done := r.unlessZero(t)
 	row := r.lbl("row")
@@ -276,13 +272,7 @@ func (r *rowKit) layerNormBack() {
 		r.storeM(d, mask, at(dx))
 	})
 
-	c.ADDQ(synImm(4*D), dy)
-	c.ADDQ(synImm(4*D), x)
-	c.ADDQ(synImm(4*D), dx)
-	c.ADDQ(synImm(4), mu)
-	c.ADDQ(synImm(4), rs)
-	c.DECQ(t)
-	c.JNZ(synRef(row))
+	r.nextRow(t, row, []reg.GPVirtual{dy, x, dx}, mu, rs)
 	r.label(done)
 	r.ret()
 }
@@ -302,7 +292,7 @@ func (r *rowKit) gradBlock() int {
 func (r *rowKit) layerNormGrad() {
 	c, D, V := r.c, r.f.Config.D, r.W
 	nv := (D + V - 1) / V
-	tail := r.tailMask(D)
+	tail := r.tailOf(D)
 	nb := (nv + r.gradBlock() - 1) / r.gradBlock()
 	done := r.unlessZero(r.gp(c.Param("t")))
 	q0 := 0
@@ -321,7 +311,7 @@ func (r *rowKit) layerNormGrad() {
 			r.zero(sb[j])
 		}
 		t := r.gp(c.Param("t"))
-		dy, x, mu, rs := r.base("dy"), r.base("x"), r.base("mu"), r.base("rs")
+		dy, x, mu, rs := r.param("dy"), r.param("x"), r.param("mu"), r.param("rs")
 		row := r.lbl("rows")
 		r.label(row)
 		mv, rv := r.vec(), r.vec()
@@ -336,17 +326,12 @@ func (r *rowKit) layerNormGrad() {
 			c.VFMADD231PS(xh, g, sg[j])
 			c.VADDPS(g, sb[j], sb[j])
 		}
-		c.ADDQ(synImm(4*D), dy)
-		c.ADDQ(synImm(4*D), x)
-		c.ADDQ(synImm(4), mu)
-		c.ADDQ(synImm(4), rs)
-		c.DECQ(t)
-		c.JNZ(synRef(row))
+		r.nextRow(t, row, []reg.GPVirtual{dy, x}, mu, rs)
 		for _, out := range []struct {
 			name string
 			s    []reg.VecVirtual
 		}{{"dgamma", sg}, {"dbeta", sb}} {
-			p := r.base(out.name)
+			p := r.param(out.name)
 			for q := q0; q < q1; q++ {
 				m := synMem(p, 4*V*q)
 				v := r.get(m, mask(q))
@@ -440,7 +425,7 @@ func (r *rowKit) geluUnroll() int {
 // clamp this rounding makes t exactly ±1, so 1 − t² is exactly 0.
 func (r *rowKit) gelu() {
 	c := r.c
-	u, g := r.base("u"), r.base("g")
+	u, g := r.param("u"), r.param("g")
 	mul := func(name string, v float32, x, dst reg.VecVirtual) {
 		r.withConst(c.VMULPS_BCST, c.VMULPS, name, v, x, dst)
 	}
@@ -502,7 +487,7 @@ func (r *rowKit) gelu() {
 // geluBack: a ← a·b, four vectors at a time.
 func (r *rowKit) geluBack() {
 	c := r.c
-	a, b := r.base("a"), r.base("b")
+	a, b := r.param("a"), r.param("b")
 	r.flat(4, []reg.GPVirtual{a, b}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
 		v := r.get(at(a), mask)
 		c.VMULPS(r.memOrLoad(at(b), mask), v, v)

@@ -132,6 +132,16 @@ func (s *simd) movMask(m operand.Mem, dst reg.Register) {
 	}
 }
 
+// tailOf returns the mask of the partial last vector of a row of w floats
+// (a K register on AVX-512, a YMM register on AVX2), or nil when the
+// vector width divides w.
+func (s *simd) tailOf(w int) reg.Register {
+	if w%s.W == 0 {
+		return nil
+	}
+	return s.lanes(w % s.W)
+}
+
 // lanes returns a mask enabling the first n lanes, 0 < n < W (a constant):
 // a K register for AVX-512, a YMM register for AVX2.
 func (s *simd) lanes(n int) reg.Register {

@@ -49,8 +49,8 @@ func (r *rowKit) softmaxStats() {
 	c := r.c
 	s := r.simd
 	V := r.f.Config.Vocab
-	x, mx, sm := r.base("x"), r.base("mx"), r.base("s")
-	tail := r.tailMask(V)
+	x, mx, sm := r.param("x"), r.param("mx"), r.param("s")
+	tail := r.tailOf(V)
 	negInf := s.constVec("xent_neginf", float32(math.Inf(-1)))
 	r.rows([]reg.GPVirtual{x, mx, sm}, []int{4 * V, 4, 4}, func() {
 		used := min(rowAccs, (V+r.W-1)/r.W)
@@ -102,8 +102,8 @@ func (r *rowKit) softmaxScale() {
 	c := r.c
 	s := r.simd
 	V := r.f.Config.Vocab
-	x, lse, y := r.base("x"), r.base("lse"), r.base("y")
-	tail := r.tailMask(V)
+	x, lse, y := r.param("x"), r.param("lse"), r.param("y")
+	tail := r.tailOf(V)
 	scale := r.bcastParam("scale")
 	zero := r.vec()
 	r.zero(zero)

@@ -95,11 +95,14 @@ func ConfigOf(s *specs.Spec) Config {
 	return Config{N: s.N, D: s.D, DH: s.DH(), Heads: s.Heads, FFN: s.FFN, Vocab: s.Vocab, Bidirectional: s.Bidirectional}
 }
 
-// Ops lists the kernels spec s needs, in a fixed order.
+// Ops lists the kernels spec s needs, in a fixed order. The decoder's
+// one-row kinds (Gemv, Attend, Scores) are a causal spec's only: a
+// bidirectional spec's positions see the later ones, so it has no
+// incremental decoder (runtime/model refuses to build one).
 func Ops(s *specs.Spec) []Op {
 	c := ConfigOf(s)
 	if specs.IsAttentionFree(s.Variant) {
-		return append(append(append(attentionFreeOps(s, c), gemmOp), rowOps(c)...), gemvOps(c)...)
+		return decoderless(c, append(append(append(attentionFreeOps(s, c), gemmOp), rowOps(c)...), gemvOps(c)...))
 	}
 	if !s.IsSynthesizer() {
 		return nil
@@ -161,7 +164,21 @@ func Ops(s *specs.Spec) []Op {
 			{"b", Shape{Rows: 1, Stride: 0, Width: -1}},
 		}})
 	}
-	return append(append(ops, rowOps(c)...), gemvOps(c)...)
+	return decoderless(c, append(append(ops, rowOps(c)...), gemvOps(c)...))
+}
+
+// decoderless is ops without the decoder's kinds when c is bidirectional.
+func decoderless(c Config, ops []Op) []Op {
+	if !c.Bidirectional {
+		return ops
+	}
+	kept := ops[:0]
+	for _, o := range ops {
+		if !o.Kind.Decoder() {
+			kept = append(kept, o)
+		}
+	}
+	return kept
 }
 
 // attendOp is the decoder's attention row over up to n cached rows w wide
@@ -174,8 +191,8 @@ func attendOp(field, fn string, n, w int) Op {
 	}}
 }
 
-// gemvOps are the decoder's one-row linear layers, which every spec gets,
-// one kernel per (K, N) pair: D→D (the attention's projections), D→FFN
+// gemvOps are the decoder's one-row linear layers, which every causal
+// spec gets, one kernel per (K, N) pair: D→D (the attention's projections), D→FFN
 // and FFN→D (the feed-forward), D→Vocab (the output).
 func gemvOps(c Config) []Op {
 	op := func(field, fn string, k, n int) Op {

@@ -61,6 +61,10 @@ const (
 	numKinds
 )
 
+// Decoder reports whether k is one of the incremental decoder's one-row
+// kinds (Gemv, Attend, Scores), which only causal specs get.
+func (k Kind) Decoder() bool { return k == Gemv || k == Attend || k == Scores }
+
 // NoKind is the Forward of a kind that reads no forward's outputs.
 const NoKind Kind = -1
 

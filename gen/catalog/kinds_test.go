@@ -120,3 +120,43 @@ func TestKindOf(t *testing.T) {
 		t.Error("KindOf accepted a func()")
 	}
 }
+
+// TestDecoderKindsCausalOnly: a causal spec gets the decoder's one-row
+// kernels (the four Gemv, an Attend, and Scores with vanilla), its
+// bidirectional twin none of them and otherwise the same kernels.
+func TestDecoderKindsCausalOnly(t *testing.T) {
+	for _, c := range []struct {
+		causal, bidi string
+		decoder      []string
+	}{
+		{"odd", "enc_odd", []string{"AttendDH", "VanillaScores", "GemvDD", "GemvDF", "GemvFD", "GemvDV"}},
+		{"odd_aft_full", "odd_enc_aft_full", []string{"AttendKV", "GemvDD", "GemvDF", "GemvFD", "GemvDV"}},
+		{"odd_linear", "odd_enc_linear", []string{"GemvDD", "GemvDF", "GemvFD", "GemvDV"}},
+	} {
+		fields := func(name string) (dec, rest []string) {
+			s, err := specs.Load(filepath.Join("..", "..", "specs", name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range Ops(s) {
+				if op.Kind.Decoder() {
+					dec = append(dec, op.Field)
+				} else {
+					rest = append(rest, op.Field)
+				}
+			}
+			return dec, rest
+		}
+		cd, cr := fields(c.causal)
+		bd, br := fields(c.bidi)
+		if fmt.Sprint(cd) != fmt.Sprint(c.decoder) {
+			t.Errorf("%s's decoder kernels %v, want %v", c.causal, cd, c.decoder)
+		}
+		if len(bd) != 0 {
+			t.Errorf("%s (bidirectional) has decoder kernels %v", c.bidi, bd)
+		}
+		if fmt.Sprint(cr) != fmt.Sprint(br) {
+			t.Errorf("%s's other kernels %v differ from %s's %v", c.bidi, br, c.causal, cr)
+		}
+	}
+}

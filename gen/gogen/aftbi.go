@@ -43,38 +43,13 @@ func biBiasDoc(m catalog.AFTBias) string {
 	return "b_ij = 0"
 }
 
-// biBias declares b, the bias of key j in row i (inside the window).
-func biBias(m catalog.AFTBias) jen.Code {
-	if m == catalog.BiasConv {
-		return jen.Id("b").Op(":=").Id("uw").Index(jen.Id("i").Op("-").Id("j").Op("+").Id("S").Op("-").Lit(1))
-	}
-	return jen.Id("b").Op(":=").Id("w").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("j"))
-}
-
-// biWindow returns the window's key (or row) range [lo, hi) around x.
-func biWindow(m catalog.AFTBias, x string) (lo, hi jen.Code) {
-	if m == catalog.BiasFull {
-		return jen.Lit(0), jen.Id("t")
-	}
-	return jen.Max(jen.Id(x).Op("-").Id("S").Op("+").Lit(1), jen.Lit(0)), jen.Min(jen.Id(x).Op("+").Id("S"), jen.Id("t"))
-}
-
-// biScanVars declares the scan state r, sa, sb with r = −∞.
-func biScanVars() []jen.Code {
-	return []jen.Code{
-		jen.Var().List(aftID("r"), aftID("sa"), aftID("sb")).Index(aftID("DH")).Float32(),
-		jen.For(jen.Id("c").Op(":=").Range().Id("r")).Block(aftAtC("r").Op("=").Add(aftInf(-1))),
-	}
-}
-
 // biAddKey adds key j to the scan (r, sa, sb) if 0 ≤ j < t.
 func biAddKey(j jen.Code) jen.Code {
-	return jen.If(jen.Id("j").Op(":=").Add(j), jen.Id("j").Op(">=").Lit(0).Op("&&").Id("j").Op("<").Id("t")).Block(
-		aftHeadRow("kr", "k", "j"),
-		aftHeadRow("vr", "v", "j"),
-		aftForC(aftScanAdd()...),
-	)
+	return jen.If(jen.Id("j").Op(":=").Add(j), jen.Id("j").Op(">=").Lit(0).Op("&&").Id("j").Op("<").Id("t")).Block(aftKeyScanAdd()...)
 }
+
+// biConvWidth is the bidirectional conv window's width, 2S − 1.
+func biConvWidth() *jen.Statement { return jen.Lit(2).Op("*").Id("S").Op("-").Lit(1) }
 
 // emitAFTBi emits the unmasked forward of an AFT kernel.
 func emitAFTBi(f *jen.File, op catalog.Op, cfg catalog.Config) {
@@ -90,72 +65,46 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 
 	body := []jen.Code{aftSizes(op, cfg, m)}
 	if m == catalog.BiasConv {
-		body = append(body, jen.Id("uw").Op(":=").Id("u").Index(jen.Empty(), jen.Lit(2).Op("*").Id("S").Op("-").Lit(1), jen.Lit(2).Op("*").Id("S").Op("-").Lit(1)))
+		body = append(body, aftConvSlices(biConvWidth, false)...)
 	}
 	switch {
 	case m == catalog.BiasSimple:
 		body = append(body, jen.Comment("One scan over all the keys; every row gets its result."))
-		body = append(body, biScanVars()...)
+		body = append(body, aftScanState("r", -1, "sa", "sb")...)
 		body = append(body,
-			jen.For(jen.Id("j").Op(":=").Lit(0), jen.Id("j").Op("<").Id("t"), jen.Id("j").Op("++")).Block(
-				aftHeadRow("kr", "k", "j"),
-				aftHeadRow("vr", "v", "j"),
-				aftForC(aftScanAdd()...),
-			),
-			forRows(
-				aftHeadRow("zr", "z", "i"), aftHeadRow("mr", "m", "i"), aftHeadRow("rdr", "rd", "i"),
-				aftForC(
-					jen.Id("inv").Op(":=").Lit(1).Op("/").Add(aftAtC("sb")),
-					aftAtC("zr").Op("=").Add(aftAtC("sa")).Op("*").Id("inv"),
-					aftAtC("mr").Op("=").Add(aftAtC("r")),
-					aftAtC("rdr").Op("=").Id("inv"),
-				),
-			))
+			aftFor("j", aftKeyScanAdd()...),
+			forRows(append(aftOutRows(), aftPutRow("sa", "r", "sb"))...))
 		funcDecl(f, op, doc, body...)
 		return
 	case m.Scan():
 		body = append(body, jen.Comment("Reverse sweep: the suffix scan over the keys j ≥ i + S, parked in row i"),
 			jen.Comment("of the outputs (r in m, sa in z, sb in rd)."))
-		body = append(body, biScanVars()...)
-		body = append(body,
-			jen.For(jen.Id("i").Op(":=").Id("t").Op("-").Lit(1), jen.Id("i").Op(">=").Lit(0), jen.Id("i").Op("--")).Block(
-				biAddKey(jen.Id("i").Op("+").Id("S")),
-				aftHeadRow("zr", "z", "i"), aftHeadRow("mr", "m", "i"), aftHeadRow("rdr", "rd", "i"),
-				aftForC(
-					aftAtC("mr").Op("=").Add(aftAtC("r")),
-					aftAtC("zr").Op("=").Add(aftAtC("sa")),
-					aftAtC("rdr").Op("=").Add(aftAtC("sb")),
-				),
-			),
-			jen.Comment("Forward sweep: the prefix scan over the keys j ≤ i − S."),
-		)
-		body = append(body,
-			jen.For(jen.Id("c").Op(":=").Range().Id("r")).Block(aftAtC("r").Op("=").Add(aftInf(-1))),
-			jen.Id("sa").Op("=").Index(aftID("DH")).Float32().Values(),
-			jen.Id("sb").Op("=").Index(aftID("DH")).Float32().Values(),
-		)
+		body = append(body, aftScanState("r", -1, "sa", "sb")...)
+		park := append([]jen.Code{biAddKey(jen.Id("i").Op("+").Id("S"))}, aftOutRows()...)
+		park = append(park, aftForC(
+			aftAtC("mr").Op("=").Add(aftAtC("r")),
+			aftAtC("zr").Op("=").Add(aftAtC("sa")),
+			aftAtC("rdr").Op("=").Add(aftAtC("sb")),
+		))
+		body = append(body, aftForBack("i", park...), jen.Comment("Forward sweep: the prefix scan over the keys j ≤ i − S."))
+		body = append(body, aftScanReset("r", -1, "sa", "sb")...)
 	}
 	body = append(body, jen.Var().List(aftID("mx"), aftID("num"), aftID("den")).Index(aftID("DH")).Float32())
 
-	lo, hi := biWindow(m, "i")
 	var row []jen.Code
 	if m.Scan() {
 		row = append(row, jen.Comment("Add key i − S, which leaves the window at row i."), biAddKey(jen.Id("i").Op("-").Id("S")))
 	}
-	row = append(row, aftHeadRow("zr", "z", "i"), aftHeadRow("mr", "m", "i"), aftHeadRow("rdr", "rd", "i"),
-		jen.Id("j0").Op(",").Id("j1").Op(":=").List(lo, hi),
+	row = append(row, aftOutRows()...)
+	row = append(row,
+		jen.Id("j0").Op(",").Id("j1").Op(":=").List(aftWindowLo(m, "i"), aftWindowHi(m, "i")),
 		jen.Comment("The row maximum: of the scans and of the keys in the window."))
 	if m.Scan() {
 		row = append(row, aftForC(aftAtC("mx").Op("=").Max(aftAtC("r"), aftAtC("mr"))))
 	} else {
 		row = append(row, aftForC(aftAtC("mx").Op("=").Add(aftInf(-1))))
 	}
-	row = append(row,
-		jen.For(jen.Id("j").Op(":=").Id("j0"), jen.Id("j").Op("<").Id("j1"), jen.Id("j").Op("++")).Block(
-			biBias(m),
-			aftHeadRow("kr", "k", "j"),
-			aftForC(aftAtC("mx").Op("=").Max(aftAtC("mx"), aftAtC("kr").Op("+").Id("b"))),
-		))
+	row = append(row, aftWindowMax(m, true))
 	if m.Scan() {
 		row = append(row, aftForC(
 			jen.Id("e").Op(":=").Add(aftExp(aftAtC("r").Op("-").Add(aftAtC("mx")))),
@@ -164,29 +113,9 @@ for i < t and c < DH, with %s and e_ij[c] = k[j·D+c] + b_ij,
 			aftAtC("den").Op("=").Add(aftAtC("sb")).Op("*").Id("e").Op("+").Add(aftAtC("rdr")).Op("*").Id("es"),
 		))
 	} else {
-		row = append(row,
-			jen.Id("num").Op("=").Index(aftID("DH")).Float32().Values(),
-			jen.Id("den").Op("=").Index(aftID("DH")).Float32().Values(),
-		)
+		row = append(row, aftClear("num", "den")...)
 	}
-	row = append(row,
-		jen.For(jen.Id("j").Op(":=").Id("j0"), jen.Id("j").Op("<").Id("j1"), jen.Id("j").Op("++")).Block(
-			biBias(m),
-			aftHeadRow("kr", "k", "j"),
-			aftHeadRow("vr", "v", "j"),
-			aftForC(
-				jen.Id("e").Op(":=").Add(aftExp(aftAtC("kr").Op("+").Id("b").Op("-").Add(aftAtC("mx")))),
-				aftAtC("num").Op("+=").Id("e").Op("*").Add(aftAtC("vr")),
-				aftAtC("den").Op("+=").Id("e"),
-			),
-		),
-		aftForC(
-			jen.Id("inv").Op(":=").Lit(1).Op("/").Add(aftAtC("den")),
-			aftAtC("zr").Op("=").Add(aftAtC("num")).Op("*").Id("inv"),
-			aftAtC("mr").Op("=").Add(aftAtC("mx")),
-			aftAtC("rdr").Op("=").Id("inv"),
-		),
-	)
+	row = append(row, aftWindowSum(m, true), aftPutRow("num", "mx", "den"))
 	body = append(body, forRows(row...))
 	funcDecl(f, op, doc, body...)
 }
@@ -203,49 +132,6 @@ kept in a reverse sweep and parked in the row's outputs, and a prefix scan
 (j ≤ i − S) kept in the forward sweep; the keys of the window are summed
 directly after a pass for their maximum. All the parts are positive sums
 shifted by m, so nothing cancels.`
-}
-
-// biRowScanAdd adds row i (m, rd, dz, z) to the backward's row scan
-// (mu, r1, r2) of channel c.
-func biRowScanAdd() []jen.Code {
-	return []jen.Code{
-		aftHeadRow("mr", "m", "i"),
-		aftHeadRow("rdr", "rd", "i"),
-		aftHeadRow("dzr", "dz", "i"),
-		aftHeadRow("zr", "z", "i"),
-		aftForC(
-			jen.Id("bz").Op(":=").Add(aftAtC("rdr")).Op("*").Add(aftAtC("dzr")),
-			jen.If(jen.Id("x").Op(":=").Add(aftAtC("mr")), jen.Id("x").Op("<").Add(aftAtC("mu"))).Block(
-				jen.Id("e").Op(":=").Add(aftExp(jen.Id("x").Op("-").Add(aftAtC("mu")))),
-				aftAtC("r1").Op("=").Add(aftAtC("r1")).Op("*").Id("e").Op("+").Id("bz"),
-				aftAtC("r2").Op("=").Add(aftAtC("r2")).Op("*").Id("e").Op("+").Id("bz").Op("*").Add(aftAtC("zr")),
-				aftAtC("mu").Op("=").Id("x"),
-			).Else().Block(
-				jen.Id("e").Op(":=").Add(aftExp(aftAtC("mu").Op("-").Id("x"))),
-				aftAtC("r1").Op("+=").Id("e").Op("*").Id("bz"),
-				aftAtC("r2").Op("+=").Id("e").Op("*").Id("bz").Op("*").Add(aftAtC("zr")),
-			),
-		),
-	}
-}
-
-// biRowScanReset sets the row scan to empty: mu = +∞, r1 = r2 = 0.
-func biRowScanReset() []jen.Code {
-	return []jen.Code{
-		jen.For(jen.Id("c").Op(":=").Range().Id("mu")).Block(aftAtC("mu").Op("=").Add(aftInf(1))),
-		jen.Id("r1").Op("=").Index(aftID("DH")).Float32().Values(),
-		jen.Id("r2").Op("=").Index(aftID("DH")).Float32().Values(),
-	}
-}
-
-// biScanGrad sets (op "=") or adds (op "+=") key j's gradients from the
-// row scan: exp(k_j − mu) ≤ 1 times the sums.
-func biScanGrad(op string) jen.Code {
-	return aftForC(
-		jen.Id("e").Op(":=").Add(aftExp(aftAtC("kr").Op("-").Add(aftAtC("mu")))),
-		aftAtC("dvr").Op(op).Id("e").Op("*").Add(aftAtC("r1")),
-		aftAtC("dkr").Op(op).Id("e").Op("*").Parens(aftAtC("vr").Op("*").Add(aftAtC("r1")).Op("-").Add(aftAtC("r2"))),
-	)
 }
 
 // emitAFTBackBi emits the unmasked backward of an AFT kernel.
@@ -271,75 +157,43 @@ m and rd are the forward's statistics.%s`, Name(op), op.Kind, op.Kind, cfg.N, cf
 
 	body := []jen.Code{aftSizes(op, cfg, m)}
 	if m == catalog.BiasConv {
-		w := func() *jen.Statement { return jen.Lit(2).Op("*").Id("S").Op("-").Lit(1) }
-		body = append(body,
-			jen.Id("uw").Op(":=").Id("u").Index(jen.Empty(), w(), w()),
-			jen.Id("duw").Op(":=").Id("du").Index(jen.Empty(), w(), w()),
-		)
+		body = append(body, aftConvSlices(biConvWidth, true)...)
 	}
 	keyRows := []jen.Code{aftHeadRow("kr", "k", "j"), aftHeadRow("vr", "v", "j"), aftHeadRow("dkr", "dk", "j"), aftHeadRow("dvr", "dv", "j")}
 	if m.Scan() {
-		body = append(body,
-			jen.Comment("Row scan over the rows that see key j without bias: mu = min m_i,"),
-			jen.Comment("r1 = Σ exp(mu − m_i)·rd_i·dz_i and r2 = Σ exp(mu − m_i)·rd_i·dz_i·z_i."),
-			jen.Var().List(aftID("mu"), aftID("r1"), aftID("r2")).Index(aftID("DH")).Float32(),
-			jen.For(jen.Id("c").Op(":=").Range().Id("mu")).Block(aftAtC("mu").Op("=").Add(aftInf(1))),
-		)
+		body = append(body, aftRowScanState("Row scan")...)
 	}
 	if m == catalog.BiasSimple {
 		body = append(body, jen.Comment("Every row sees every key: one scan over all the rows."),
-			jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("t"), jen.Id("i").Op("++")).Block(biRowScanAdd()...),
-			jen.For(jen.Id("j").Op(":=").Lit(0), jen.Id("j").Op("<").Id("t"), jen.Id("j").Op("++")).Block(
-				append(keyRows, biScanGrad("="))...),
+			forRows(aftRowScanAdd()...),
+			aftFor("j", append(keyRows, aftScanGrad("dkr", "dvr", "="))...),
 		)
 		funcDecl(f, op, doc, body...)
 		return
 	}
 	if m.Scan() {
 		fwd := []jen.Code{jen.Comment("Row j − S is the last to see key j without bias from before; add it."),
-			jen.If(jen.Id("i").Op(":=").Id("j").Op("-").Id("S"), jen.Id("i").Op(">=").Lit(0)).Block(biRowScanAdd()...)}
+			jen.If(jen.Id("i").Op(":=").Id("j").Op("-").Id("S"), jen.Id("i").Op(">=").Lit(0)).Block(aftRowScanAdd()...)}
 		fwd = append(fwd, keyRows...)
-		fwd = append(fwd, biScanGrad("="))
+		fwd = append(fwd, aftScanGrad("dkr", "dvr", "="))
 		body = append(body, jen.Comment("Forward sweep: the rows i ≤ j − S write dk and dv."),
-			jen.For(jen.Id("j").Op(":=").Lit(0), jen.Id("j").Op("<").Id("t"), jen.Id("j").Op("++")).Block(fwd...),
+			aftFor("j", fwd...),
 			jen.Comment("Reverse sweep: the rows i ≥ j + S and the window's rows add theirs."))
-		body = append(body, biRowScanReset()...)
+		body = append(body, aftScanReset("mu", 1, "r1", "r2")...)
 	}
 	var row []jen.Code
 	if m.Scan() {
 		row = append(row, jen.Comment("Row j + S is the first to see key j without bias from after; add it."),
-			jen.If(jen.Id("i").Op(":=").Id("j").Op("+").Id("S"), jen.Id("i").Op("<").Id("t")).Block(biRowScanAdd()...))
+			jen.If(jen.Id("i").Op(":=").Id("j").Op("+").Id("S"), jen.Id("i").Op("<").Id("t")).Block(aftRowScanAdd()...))
 	}
 	row = append(row, keyRows...)
 	if m.Scan() {
-		row = append(row, biScanGrad("+="))
+		row = append(row, aftScanGrad("dkr", "dvr", "+="))
 	} else {
 		row = append(row, jen.Clear(jen.Id("dkr")), jen.Clear(jen.Id("dvr")))
 	}
-	lo, hi := biWindow(m, "j")
-	dst := jen.Id("dw").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("j"))
-	if m == catalog.BiasConv {
-		dst = jen.Id("duw").Index(jen.Id("i").Op("-").Id("j").Op("+").Id("S").Op("-").Lit(1))
-	}
-	row = append(row,
-		jen.Comment("Rows whose window holds key j."),
-		jen.For(jen.Id("i").Op(":=").Add(lo), jen.Id("i").Op("<").Add(hi), jen.Id("i").Op("++")).Block(
-			biBias(m),
-			aftHeadRow("mr", "m", "i"),
-			aftHeadRow("rdr", "rd", "i"),
-			aftHeadRow("dzr", "dz", "i"),
-			aftHeadRow("zr", "z", "i"),
-			jen.Var().Id("gs").Float32(),
-			aftForC(
-				jen.Id("pd").Op(":=").Add(aftExp(aftAtC("kr").Op("+").Id("b").Op("-").Add(aftAtC("mr")))).Op("*").Add(aftAtC("rdr")).Op("*").Add(aftAtC("dzr")),
-				aftAtC("dvr").Op("+=").Id("pd"),
-				jen.Id("g").Op(":=").Id("pd").Op("*").Parens(aftAtC("vr").Op("-").Add(aftAtC("zr"))),
-				aftAtC("dkr").Op("+=").Id("g"),
-				jen.Id("gs").Op("+=").Id("g"),
-			),
-			dst.Op("+=").Id("gs"),
-		))
-	body = append(body, jen.For(jen.Id("j").Op(":=").Id("t").Op("-").Lit(1), jen.Id("j").Op(">=").Lit(0), jen.Id("j").Op("--")).Block(row...))
+	row = append(row, aftWindowRows(m, true, aftWindowLo(m, "j"), aftWindowHi(m, "j"), "dkr", "dvr")...)
+	body = append(body, aftForBack("j", row...))
 	funcDecl(f, op, doc, body...)
 }
 
@@ -367,40 +221,14 @@ Heads = %d: with S = Σ_{j<t} fk_j v_jᵀ and z = Σ_{j<t} fk_j, for i < t
 	y[i·D+c]    = rd[i·Heads] · Σ_{p<DH} fq[i·D+p] · S[p, c]
 
 (overwrite). A first pass builds S and z, a second the rows.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
-	srow := func() jen.Code {
-		return jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"))
-	}
 	build := []jen.Code{
 		aftHeadRow("fkr", "fk", "i"),
 		aftHeadRow("vr", "v", "i"),
-		aftForP(
-			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
-			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
-			srow(),
-			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
-		),
+		linAddKV(),
 	}
-	row := []jen.Code{
-		aftHeadRow("fqr", "fq", "i"),
-		aftHeadRow("yr", "y", "i"),
-		jen.Var().Id("den").Float32(),
-		aftForP(jen.Id("den").Op("+=").Id("fqr").Index(jen.Id("p")).Op("*").Id("zs").Index(jen.Id("p"))),
-		jen.Id("inv").Op(":=").Lit(1).Op("/").Parens(jen.Id("den").Op("+").Lit(1e-6)),
-		jen.Id("rd").Index(jen.Id("i").Op("*").Id("Heads")).Op("=").Id("inv"),
-		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
-		aftForP(
-			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
-			srow(),
-			aftForC(aftAtC("acc").Op("+=").Id("q").Op("*").Add(aftAtC("sr"))),
-		),
-		aftForC(aftAtC("yr").Op("=").Add(aftAtC("acc")).Op("*").Id("inv")),
-	}
+	row := append([]jen.Code{aftHeadRow("fqr", "fq", "i"), aftHeadRow("yr", "y", "i")}, linOutRow()...)
 	funcDecl(f, op, doc,
-		constBlock(
-			size{"D", cfg.D, "row stride of the head slices"},
-			size{"DH", cfg.DH, "head width"},
-			size{"Heads", cfg.Heads, "row stride of rd"},
-		),
+		linSizes(cfg),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S[p, c] at s[p·DH+c]"),
 		jen.Var().Id("zs").Index(aftID("DH")).Float32(),
 		forRows(build...),
@@ -420,22 +248,10 @@ S = Σ_{j<t} fk_j v_jᵀ and z = Σ_{j<t} fk_j it overwrites
 
 dfq from S and z, then dfk and dv from G = Σ_i fq_i a_iᵀ and
 h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
-	srow := func() jen.Code {
-		return jen.Id("sr").Op(":=").Id("s").Index(jen.Id("p").Op("*").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"), jen.Id("p").Op("*").Id("DH").Op("+").Id("DH"))
-	}
-	dot := []jen.Code{
-		jen.Var().Id("dyy").Float32(),
-		aftForC(jen.Id("dyy").Op("+=").Add(aftAtC("dyr")).Op("*").Add(aftAtC("yr"))),
-	}
 	build := []jen.Code{
 		aftHeadRow("fkr", "fk", "i"),
 		aftHeadRow("vr", "v", "i"),
-		aftForP(
-			jen.Id("a").Op(":=").Id("fkr").Index(jen.Id("p")),
-			jen.Id("zs").Index(jen.Id("p")).Op("+=").Id("a"),
-			srow(),
-			aftForC(aftAtC("sr").Op("+=").Id("a").Op("*").Add(aftAtC("vr"))),
-		),
+		linAddKV(),
 	}
 	dfq := []jen.Code{
 		aftHeadRow("dyr", "dy", "i"),
@@ -443,27 +259,22 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		aftHeadRow("dfqr", "dfq", "i"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("i").Op("*").Id("Heads")),
 	}
-	dfq = append(dfq, dot...)
-	dfq = append(dfq, aftForP(
-		srow(),
-		jen.Var().Id("acc").Float32(),
-		aftForC(jen.Id("acc").Op("+=").Add(aftAtC("sr")).Op("*").Add(aftAtC("dyr"))),
-		jen.Id("dfqr").Index(jen.Id("p")).Op("=").Id("inv").Op("*").Parens(jen.Id("acc").Op("-").Id("dyy").Op("*").Id("zs").Index(jen.Id("p"))),
-	))
+	dfq = append(dfq, linDyDotY()...)
+	dfq = append(dfq, linDfq())
 	gsum := []jen.Code{
 		aftHeadRow("fqr", "fq", "i"),
 		aftHeadRow("dyr", "dy", "i"),
 		aftHeadRow("yr", "y", "i"),
 		jen.Id("inv").Op(":=").Id("rd").Index(jen.Id("i").Op("*").Id("Heads")),
 	}
-	gsum = append(gsum, dot...)
+	gsum = append(gsum, linDyDotY()...)
 	gsum = append(gsum,
 		jen.Id("bi").Op(":=").Op("-").Id("inv").Op("*").Id("dyy"),
 		aftForP(
 			jen.Id("q").Op(":=").Id("fqr").Index(jen.Id("p")),
 			jen.Id("hs").Index(jen.Id("p")).Op("+=").Id("bi").Op("*").Id("q"),
 			jen.Id("qi").Op(":=").Id("q").Op("*").Id("inv"),
-			srow(),
+			linSRow(),
 			aftForC(aftAtC("sr").Op("+=").Id("qi").Op("*").Add(aftAtC("dyr"))),
 		),
 	)
@@ -474,7 +285,7 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		aftHeadRow("dvr", "dv", "j"),
 		jen.Var().Id("acc").Index(aftID("DH")).Float32(),
 		aftForP(
-			srow(),
+			linSRow(),
 			jen.Id("kp").Op(":=").Id("fkr").Index(jen.Id("p")),
 			jen.Var().Id("sv").Float32(),
 			aftForC(
@@ -486,11 +297,7 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		jen.Copy(jen.Id("dvr"), jen.Id("acc").Index(jen.Empty(), jen.Empty())),
 	}
 	funcDecl(f, op, doc,
-		constBlock(
-			size{"D", cfg.D, "row stride of the head slices"},
-			size{"DH", cfg.DH, "head width"},
-			size{"Heads", cfg.Heads, "row stride of rd"},
-		),
+		linSizes(cfg),
 		jen.Var().Id("s").Index(jen.Id("DH").Op("*").Id("DH")).Float32().Comment("S, then G, at s[p·DH+c]"),
 		jen.Var().List(aftID("zs"), aftID("hs")).Index(aftID("DH")).Float32(),
 		jen.Comment("S and z, then dfq."),
@@ -499,6 +306,6 @@ h = Σ_i b_i fq_i.`, Name(op), cfg.D, cfg.DH, cfg.Heads)
 		jen.Comment("G and h, then dfk and dv."),
 		jen.Clear(jen.Id("s").Index(jen.Empty(), jen.Empty())),
 		forRows(gsum...),
-		jen.For(jen.Id("j").Op(":=").Lit(0), jen.Id("j").Op("<").Id("t"), jen.Id("j").Op("++")).Block(keys...),
+		aftFor("j", keys...),
 	)
 }

@@ -145,22 +145,6 @@ func checkAFTKVBack(t int, ek []float32, v []float32, g1 []float32, g2 []float32
 	}
 }
 
-// checkAttendKV panics unless t and the slices fit AttendKV's sizes.
-func checkAttendKV(t int, b []float32, v []float32, y []float32) {
-	if t < 0 || t > N {
-		panic(fmt.Sprintf("enc_aft_full.AttendKV: t = %d, want 0 ≤ t ≤ %d", t, N))
-	}
-	if len(b) < need(t, 1, 0, t) {
-		panic(fmt.Sprintf("enc_aft_full.AttendKV: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
-	}
-	if len(v) < need(t, t, 128, 128) {
-		panic(fmt.Sprintf("enc_aft_full.AttendKV: len(v) = %d, need %d at t = %d", len(v), need(t, t, 128, 128), t))
-	}
-	if len(y) < need(t, 1, 0, 128) {
-		panic(fmt.Sprintf("enc_aft_full.AttendKV: len(y) = %d, need %d at t = %d", len(y), need(t, 1, 0, 128), t))
-	}
-}
-
 // checkGate panics unless t and the slices fit Gate's sizes.
 func checkGate(t int, q []float32, z []float32, y []float32) {
 	if t < 0 {
@@ -379,82 +363,6 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 	if len(v) < need(t, t, 1, 1) {
 		panic(fmt.Sprintf("enc_aft_full.AdamW: len(v) = %d, need %d at t = %d", len(v), need(t, t, 1, 1), t))
-	}
-}
-
-// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
-func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_aft_full.GemvDD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 4096) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 4096), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
-	}
-	if len(y) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
-	}
-}
-
-// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
-func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_aft_full.GemvDF: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
-	}
-	if len(y) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
-	}
-}
-
-// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
-func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_aft_full.GemvFD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_aft_full.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 256, 256), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_aft_full.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
-		panic(fmt.Sprintf("enc_aft_full.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
-	}
-	if len(y) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_aft_full.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
-	}
-}
-
-// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
-func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_aft_full.GemvDV: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
-	}
-	if len(y) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_aft_full.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
 	}
 }
 

@@ -106,34 +106,6 @@ func BenchmarkAdamW(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "AdamW")
 }
 
-// BenchmarkGemvDD measures GemvDD on each instruction set, in sub-benchmarks
-// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
-// kerneltest.Benchmark).
-func BenchmarkGemvDD(b *testing.B) {
-	kerneltest.Benchmark(b, Spec, "GemvDD")
-}
-
-// BenchmarkGemvDF measures GemvDF on each instruction set, in sub-benchmarks
-// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
-// kerneltest.Benchmark).
-func BenchmarkGemvDF(b *testing.B) {
-	kerneltest.Benchmark(b, Spec, "GemvDF")
-}
-
-// BenchmarkGemvFD measures GemvFD on each instruction set, in sub-benchmarks
-// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
-// kerneltest.Benchmark).
-func BenchmarkGemvFD(b *testing.B) {
-	kerneltest.Benchmark(b, Spec, "GemvFD")
-}
-
-// BenchmarkGemvDV measures GemvDV on each instruction set, in sub-benchmarks
-// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
-// kerneltest.Benchmark).
-func BenchmarkGemvDV(b *testing.B) {
-	kerneltest.Benchmark(b, Spec, "GemvDV")
-}
-
 // BenchmarkTrainStep measures whole training steps of this spec at batch 16 on each
 // instruction set, in tokens/s (see trainstep.Benchmark).
 func BenchmarkTrainStep(b *testing.B) {

@@ -172,22 +172,6 @@ func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap, at int, b []float3
 	}
 }
 
-// checkAttendDH panics unless t and the slices fit AttendDH's sizes.
-func checkAttendDH(t int, b []float32, v []float32, y []float32) {
-	if t < 0 || t > N {
-		panic(fmt.Sprintf("enc_factorized_random.AttendDH: t = %d, want 0 ≤ t ≤ %d", t, N))
-	}
-	if len(b) < need(t, 1, 0, t) {
-		panic(fmt.Sprintf("enc_factorized_random.AttendDH: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
-	}
-	if len(v) < need(t, t, 16, 16) {
-		panic(fmt.Sprintf("enc_factorized_random.AttendDH: len(v) = %d, need %d at t = %d", len(v), need(t, t, 16, 16), t))
-	}
-	if len(y) < need(t, 1, 0, 16) {
-		panic(fmt.Sprintf("enc_factorized_random.AttendDH: len(y) = %d, need %d at t = %d", len(y), need(t, 1, 0, 16), t))
-	}
-}
-
 // checkLayerNorm panics unless t and the slices fit LayerNorm's sizes.
 func checkLayerNorm(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	if t < 0 {
@@ -337,82 +321,6 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 	if len(v) < need(t, t, 1, 1) {
 		panic(fmt.Sprintf("enc_factorized_random.AdamW: len(v) = %d, need %d at t = %d", len(v), need(t, t, 1, 1), t))
-	}
-}
-
-// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
-func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 4096) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 4096), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
-	}
-	if len(y) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
-	}
-}
-
-// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
-func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDF: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
-	}
-	if len(y) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
-	}
-}
-
-// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
-func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_factorized_random.GemvFD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 256, 256), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
-	}
-	if len(y) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
-	}
-}
-
-// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
-func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDV: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
-	}
-	if len(y) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_factorized_random.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
 	}
 }
 

@@ -73,13 +73,6 @@ func gemmTileGoChecked(kc int, a []float32, ai, ap, at int, b []float32, bp int,
 func gemmShapeGo() (mr, nr int) {
 	return 2, 4
 }
-func attendDHGoChecked(t int, b []float32, v []float32, y []float32) float32 {
-	checkAttendDH(t, b, v, y)
-	if t == 0 {
-		return 0
-	}
-	return attendDHGo(t, b, v, y)
-}
 func layerNormGoChecked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -136,40 +129,11 @@ func adamWGoChecked(t int, p []float32, g []float32, m []float32, v []float32, d
 	}
 	adamWGo(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
 }
-func gemvDDGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDGo(t, x, w, bias, y)
-}
-func gemvDFGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFGo(t, x, w, bias, y)
-}
-func gemvFDGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDGo(t, x, w, bias, y)
-}
-func gemvDVGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVGo(t, x, w, bias, y)
-}
 
 // goSet is the unrolled-Go kernel set, available on every platform.
 func goSet() kernels.Set {
 	return kernels.Set{
 		AdamW:                 adamWGoChecked,
-		AttendDH:              attendDHGoChecked,
 		FactRandomLogits:      factRandomLogitsGoChecked,
 		FactRandomLogitsBackW: factRandomLogitsBackWGoChecked,
 		FactRandomLogitsBackX: factRandomLogitsBackXGoChecked,
@@ -177,10 +141,6 @@ func goSet() kernels.Set {
 		GeluBack:              geluBackGoChecked,
 		GemmShape:             gemmShapeGo,
 		GemmTile:              gemmTileGoChecked,
-		GemvDD:                gemvDDGoChecked,
-		GemvDF:                gemvDFGoChecked,
-		GemvDV:                gemvDVGoChecked,
-		GemvFD:                gemvFDGoChecked,
 		ISA:                   kernels.Go,
 		LayerNorm:             layerNormGoChecked,
 		LayerNormBack:         layerNormBackGoChecked,

@@ -318,38 +318,6 @@ func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap, at int, b []float3
 	}
 }
 
-// checkAttendDH panics unless t and the slices fit AttendDH's sizes.
-func checkAttendDH(t int, b []float32, v []float32, y []float32) {
-	if t < 0 || t > N {
-		panic(fmt.Sprintf("enc_odd.AttendDH: t = %d, want 0 ≤ t ≤ %d", t, N))
-	}
-	if len(b) < need(t, 1, 0, t) {
-		panic(fmt.Sprintf("enc_odd.AttendDH: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
-	}
-	if len(v) < need(t, t, 12, 12) {
-		panic(fmt.Sprintf("enc_odd.AttendDH: len(v) = %d, need %d at t = %d", len(v), need(t, t, 12, 12), t))
-	}
-	if len(y) < need(t, 1, 0, 12) {
-		panic(fmt.Sprintf("enc_odd.AttendDH: len(y) = %d, need %d at t = %d", len(y), need(t, 1, 0, 12), t))
-	}
-}
-
-// checkVanillaScores panics unless t and the slices fit VanillaScores's sizes.
-func checkVanillaScores(t int, q []float32, k []float32, b []float32, scale float32) {
-	if t < 0 || t > N {
-		panic(fmt.Sprintf("enc_odd.VanillaScores: t = %d, want 0 ≤ t ≤ %d", t, N))
-	}
-	if len(q) < need(t, 1, 0, 12) {
-		panic(fmt.Sprintf("enc_odd.VanillaScores: len(q) = %d, need %d at t = %d", len(q), need(t, 1, 0, 12), t))
-	}
-	if len(k) < need(t, t, 12, 12) {
-		panic(fmt.Sprintf("enc_odd.VanillaScores: len(k) = %d, need %d at t = %d", len(k), need(t, t, 12, 12), t))
-	}
-	if len(b) < need(t, 1, 0, t) {
-		panic(fmt.Sprintf("enc_odd.VanillaScores: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
-	}
-}
-
 // checkLayerNorm panics unless t and the slices fit LayerNorm's sizes.
 func checkLayerNorm(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	if t < 0 {
@@ -499,82 +467,6 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 	if len(v) < need(t, t, 1, 1) {
 		panic(fmt.Sprintf("enc_odd.AdamW: len(v) = %d, need %d at t = %d", len(v), need(t, t, 1, 1), t))
-	}
-}
-
-// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
-func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_odd.GemvDD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 36, 36) {
-		panic(fmt.Sprintf("enc_odd.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 36, 36), t))
-	}
-	if len(w) < need(t, 1, 0, 1296) {
-		panic(fmt.Sprintf("enc_odd.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 1296), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 36) {
-		panic(fmt.Sprintf("enc_odd.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 36), t))
-	}
-	if len(y) < need(t, t, 36, 36) {
-		panic(fmt.Sprintf("enc_odd.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 36, 36), t))
-	}
-}
-
-// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
-func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_odd.GemvDF: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 36, 36) {
-		panic(fmt.Sprintf("enc_odd.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 36, 36), t))
-	}
-	if len(w) < need(t, 1, 0, 5184) {
-		panic(fmt.Sprintf("enc_odd.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 5184), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 144) {
-		panic(fmt.Sprintf("enc_odd.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 144), t))
-	}
-	if len(y) < need(t, t, 144, 144) {
-		panic(fmt.Sprintf("enc_odd.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 144, 144), t))
-	}
-}
-
-// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
-func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_odd.GemvFD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 144, 144) {
-		panic(fmt.Sprintf("enc_odd.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 144, 144), t))
-	}
-	if len(w) < need(t, 1, 0, 5184) {
-		panic(fmt.Sprintf("enc_odd.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 5184), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 36) {
-		panic(fmt.Sprintf("enc_odd.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 36), t))
-	}
-	if len(y) < need(t, t, 36, 36) {
-		panic(fmt.Sprintf("enc_odd.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 36, 36), t))
-	}
-}
-
-// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
-func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_odd.GemvDV: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 36, 36) {
-		panic(fmt.Sprintf("enc_odd.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 36, 36), t))
-	}
-	if len(w) < need(t, 1, 0, 9216) {
-		panic(fmt.Sprintf("enc_odd.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 9216), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
-		panic(fmt.Sprintf("enc_odd.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
-	}
-	if len(y) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_odd.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
 	}
 }
 

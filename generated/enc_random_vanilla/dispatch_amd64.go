@@ -74,20 +74,6 @@ func gemmTileAvx2Checked(kc int, a []float32, ai, ap, at int, b []float32, bp in
 func gemmShapeAVX2() (mr, nr int) {
 	return 6, 16
 }
-func attendDHAvx2Checked(t int, b []float32, v []float32, y []float32) float32 {
-	checkAttendDH(t, b, v, y)
-	if t == 0 {
-		return 0
-	}
-	return attendDHAVX2(t, b, v, y)
-}
-func vanillaScoresAvx2Checked(t int, q []float32, k []float32, b []float32, scale float32) {
-	checkVanillaScores(t, q, k, b, scale)
-	if t == 0 {
-		return
-	}
-	vanillaScoresAVX2(t, q, k, b, scale)
-}
 func layerNormAvx2Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -143,34 +129,6 @@ func adamWAvx2Checked(t int, p []float32, g []float32, m []float32, v []float32,
 		return
 	}
 	adamWAVX2(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
-}
-func gemvDDAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDAVX2(t, x, w, bias, y)
-}
-func gemvDFAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFAVX2(t, x, w, bias, y)
-}
-func gemvFDAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDAVX2(t, x, w, bias, y)
-}
-func gemvDVAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVAVX2(t, x, w, bias, y)
 }
 func softmaxValueAvx512Checked(t int, b []float32, a []float32, v []float32, y []float32) {
 	checkSoftmaxValue(t, b, a, v, y)
@@ -241,20 +199,6 @@ func gemmTileAvx512Checked(kc int, a []float32, ai, ap, at int, b []float32, bp 
 func gemmShapeAVX512() (mr, nr int) {
 	return 8, 32
 }
-func attendDHAvx512Checked(t int, b []float32, v []float32, y []float32) float32 {
-	checkAttendDH(t, b, v, y)
-	if t == 0 {
-		return 0
-	}
-	return attendDHAVX512(t, b, v, y)
-}
-func vanillaScoresAvx512Checked(t int, q []float32, k []float32, b []float32, scale float32) {
-	checkVanillaScores(t, q, k, b, scale)
-	if t == 0 {
-		return
-	}
-	vanillaScoresAVX512(t, q, k, b, scale)
-}
 func layerNormAvx512Checked(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	checkLayerNorm(t, x, gamma, beta, y, mu, rs)
 	if t == 0 {
@@ -311,48 +255,15 @@ func adamWAvx512Checked(t int, p []float32, g []float32, m []float32, v []float3
 	}
 	adamWAVX512(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
 }
-func gemvDDAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDAVX512(t, x, w, bias, y)
-}
-func gemvDFAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFAVX512(t, x, w, bias, y)
-}
-func gemvFDAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDAVX512(t, x, w, bias, y)
-}
-func gemvDVAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVAVX512(t, x, w, bias, y)
-}
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
 	return []kernels.Set{goSet(), kernels.Set{
 		AdamW:              adamWAvx2Checked,
-		AttendDH:           attendDHAvx2Checked,
 		Gelu:               geluAvx2Checked,
 		GeluBack:           geluBackAvx2Checked,
 		GemmShape:          gemmShapeAVX2,
 		GemmTile:           gemmTileAvx2Checked,
-		GemvDD:             gemvDDAvx2Checked,
-		GemvDF:             gemvDFAvx2Checked,
-		GemvDV:             gemvDVAvx2Checked,
-		GemvFD:             gemvFDAvx2Checked,
 		ISA:                kernels.AVX2,
 		LayerNorm:          layerNormAvx2Checked,
 		LayerNormBack:      layerNormBackAvx2Checked,
@@ -367,18 +278,12 @@ func sets() []kernels.Set {
 		VanillaLogits:      vanillaLogitsAvx2Checked,
 		VanillaLogitsBackW: vanillaLogitsBackWAvx2Checked,
 		VanillaLogitsBackX: vanillaLogitsBackXAvx2Checked,
-		VanillaScores:      vanillaScoresAvx2Checked,
 	}, kernels.Set{
 		AdamW:              adamWAvx512Checked,
-		AttendDH:           attendDHAvx512Checked,
 		Gelu:               geluAvx512Checked,
 		GeluBack:           geluBackAvx512Checked,
 		GemmShape:          gemmShapeAVX512,
 		GemmTile:           gemmTileAvx512Checked,
-		GemvDD:             gemvDDAvx512Checked,
-		GemvDF:             gemvDFAvx512Checked,
-		GemvDV:             gemvDVAvx512Checked,
-		GemvFD:             gemvFDAvx512Checked,
 		ISA:                kernels.AVX512,
 		LayerNorm:          layerNormAvx512Checked,
 		LayerNormBack:      layerNormBackAvx512Checked,
@@ -393,6 +298,5 @@ func sets() []kernels.Set {
 		VanillaLogits:      vanillaLogitsAvx512Checked,
 		VanillaLogitsBackW: vanillaLogitsBackWAvx512Checked,
 		VanillaLogitsBackX: vanillaLogitsBackXAvx512Checked,
-		VanillaScores:      vanillaScoresAvx512Checked,
 	}}
 }

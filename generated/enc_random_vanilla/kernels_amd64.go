@@ -32,12 +32,6 @@ func triDotAVX512(t int, x []float32, y []float32) float32
 func gemmTileAVX512(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
-func attendDHAVX512(t int, b []float32, v []float32, y []float32) float32
-
-//go:noescape
-func vanillaScoresAVX512(t int, q []float32, k []float32, b []float32, scale float32)
-
-//go:noescape
 func layerNormAVX512(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
 
 //go:noescape
@@ -60,18 +54,6 @@ func softmaxScaleAVX512(t int, x []float32, lse []float32, y []float32, scale fl
 
 //go:noescape
 func adamWAVX512(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
-
-//go:noescape
-func gemvDDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDFAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvFDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDVAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
 
 //go:noescape
 func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
@@ -101,12 +83,6 @@ func triDotAVX2(t int, x []float32, y []float32) float32
 func gemmTileAVX2(kc int, a []float32, ai int, ap int, at int, b []float32, bp int, c []float32, ldc int, mr int, nr int, bias []float32, asum []float32, apack []float32, bpack []float32, overwrite bool)
 
 //go:noescape
-func attendDHAVX2(t int, b []float32, v []float32, y []float32) float32
-
-//go:noescape
-func vanillaScoresAVX2(t int, q []float32, k []float32, b []float32, scale float32)
-
-//go:noescape
 func layerNormAVX2(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32)
 
 //go:noescape
@@ -129,15 +105,3 @@ func softmaxScaleAVX2(t int, x []float32, lse []float32, y []float32, scale floa
 
 //go:noescape
 func adamWAVX2(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
-
-//go:noescape
-func gemvDDAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDFAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvFDAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDVAVX2(t int, x []float32, w []float32, bias []float32, y []float32)

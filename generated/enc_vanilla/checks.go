@@ -172,38 +172,6 @@ func checkGemmTile(mrMax, nrMax, kc int, a []float32, ai, ap, at int, b []float3
 	}
 }
 
-// checkAttendDH panics unless t and the slices fit AttendDH's sizes.
-func checkAttendDH(t int, b []float32, v []float32, y []float32) {
-	if t < 0 || t > N {
-		panic(fmt.Sprintf("enc_vanilla.AttendDH: t = %d, want 0 ≤ t ≤ %d", t, N))
-	}
-	if len(b) < need(t, 1, 0, t) {
-		panic(fmt.Sprintf("enc_vanilla.AttendDH: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
-	}
-	if len(v) < need(t, t, 16, 16) {
-		panic(fmt.Sprintf("enc_vanilla.AttendDH: len(v) = %d, need %d at t = %d", len(v), need(t, t, 16, 16), t))
-	}
-	if len(y) < need(t, 1, 0, 16) {
-		panic(fmt.Sprintf("enc_vanilla.AttendDH: len(y) = %d, need %d at t = %d", len(y), need(t, 1, 0, 16), t))
-	}
-}
-
-// checkVanillaScores panics unless t and the slices fit VanillaScores's sizes.
-func checkVanillaScores(t int, q []float32, k []float32, b []float32, scale float32) {
-	if t < 0 || t > N {
-		panic(fmt.Sprintf("enc_vanilla.VanillaScores: t = %d, want 0 ≤ t ≤ %d", t, N))
-	}
-	if len(q) < need(t, 1, 0, 16) {
-		panic(fmt.Sprintf("enc_vanilla.VanillaScores: len(q) = %d, need %d at t = %d", len(q), need(t, 1, 0, 16), t))
-	}
-	if len(k) < need(t, t, 16, 16) {
-		panic(fmt.Sprintf("enc_vanilla.VanillaScores: len(k) = %d, need %d at t = %d", len(k), need(t, t, 16, 16), t))
-	}
-	if len(b) < need(t, 1, 0, t) {
-		panic(fmt.Sprintf("enc_vanilla.VanillaScores: len(b) = %d, need %d at t = %d", len(b), need(t, 1, 0, t), t))
-	}
-}
-
 // checkLayerNorm panics unless t and the slices fit LayerNorm's sizes.
 func checkLayerNorm(t int, x []float32, gamma []float32, beta []float32, y []float32, mu []float32, rs []float32) {
 	if t < 0 {
@@ -353,82 +321,6 @@ func checkAdamW(t int, p []float32, g []float32, m []float32, v []float32, decay
 	}
 	if len(v) < need(t, t, 1, 1) {
 		panic(fmt.Sprintf("enc_vanilla.AdamW: len(v) = %d, need %d at t = %d", len(v), need(t, t, 1, 1), t))
-	}
-}
-
-// checkGemvDD panics unless t and the slices fit GemvDD's sizes.
-func checkGemvDD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_vanilla.GemvDD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 4096) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 4096), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
-	}
-	if len(y) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
-	}
-}
-
-// checkGemvDF panics unless t and the slices fit GemvDF's sizes.
-func checkGemvDF(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_vanilla.GemvDF: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDF: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDF: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDF: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
-	}
-	if len(y) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDF: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
-	}
-}
-
-// checkGemvFD panics unless t and the slices fit GemvFD's sizes.
-func checkGemvFD(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_vanilla.GemvFD: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_vanilla.GemvFD: len(x) = %d, need %d at t = %d", len(x), need(t, t, 256, 256), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_vanilla.GemvFD: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 64) {
-		panic(fmt.Sprintf("enc_vanilla.GemvFD: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 64), t))
-	}
-	if len(y) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_vanilla.GemvFD: len(y) = %d, need %d at t = %d", len(y), need(t, t, 64, 64), t))
-	}
-}
-
-// checkGemvDV panics unless t and the slices fit GemvDV's sizes.
-func checkGemvDV(t int, x []float32, w []float32, bias []float32, y []float32) {
-	if t < 0 {
-		panic(fmt.Sprintf("enc_vanilla.GemvDV: t = %d, want t ≥ 0", t))
-	}
-	if len(x) < need(t, t, 64, 64) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDV: len(x) = %d, need %d at t = %d", len(x), need(t, t, 64, 64), t))
-	}
-	if len(w) < need(t, 1, 0, 16384) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDV: len(w) = %d, need %d at t = %d", len(w), need(t, 1, 0, 16384), t))
-	}
-	if len(bias) != 0 && len(bias) < need(t, 1, 0, 256) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDV: len(bias) = %d, need %d at t = %d", len(bias), need(t, 1, 0, 256), t))
-	}
-	if len(y) < need(t, t, 256, 256) {
-		panic(fmt.Sprintf("enc_vanilla.GemvDV: len(y) = %d, need %d at t = %d", len(y), need(t, t, 256, 256), t))
 	}
 }
 

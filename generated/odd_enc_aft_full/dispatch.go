@@ -46,13 +46,6 @@ func aftKVBackGoChecked(t int, ek []float32, v []float32, g1 []float32, g2 []flo
 	}
 	aftKVBackGo(t, ek, v, g1, g2, dk, dv)
 }
-func attendKVGoChecked(t int, b []float32, v []float32, y []float32) float32 {
-	checkAttendKV(t, b, v, y)
-	if t == 0 {
-		return 0
-	}
-	return attendKVGo(t, b, v, y)
-}
 func gateGoChecked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -136,34 +129,6 @@ func adamWGoChecked(t int, p []float32, g []float32, m []float32, v []float32, d
 	}
 	adamWGo(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
 }
-func gemvDDGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDGo(t, x, w, bias, y)
-}
-func gemvDFGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFGo(t, x, w, bias, y)
-}
-func gemvFDGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDGo(t, x, w, bias, y)
-}
-func gemvDVGoChecked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVGo(t, x, w, bias, y)
-}
 
 // goSet is the unrolled-Go kernel set, available on every platform.
 func goSet() kernels.Set {
@@ -174,7 +139,6 @@ func goSet() kernels.Set {
 		AFTKVBack:     aftKVBackGoChecked,
 		AFTQuotBack:   aftQuotBackGoChecked,
 		AdamW:         adamWGoChecked,
-		AttendKV:      attendKVGoChecked,
 		Exp:           expGoChecked,
 		Gate:          gateGoChecked,
 		GateBack:      gateBackGoChecked,
@@ -182,10 +146,6 @@ func goSet() kernels.Set {
 		GeluBack:      geluBackGoChecked,
 		GemmShape:     gemmShapeGo,
 		GemmTile:      gemmTileGoChecked,
-		GemvDD:        gemvDDGoChecked,
-		GemvDF:        gemvDFGoChecked,
-		GemvDV:        gemvDVGoChecked,
-		GemvFD:        gemvFDGoChecked,
 		ISA:           kernels.Go,
 		LayerNorm:     layerNormGoChecked,
 		LayerNormBack: layerNormBackGoChecked,

@@ -47,13 +47,6 @@ func aftKVBackAvx2Checked(t int, ek []float32, v []float32, g1 []float32, g2 []f
 	}
 	aftKVBackAVX2(t, ek, v, g1, g2, dk, dv)
 }
-func attendKVAvx2Checked(t int, b []float32, v []float32, y []float32) float32 {
-	checkAttendKV(t, b, v, y)
-	if t == 0 {
-		return 0
-	}
-	return attendKVAVX2(t, b, v, y)
-}
 func gateAvx2Checked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
 	if t == 0 {
@@ -137,34 +130,6 @@ func adamWAvx2Checked(t int, p []float32, g []float32, m []float32, v []float32,
 	}
 	adamWAVX2(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
 }
-func gemvDDAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDAVX2(t, x, w, bias, y)
-}
-func gemvDFAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFAVX2(t, x, w, bias, y)
-}
-func gemvFDAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDAVX2(t, x, w, bias, y)
-}
-func gemvDVAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVAVX2(t, x, w, bias, y)
-}
 func aftFullAvx512Checked(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32) {
 	checkAFTFull(t, k, v, w, z, m, rd)
 	if t == 0 {
@@ -206,13 +171,6 @@ func aftKVBackAvx512Checked(t int, ek []float32, v []float32, g1 []float32, g2 [
 		return
 	}
 	aftKVBackAVX512(t, ek, v, g1, g2, dk, dv)
-}
-func attendKVAvx512Checked(t int, b []float32, v []float32, y []float32) float32 {
-	checkAttendKV(t, b, v, y)
-	if t == 0 {
-		return 0
-	}
-	return attendKVAVX512(t, b, v, y)
 }
 func gateAvx512Checked(t int, q []float32, z []float32, y []float32) {
 	checkGate(t, q, z, y)
@@ -297,34 +255,6 @@ func adamWAvx512Checked(t int, p []float32, g []float32, m []float32, v []float3
 	}
 	adamWAVX512(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
 }
-func gemvDDAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDAVX512(t, x, w, bias, y)
-}
-func gemvDFAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFAVX512(t, x, w, bias, y)
-}
-func gemvFDAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDAVX512(t, x, w, bias, y)
-}
-func gemvDVAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVAVX512(t, x, w, bias, y)
-}
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
@@ -335,7 +265,6 @@ func sets() []kernels.Set {
 		AFTKVBack:     aftKVBackAvx2Checked,
 		AFTQuotBack:   aftQuotBackAvx2Checked,
 		AdamW:         adamWAvx2Checked,
-		AttendKV:      attendKVAvx2Checked,
 		Exp:           expAvx2Checked,
 		Gate:          gateAvx2Checked,
 		GateBack:      gateBackAvx2Checked,
@@ -343,10 +272,6 @@ func sets() []kernels.Set {
 		GeluBack:      geluBackAvx2Checked,
 		GemmShape:     gemmShapeAVX2,
 		GemmTile:      gemmTileAvx2Checked,
-		GemvDD:        gemvDDAvx2Checked,
-		GemvDF:        gemvDFAvx2Checked,
-		GemvDV:        gemvDVAvx2Checked,
-		GemvFD:        gemvFDAvx2Checked,
 		ISA:           kernels.AVX2,
 		LayerNorm:     layerNormAvx2Checked,
 		LayerNormBack: layerNormBackAvx2Checked,
@@ -360,7 +285,6 @@ func sets() []kernels.Set {
 		AFTKVBack:     aftKVBackAvx512Checked,
 		AFTQuotBack:   aftQuotBackAvx512Checked,
 		AdamW:         adamWAvx512Checked,
-		AttendKV:      attendKVAvx512Checked,
 		Exp:           expAvx512Checked,
 		Gate:          gateAvx512Checked,
 		GateBack:      gateBackAvx512Checked,
@@ -368,10 +292,6 @@ func sets() []kernels.Set {
 		GeluBack:      geluBackAvx512Checked,
 		GemmShape:     gemmShapeAVX512,
 		GemmTile:      gemmTileAvx512Checked,
-		GemvDD:        gemvDDAvx512Checked,
-		GemvDF:        gemvDFAvx512Checked,
-		GemvDV:        gemvDVAvx512Checked,
-		GemvFD:        gemvFDAvx512Checked,
 		ISA:           kernels.AVX512,
 		LayerNorm:     layerNormAvx512Checked,
 		LayerNormBack: layerNormBackAvx512Checked,

@@ -23,9 +23,6 @@ func aftQuotBackAVX512(t int, dz []float32, z []float32, den []float32, dnum []f
 func aftKVBackAVX512(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
 
 //go:noescape
-func attendKVAVX512(t int, b []float32, v []float32, y []float32) float32
-
-//go:noescape
 func gateAVX512(t int, q []float32, z []float32, y []float32)
 
 //go:noescape
@@ -59,18 +56,6 @@ func softmaxScaleAVX512(t int, x []float32, lse []float32, y []float32, scale fl
 func adamWAVX512(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
 
 //go:noescape
-func gemvDDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDFAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvFDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDVAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
 func aftFullAVX2(t int, k []float32, v []float32, w []float32, z []float32, m []float32, rd []float32)
 
 //go:noescape
@@ -87,9 +72,6 @@ func aftQuotBackAVX2(t int, dz []float32, z []float32, den []float32, dnum []flo
 
 //go:noescape
 func aftKVBackAVX2(t int, ek []float32, v []float32, g1 []float32, g2 []float32, dk []float32, dv []float32)
-
-//go:noescape
-func attendKVAVX2(t int, b []float32, v []float32, y []float32) float32
 
 //go:noescape
 func gateAVX2(t int, q []float32, z []float32, y []float32)
@@ -123,15 +105,3 @@ func softmaxScaleAVX2(t int, x []float32, lse []float32, y []float32, scale floa
 
 //go:noescape
 func adamWAVX2(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
-
-//go:noescape
-func gemvDDAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDFAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvFDAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDVAVX2(t int, x []float32, w []float32, bias []float32, y []float32)

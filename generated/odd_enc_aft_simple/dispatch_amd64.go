@@ -102,34 +102,6 @@ func adamWAvx2Checked(t int, p []float32, g []float32, m []float32, v []float32,
 	}
 	adamWAVX2(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
 }
-func gemvDDAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDAVX2(t, x, w, bias, y)
-}
-func gemvDFAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFAVX2(t, x, w, bias, y)
-}
-func gemvFDAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDAVX2(t, x, w, bias, y)
-}
-func gemvDVAvx2Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVAVX2(t, x, w, bias, y)
-}
 func aftSimpleAvx512Checked(t int, k []float32, v []float32, z []float32, m []float32, rd []float32) {
 	checkAFTSimple(t, k, v, z, m, rd)
 	if t == 0 {
@@ -227,34 +199,6 @@ func adamWAvx512Checked(t int, p []float32, g []float32, m []float32, v []float3
 	}
 	adamWAVX512(t, p, g, m, v, decay, gscale, b1, c1, b2, c2, eps, step, rbc2)
 }
-func gemvDDAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDDAVX512(t, x, w, bias, y)
-}
-func gemvDFAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDF(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDFAVX512(t, x, w, bias, y)
-}
-func gemvFDAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvFD(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvFDAVX512(t, x, w, bias, y)
-}
-func gemvDVAvx512Checked(t int, x []float32, w []float32, bias []float32, y []float32) {
-	checkGemvDV(t, x, w, bias, y)
-	if t == 0 {
-		return
-	}
-	gemvDVAVX512(t, x, w, bias, y)
-}
 
 // sets lists the kernel sets compiled into this build: Go, then assembly levels.
 func sets() []kernels.Set {
@@ -268,10 +212,6 @@ func sets() []kernels.Set {
 		GeluBack:      geluBackAvx2Checked,
 		GemmShape:     gemmShapeAVX2,
 		GemmTile:      gemmTileAvx2Checked,
-		GemvDD:        gemvDDAvx2Checked,
-		GemvDF:        gemvDFAvx2Checked,
-		GemvDV:        gemvDVAvx2Checked,
-		GemvFD:        gemvFDAvx2Checked,
 		ISA:           kernels.AVX2,
 		LayerNorm:     layerNormAvx2Checked,
 		LayerNormBack: layerNormBackAvx2Checked,
@@ -288,10 +228,6 @@ func sets() []kernels.Set {
 		GeluBack:      geluBackAvx512Checked,
 		GemmShape:     gemmShapeAVX512,
 		GemmTile:      gemmTileAvx512Checked,
-		GemvDD:        gemvDDAvx512Checked,
-		GemvDF:        gemvDFAvx512Checked,
-		GemvDV:        gemvDVAvx512Checked,
-		GemvFD:        gemvFDAvx512Checked,
 		ISA:           kernels.AVX512,
 		LayerNorm:     layerNormAvx512Checked,
 		LayerNormBack: layerNormBackAvx512Checked,

@@ -44,18 +44,6 @@ func softmaxScaleAVX512(t int, x []float32, lse []float32, y []float32, scale fl
 func adamWAVX512(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
 
 //go:noescape
-func gemvDDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDFAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvFDAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDVAVX512(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
 func aftSimpleAVX2(t int, k []float32, v []float32, z []float32, m []float32, rd []float32)
 
 //go:noescape
@@ -93,15 +81,3 @@ func softmaxScaleAVX2(t int, x []float32, lse []float32, y []float32, scale floa
 
 //go:noescape
 func adamWAVX2(t int, p []float32, g []float32, m []float32, v []float32, decay float32, gscale float32, b1 float32, c1 float32, b2 float32, c2 float32, eps float32, step float32, rbc2 float32)
-
-//go:noescape
-func gemvDDAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDFAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvFDAVX2(t int, x []float32, w []float32, bias []float32, y []float32)
-
-//go:noescape
-func gemvDVAVX2(t int, x []float32, w []float32, bias []float32, y []float32)

@@ -1,6 +1,7 @@
 // Package plots draws synthgen's pictures as PNG images with
-// gonum.org/v1/plot: the loss curves of a study (Loss) and grids of
-// attention heatmaps (AttentionGrid), and the attention maps of a
+// gonum.org/v1/plot: the loss curves of a study (Loss), a classification
+// study's accuracy curves (Accuracy) and grids of attention heatmaps
+// (AttentionGrid), and the attention maps of a
 // runtime/synth model as one grid per layer (AttentionPNGs).
 package plots
 
@@ -31,12 +32,14 @@ const dpi = 96
 // Point is one (x, y) point of a curve.
 type Point struct{ X, Y float64 }
 
-// Series is one model's loss curves: training loss and validation loss
-// against steps. Either may be empty.
+// Series is one model's curves against steps: training loss and
+// validation loss (Loss), and a classifier's validation accuracy
+// (Accuracy). Any may be empty.
 type Series struct {
 	Name  string
 	Train []Point
 	Val   []Point
+	Acc   []Point // a share in [0, 1]
 }
 
 // LossOptions tune Loss. Zero values take the defaults.
@@ -175,6 +178,86 @@ func Loss(w io.Writer, series []Series, opt LossOptions) error {
 	for i, p := range []*plot.Plot{tp, vp} {
 		p.Draw(tiles.At(top, i, 0))
 	}
+	return writePNG(w, c)
+}
+
+// AccuracyOptions tune Accuracy. Zero values take the defaults.
+type AccuracyOptions struct {
+	Title  string  // above the panel (default "validation accuracy")
+	Chance float64 // a dashed line at this accuracy (0: none)
+	// ChanceLabel is the dashed line's legend (default "chance").
+	ChanceLabel string
+	Width       int // pixels (default 700)
+	Height      int // pixels (default 620)
+}
+
+// Accuracy writes a PNG with one panel, the validation accuracy of every
+// series (Series.Acc) in percent against steps, in the colours (and
+// dashes) of Loss, with a legend. The y axis spans the accuracies (and
+// Chance) with a little room, within 0–100%.
+func Accuracy(w io.Writer, series []Series, opt AccuracyOptions) error {
+	if opt.Width <= 0 {
+		opt.Width = 700
+	}
+	if opt.Height <= 0 {
+		opt.Height = 620
+	}
+	if opt.Title == "" {
+		opt.Title = "validation accuracy"
+	}
+	p := plot.New()
+	p.Title.Text = opt.Title
+	p.X.Label.Text = "step"
+	p.Y.Label.Text = "accuracy (%)"
+	p.Add(plotter.NewGrid())
+	xmax, ylo, yhi := 0.0, math.Inf(1), math.Inf(-1)
+	if opt.Chance > 0 {
+		ylo, yhi = 100*opt.Chance, 100*opt.Chance
+	}
+	drawn := 0
+	for i, s := range series {
+		xy := make(plotter.XYs, 0, len(s.Acc))
+		for _, q := range s.Acc {
+			if q.Y >= 0 && q.Y <= 1 { // not NaN
+				xy = append(xy, plotter.XY{X: q.X, Y: 100 * q.Y})
+				xmax, ylo, yhi = math.Max(xmax, q.X), math.Min(ylo, 100*q.Y), math.Max(yhi, 100*q.Y)
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return fmt.Errorf("accuracy plot: series %s: %w", s.Name, err)
+		}
+		l.LineStyle = lineStyle(i)
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+		drawn++
+	}
+	if drawn == 0 {
+		return fmt.Errorf("accuracy plot: no accuracy in %d series", len(series))
+	}
+	if opt.Chance > 0 {
+		c, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 100 * opt.Chance}, {X: math.Max(xmax, 1), Y: 100 * opt.Chance}})
+		if err != nil {
+			return fmt.Errorf("accuracy plot: chance line: %w", err)
+		}
+		c.LineStyle = draw.LineStyle{Color: color.Gray{0x60}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(4)}}
+		p.Add(c)
+		if opt.ChanceLabel == "" {
+			opt.ChanceLabel = "chance"
+		}
+		p.Legend.Add(opt.ChanceLabel, c)
+	}
+	pad := math.Max(1, (yhi-ylo)*0.06)
+	p.X.Min, p.X.Max = 0, math.Max(xmax, 1)
+	p.Y.Min, p.Y.Max = math.Max(0, ylo-pad), math.Min(100, yhi+pad)
+	p.Legend.Top = true
+	p.Legend.ThumbnailWidth = vg.Points(24)
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	c := vgimg.NewWith(vgimg.UseWH(px(opt.Width), px(opt.Height)), vgimg.UseDPI(dpi), vgimg.UseBackgroundColor(color.White))
+	p.Draw(draw.Crop(draw.New(c), vg.Points(4), -vg.Points(10), vg.Points(4), -vg.Points(6)))
 	return writePNG(w, c)
 }
 

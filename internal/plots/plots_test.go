@@ -68,6 +68,35 @@ func TestLoss(t *testing.T) {
 	}
 }
 
+// TestAccuracy: the accuracy plot is a PNG of the asked size whose panel
+// holds drawn curves; series without accuracy are skipped, none at all is
+// an error.
+func TestAccuracy(t *testing.T) {
+	var series []plots.Series
+	for k := 0; k < 3; k++ {
+		s := plots.Series{Name: "spec" + string(rune('a'+k))}
+		for step := 0; step <= 200; step += 20 {
+			s.Acc = append(s.Acc, plots.Point{X: float64(step), Y: 0.9 - 0.6*math.Exp(-float64(step)/50) - 0.05*float64(k)})
+		}
+		series = append(series, s)
+	}
+	series = append(series, plots.Series{Name: "none"})
+	var buf bytes.Buffer
+	if err := plots.Accuracy(&buf, series, plots.AccuracyOptions{Title: "test", Chance: 0.1, Width: 500, Height: 400}); err != nil {
+		t.Fatal(err)
+	}
+	img := decode(t, buf.Bytes())
+	if b := img.Bounds(); b.Dx() != 500 || b.Dy() != 400 {
+		t.Fatalf("size %v, want 500×400", b)
+	}
+	if n := colours(img, image.Rect(100, 80, 450, 330)); n < 8 {
+		t.Errorf("panel: %d colours: blank", n)
+	}
+	if err := plots.Accuracy(&buf, series[3:], plots.AccuracyOptions{}); err == nil {
+		t.Error("no accuracy: no error")
+	}
+}
+
 // TestAttentionGrid: one panel per map in a grid, each with the palette's
 // colours (not blank), and white above the diagonal.
 func TestAttentionGrid(t *testing.T) {

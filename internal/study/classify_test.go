@@ -2,8 +2,11 @@ package study_test
 
 import (
 	"context"
+	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,6 +79,47 @@ func TestClassifyStudy(t *testing.T) {
 	}
 	if _, err := os.Stat(res.LossPlot); err != nil {
 		t.Fatal(err)
+	}
+	// Every run's log has the validation accuracy of steps 0, 4 and 8, and
+	// accuracy.png draws them.
+	logs, _ := filepath.Glob(filepath.Join(dir, "a", "*-seed1.csv"))
+	if len(logs) != 2 {
+		t.Fatalf("run logs %v", logs)
+	}
+	for _, name := range logs {
+		log := readCSV(t, name)
+		col := slices.Index(log[0], "val_accuracy")
+		if col < 0 {
+			t.Fatalf("%s's log header %q has no val_accuracy", name, log[0])
+		}
+		var steps []string
+		for _, r := range log[1:] {
+			if r[col] == "" {
+				continue
+			}
+			if a, err := strconv.ParseFloat(r[col], 64); err != nil || a < 0 || a > 1 {
+				t.Errorf("%s's log: step %s accuracy %q, want in [0,1]", name, r[0], r[col])
+			}
+			steps = append(steps, r[0])
+		}
+		if strings.Join(steps, ",") != "0,4,8" {
+			t.Errorf("%s's log has accuracies at steps %v, want 0,4,8", name, steps)
+		}
+	}
+	if res.AccuracyPlot != filepath.Join(dir, "a", study.AccuracyPlotFile) {
+		t.Fatalf("accuracy plot %q", res.AccuracyPlot)
+	}
+	f, err := os.Open(res.AccuracyPlot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("%s: %v", res.AccuracyPlot, err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+		t.Errorf("%s is %v", res.AccuracyPlot, b)
 	}
 	t.Log("\n" + md)
 

@@ -121,6 +121,10 @@ type Result struct {
 	CSV      string
 	JSON     string
 	LossPlot string // "" when no run has finished
+	// AccuracyPlot is a classification study's accuracy.png ("" when no
+	// run has finished, for a language-model study, or when the logs hold
+	// no validation accuracy: EvalEvery 0).
+	AccuracyPlot string
 }
 
 // Run trains every run that is not done, one after another with all the

@@ -16,8 +16,10 @@
 // columns (tokens per second and wall time).
 //
 // The folder holds study.json (the settings and each run's state and
-// result), results.md, results.csv, results.json, loss.png, and per run
-// <spec>-seed<k>.safetensors, .opt.safetensors and .csv.
+// result), results.md, results.csv, results.json, loss.png (for a
+// classification study also accuracy.png: validation accuracy against
+// steps), and per run <spec>-seed<k>.safetensors, .opt.safetensors and
+// .csv.
 package study
 
 import (
@@ -62,6 +64,9 @@ const (
 	CSVFile      = "results.csv"
 	JSONFile     = "results.json"
 	LossPlotFile = "loss.png"
+	// AccuracyPlotFile is a classification study's validation accuracy
+	// curves.
+	AccuracyPlotFile = "accuracy.png"
 )
 
 // Settings decide a study's results: the same settings give the same
@@ -250,6 +255,9 @@ func New(dir string, opts ...Option) (*Study, error) {
 	}
 	// Nothing already in the folder may be overwritten.
 	names := []string{ManifestFile, MarkdownFile, CSVFile, JSONFile, LossPlotFile}
+	if o.s.isClassify() {
+		names = append(names, AccuracyPlotFile)
+	}
 	for _, r := range st.state.Runs {
 		base := strings.TrimSuffix(r.Checkpoint, ".safetensors")
 		names = append(names, r.Checkpoint, base+".opt.safetensors", base+".csv")

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,6 +185,12 @@ func TestTable(t *testing.T) {
 		if i := sort.SearchStrings(names, want); i == len(names) || names[i] != want {
 			t.Errorf("%s lacks %s: %v", out, want, names)
 		}
+	}
+	if res.AccuracyPlot != "" || slices.Contains(names, study.AccuracyPlotFile) {
+		t.Errorf("a language-model study wrote an accuracy plot (%q): %v", res.AccuracyPlot, names)
+	}
+	if log := readCSV(t, filepath.Join(out, "small-seed1.csv")); strings.Join(log[0], ",") != "step,loss,val_loss,lr,tokens_per_s" {
+		t.Errorf("a language model's log header %q", log[0])
 	}
 	f, err := os.Open(res.LossPlot)
 	if err != nil {

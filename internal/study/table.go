@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -174,7 +175,8 @@ func (t *Table) WriteCSV(w io.Writer) error {
 }
 
 // writeResults writes the table of the finished runs (Markdown, CSV,
-// JSON) and loss.png.
+// JSON), loss.png and, for a classification study whose logs have
+// validation accuracies (EvalEvery > 0), accuracy.png.
 func (st *Study) writeResults() (*Result, error) {
 	t := st.table()
 	res := &Result{Table: t, Markdown: st.path(MarkdownFile), CSV: st.path(CSVFile), JSON: st.path(JSONFile), Complete: true}
@@ -222,6 +224,17 @@ func (st *Study) writeResults() (*Result, error) {
 	if err := plots.WriteFile(res.LossPlot, func(w io.Writer) error { return plots.Loss(w, series, opt) }); err != nil {
 		return nil, err
 	}
+	if slices.ContainsFunc(series, func(x plots.Series) bool { return len(x.Acc) > 0 }) {
+		res.AccuracyPlot = st.path(AccuracyPlotFile)
+		aopt := plots.AccuracyOptions{
+			Title:       fmt.Sprintf("validation accuracy (%s), %d steps × batch %d (%s)", filepath.Base(s.Valid), s.Steps, s.Batch, seedText(s)),
+			Chance:      1 / float64(s.Specs[0].Classes),
+			ChanceLabel: fmt.Sprintf("1/%d classes", s.Specs[0].Classes),
+		}
+		if err := plots.WriteFile(res.AccuracyPlot, func(w io.Writer) error { return plots.Accuracy(w, series, aopt) }); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -243,8 +256,8 @@ func windowText(n int) string {
 func smoothing(steps int) int { return max(1, steps/40) }
 
 // curves reads the finished runs' logs: per spec, the training loss
-// (running mean) and the validation loss, averaged over its finished
-// seeds.
+// (running mean), the validation loss and (a classifier's) validation
+// accuracy, averaged over its finished seeds.
 func (st *Study) curves() ([]plots.Series, error) {
 	s := st.o.s
 	var out []plots.Series
@@ -279,6 +292,9 @@ func (st *Study) curves() ([]plots.Series, error) {
 		for _, p := range mean(logs, func(l *runLog) []logPoint { return l.val }) {
 			ser.Val = append(ser.Val, plots.Point{X: float64(p.step), Y: p.loss})
 		}
+		for _, p := range mean(logs, func(l *runLog) []logPoint { return l.acc }) {
+			ser.Acc = append(ser.Acc, plots.Point{X: float64(p.step), Y: p.loss})
+		}
 		out = append(out, ser)
 	}
 	return out, nil
@@ -306,33 +322,37 @@ func mean(logs []*runLog, pick func(*runLog) []logPoint) []logPoint {
 
 type logPoint struct {
 	step int
-	loss float64
+	loss float64 // or, in runLog.acc, the accuracy
 }
 
 // runLog is a run's CSV log: training loss per step, validation loss
-// where evaluated.
-type runLog struct{ train, val []logPoint }
+// and (a classifier's) validation accuracy where evaluated.
+type runLog struct{ train, val, acc []logPoint }
 
-// readLog reads a run's CSV log (step,loss,val_loss,lr,tokens_per_s) up
-// to step last; a step logged twice (a resumed run re-logs the steps
-// after its last save) counts once, its last line.
+// readLog reads a run's CSV log (step,loss,val_loss,lr,tokens_per_s, and
+// a classifier's val_accuracy, a column found by its header) up to step
+// last; a step logged twice (a resumed run re-logs the steps after its
+// last save) counts once, its last line.
 func readLog(path string, last int) (*runLog, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("run log: %w", err)
 	}
 	defer f.Close()
-	train, val := map[int]float64{}, map[int]float64{}
+	train, val, acc := map[int]float64{}, map[int]float64{}, map[int]float64{}
 	sc := bufio.NewScanner(f)
-	line := 0
+	line, accCol, want := 0, -1, 0
 	for sc.Scan() {
 		line++
-		if line == 1 {
-			continue // header
+		if line == 1 { // the header
+			head := strings.Split(sc.Text(), ",")
+			want = len(head)
+			accCol = slices.Index(head, "val_accuracy")
+			continue
 		}
 		fields := strings.Split(sc.Text(), ",")
-		if len(fields) < 3 {
-			return nil, fmt.Errorf("run log %s:%d: %d fields, want 5", path, line, len(fields))
+		if len(fields) < 3 || len(fields) <= accCol {
+			return nil, fmt.Errorf("run log %s:%d: %d fields, want %d", path, line, len(fields), want)
 		}
 		step, err := strconv.Atoi(fields[0])
 		if err != nil {
@@ -341,10 +361,17 @@ func readLog(path string, last int) (*runLog, error) {
 		if step > last {
 			continue
 		}
-		for _, c := range []struct {
+		cols := []struct {
 			s string
 			m map[int]float64
-		}{{fields[1], train}, {fields[2], val}} {
+		}{{fields[1], train}, {fields[2], val}}
+		if accCol >= 0 {
+			cols = append(cols, struct {
+				s string
+				m map[int]float64
+			}{fields[accCol], acc})
+		}
+		for _, c := range cols {
 			if c.s == "" {
 				delete(c.m, step)
 				continue
@@ -363,7 +390,7 @@ func readLog(path string, last int) (*runLog, error) {
 	for _, kv := range []struct {
 		m   map[int]float64
 		dst *[]logPoint
-	}{{train, &l.train}, {val, &l.val}} {
+	}{{train, &l.train}, {val, &l.val}, {acc, &l.acc}} {
 		for s, x := range kv.m {
 			*kv.dst = append(*kv.dst, logPoint{s, x})
 		}

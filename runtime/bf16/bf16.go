@@ -1,8 +1,8 @@
 // Package bf16 holds the bf16 GEMM micro-kernels of mixed-precision
-// training: the linear layers' products with bf16 operands (rounded to
-// nearest even) and float32 accumulation and output. runtime/mat drives
-// them (Engine.SetBF16); this package holds the levels, the packed
-// layouts and the kernels.
+// training: the linear layers' products (and aft_full's) with bf16
+// operands (rounded to nearest even) and float32 accumulation and output.
+// runtime/mat drives them (Engine.SetBF16); this package holds the levels,
+// the packed layouts and the kernels.
 //
 // Levels, best first: AMX (TDPBF16PS on 2×2 tiles of 16×16 float32
 // accumulators, tile state configured and released inside each call),

@@ -257,14 +257,15 @@ func TestBest(t *testing.T) {
 }
 
 // TestPackTransposed checks PackAT and PackBT (pairs of rows interleaved
-// with AVX512-BF16 where the CPU has it) bit for bit against PackA and
-// PackB reading the same operands through strides, with edges in every
+// with AVX512-BF16 where the CPU has it), and PackB of rows contiguous in
+// p, bit for bit against PackA and PackB reading the same operands
+// through strides, with edges in every
 // dimension and p ranges split across calls; and that the blocks' tails
 // (rows or columns past the edge, p past k) come out zero over garbage.
 func TestPackTransposed(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, kn := range levels(t) {
-		for _, sh := range [][2]int{{1, 1}, {7, 3}, {33, 31}, {40, 64}, {100, 65}, {16, 130}, {9, 512}, {35, 1100}} {
+		for _, sh := range [][2]int{{1, 1}, {7, 3}, {33, 31}, {40, 64}, {100, 65}, {16, 130}, {9, 512}, {35, 1100}, {5, 301}} {
 			rows, kk := sh[0], sh[1]
 			kp := Pad(kk)
 			ld := rows + 3
@@ -306,6 +307,25 @@ func TestPackTransposed(t *testing.T) {
 			}
 			if !slices.Equal(gotB, wantB) {
 				t.Errorf("%s: PackBT %d columns, k %d differs from PackB", kn.Level, rows, kk)
+			}
+			// B with its rows contiguous in p (cs 1, PackB's AVX512-BF16
+			// path), B(j, p) = srcT[j·ldT + p], the same values,
+			// over garbage.
+			ldT := kk + 5
+			srcT := make([]float32, rows*ldT)
+			for j := 0; j < rows; j++ {
+				for p := 0; p < kk; p++ {
+					srcT[j*ldT+p] = src[p*ld+j]
+				}
+			}
+			for i := range gotB {
+				gotB[i] = 0xdead
+			}
+			for jp := 0; jp < panels; jp++ {
+				PackB(gotB[jp*BPanel(kp):], srcT, ldT, 1, jp*NR, rows, kk, kp)
+			}
+			if !slices.Equal(gotB, wantB) {
+				t.Errorf("%s: PackB of rows contiguous in p, %d columns, k %d, differs from PackB through strides", kn.Level, rows, kk)
 			}
 		}
 	}

@@ -309,6 +309,7 @@ func loadOpt(f *File, m *model.Model, o *optim.AdamW, step int) (map[string]stri
 			return nil, fmt.Errorf("load optimizer state %s: unexpected tensor %q", path, name)
 		}
 	}
+	o.MomentsChanged() // even a failed load may have written some moments
 	if err := loadTensors(fm, PrefixM, o.Params, ms); err != nil {
 		return nil, fmt.Errorf("optimizer state: %w", err)
 	}

@@ -213,3 +213,183 @@ func TestThenBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestPanelsBF16 checks MulPanels on bf16 panels (PackB with a bf16
+// kernel), at every level, against the float64 reference on bf16-rounded
+// operands, on leading parts of both layouts with edges in m, n and k (k
+// below a Step, not a multiple of one, past a bfBlockK), overwriting and
+// accumulating, bit-identical with 1 and 3 workers; and that the operands
+// were rounded (the error is bf16's, not float32's).
+func TestPanelsBF16(t *testing.T) {
+	pool := parallel.New(3)
+	defer pool.Close()
+	const N, K = 100, 600 // the packed operand: N columns (rows when transposed), K inner
+	r := rand.New(rand.NewPCG(5, 6))
+	bT := randSlice(r, N*K) // [N, K]: B(j, p) = bT[j·K + p]
+	bR := randSlice(r, K*N) // [K, N]: B(j, p) = bR[p·N + j]
+	shapes := [][3]int{{1, 1, 1}, {3, 5, 7}, {9, 33, 31}, {33, 64, 64}, {64, 100, 130}, {70, 37, 513}, {130, 100, 600}}
+	for _, kn := range bfKernels(t) {
+		t.Run(kn.Level.String(), func(t *testing.T) {
+			var maxRel float64
+			for _, transposed := range []bool{false, true} {
+				var res [2][]float32 // 1 and 3 workers
+				for wi, p := range []*parallel.Pool{nil, pool} {
+					e := NewEngine(p)
+					e.SetBF16(kn)
+					var pn Panels
+					bsrc, bat := bR, func(j, q int) float32 { return bR[q*N+j] }
+					if transposed {
+						bsrc, bat = bT, func(j, q int) float32 { return bT[j*K+q] }
+					}
+					e.PackB(&pn, bsrc, N, K, transposed)
+					if pn.kp == 0 {
+						t.Fatal("PackB with a bf16 kernel did not pack bf16 panels")
+					}
+					rr := rand.New(rand.NewPCG(1, 2))
+					for _, sh := range shapes {
+						m, n, k := sh[0], sh[1], sh[2]
+						if !transposed {
+							n = N // the whole width
+						}
+						name := fmt.Sprintf("transposed %t m%d n%d k%d", transposed, m, n, k)
+						a := randSlice(rr, m*k)
+						for _, acc := range []bool{false, true} {
+							old := randSlice(rr, m*n)
+							c := slices.Clone(old)
+							e.MulPanels(c, a, &pn, m, n, k, acc)
+							res[wi] = append(res[wi], c...)
+							for i := 0; i < m; i++ {
+								for j := 0; j < n; j++ {
+									s, abs := bfRef(func(r, q int) float32 { return a[r*k+q] }, bat, i, j, k)
+									var exact, eabs float64
+									for q := 0; q < k; q++ {
+										v := float64(a[i*k+q]) * float64(bat(j, q))
+										exact += v
+										eabs += math.Abs(v)
+									}
+									if acc {
+										o := float64(old[i*n+j])
+										s, abs, exact = s+o, abs+math.Abs(o), exact+o
+									}
+									check(t, name, c[i*n+j], s, bfTol(abs, k))
+									maxRel = max(maxRel, math.Abs(float64(c[i*n+j])-exact)/eabs)
+								}
+							}
+						}
+					}
+				}
+				if !slices.Equal(res[0], res[1]) {
+					t.Errorf("transposed %t: results differ between 1 and 3 workers", transposed)
+				}
+			}
+			if maxRel < 1e-5 {
+				t.Errorf("largest error %g relative to Σ|terms|: the operands were not rounded to bf16", maxRel)
+			}
+		})
+	}
+}
+
+// TestPanelsBF16Switch: panels packed in bf16 and read after the engine
+// went back to float32 (or the other way) give that precision's product.
+func TestPanelsBF16Switch(t *testing.T) {
+	kn := bfKernels(t)[0]
+	const m, n, k = 5, 40, 70
+	r := rand.New(rand.NewPCG(3, 4))
+	a, b := randSlice(r, m*k), randSlice(r, n*k)
+	want := make([]float32, m*n)
+	NewEngine(nil).MulNT(want, a, b, m, n, k, false)
+	e := NewEngine(nil)
+	e.SetBF16(kn)
+	var pn Panels
+	e.PackB(&pn, b, n, k, true)
+	e.SetBF16(nil)
+	got := make([]float32, m*n)
+	e.MulPanels(got, a, &pn, m, n, k, false)
+	if !slices.Equal(got, want) {
+		t.Errorf("bf16 panels read in float32: not the float32 product")
+	}
+	e.PackB(&pn, b, n, k, true)
+	e.SetBF16(kn)
+	e.MulPanels(got, a, &pn, m, n, k, false)
+	if !slices.Equal(got, want) {
+		t.Errorf("float32 panels read with a bf16 kernel: not the float32 product")
+	}
+}
+
+// TestAccumulateTNBF16 checks AccumulateTN on the bf16 path, at every
+// level, against the float64 reference on bf16-rounded operands (one
+// float32 sum of all the terms' products and C's old value), bit for bit
+// against LinearBackW called for each term in turn (on contiguous copies
+// of its operands) on the same engine, and bit-identical with 0 to 3
+// workers.
+func TestAccumulateTNBF16(t *testing.T) {
+	pools := []*parallel.Pool{nil, parallel.New(1), parallel.New(2), parallel.New(3)}
+	defer func() {
+		for _, p := range pools[1:] {
+			p.Close()
+		}
+	}()
+	for _, kn := range bfKernels(t) {
+		t.Run(kn.Level.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(7, 8))
+			var maxRel float64
+			for _, sh := range [][2]int{{130, 70}, {64, 33}, {200, 97}} {
+				m, n := sh[0], sh[1]
+				terms := tnTerms(r, m, n)
+				c0 := randSlice(r, m*n)
+				var ref []float32
+				for pi, pool := range pools {
+					name := fmt.Sprintf("m%d n%d pool%d", m, n, pi)
+					e := NewEngine(pool)
+					e.SetBF16(kn)
+					got := slices.Clone(c0)
+					e.AccumulateTN(got, m, n, terms)
+					if ref != nil {
+						if !slices.Equal(got, ref) {
+							t.Fatalf("%s: results differ from one worker's", name)
+						}
+						continue
+					}
+					ref = got
+					seq := slices.Clone(c0)
+					for _, tm := range terms {
+						a, b := make([]float32, tm.K*tm.M), make([]float32, tm.K*n)
+						for p := 0; p < tm.K; p++ {
+							copy(a[p*tm.M:(p+1)*tm.M], tm.A[p*tm.LDA:])
+							copy(b[p*n:(p+1)*n], tm.B[p*tm.LDB:])
+						}
+						e.LinearBackW(seq[:tm.M*n], nil, a, b, tm.K, n, tm.M)
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(seq[i]) {
+							t.Fatalf("%s: C[%d, %d] = %v, the terms through LinearBackW give %v", name, i/n, i%n, got[i], seq[i])
+						}
+					}
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							o := float64(c0[i*n+j])
+							s, abs, exact, eabs, k := o, math.Abs(o), o, math.Abs(o), 0
+							for _, tm := range terms {
+								if i >= tm.M {
+									continue
+								}
+								ts, ta := bfRef(func(r, p int) float32 { return tm.A[p*tm.LDA+r] }, func(r, p int) float32 { return tm.B[p*tm.LDB+r] }, i, j, tm.K)
+								s, abs, k = s+ts, abs+ta, k+tm.K
+								for p := 0; p < tm.K; p++ {
+									v := float64(tm.A[p*tm.LDA+i]) * float64(tm.B[p*tm.LDB+j])
+									exact += v
+									eabs += math.Abs(v)
+								}
+							}
+							check(t, name, got[i*n+j], s, bfTol(abs, k))
+							maxRel = max(maxRel, math.Abs(float64(got[i*n+j])-exact)/eabs)
+						}
+					}
+				}
+			}
+			if maxRel < 1e-5 {
+				t.Errorf("largest error %g relative to Σ|terms|: the operands were not rounded to bf16", maxRel)
+			}
+		})
+	}
+}

@@ -2,8 +2,8 @@
 // on a parallel.Pool: through a generated GEMM micro-kernel when the engine
 // has one (SetGemm; see pack.go), else in plain Go, a blocked, tiled
 // product with a 2×3 register tile. With a bf16 kernel (SetBF16; see
-// bf16.go) the linear layers' products take bf16 operands and accumulate
-// in float32.
+// bf16.go) the linear layers' products, MulPanels and AccumulateTN take
+// bf16 operands and accumulate in float32.
 //
 // All matrices are dense and row-major. For a linear layer with weight
 // w [n, k] (PyTorch's [out, in]) and bias b [n] applied to x [m, k]:
@@ -304,7 +304,9 @@ type TNTerm struct {
 // those calls made one after another; with the micro-kernel each block of
 // C takes all the terms' parts while it is in cache, rather than each
 // term reading and writing all of C (aft_full's G = Ewᵀ·D, whose terms
-// are its row blocks). Every term.M must be at most m.
+// are its row blocks). Every term.M must be at most m. With a bf16 kernel
+// (SetBF16) the terms run on it: bf16 operands, float32 sums, each
+// block of C taking the terms' parts in order.
 func (e *Engine) AccumulateTN(c []float32, m, n int, terms []TNTerm) {
 	for i, t := range terms {
 		if t.M > m || t.M < 0 || t.K < 0 || t.LDA < t.M || t.LDB < n ||
@@ -317,6 +319,10 @@ func (e *Engine) AccumulateTN(c []float32, m, n int, terms []TNTerm) {
 		return
 	}
 	c = c[:m*n]
+	if e.bfOK(m, n, 1) {
+		e.accumulateTNBF16(c, m, n, terms)
+		return
+	}
 	if e.packedOK(m, n, 1) {
 		e.accumulateTN(c, m, n, terms)
 		return

@@ -1,6 +1,7 @@
 package mat
 
 import (
+	"github.com/synthgen/synthgen/runtime/bf16"
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
@@ -81,9 +82,16 @@ func (e *Engine) SetGemm(tile kernels.GemmTileFunc, shape kernels.GemmShapeFunc)
 
 // PanelFloats is the size, in float32s, of the buffer PackB allocates for
 // an n × k operand: 0 without a GEMM micro-kernel (SetGemm), whose plain-Go
-// products read B in place.
+// products read B in place; with a bf16 kernel (SetBF16), its bf16 panels'
+// size in float32s.
 func (e *Engine) PanelFloats(n, k int) int {
-	if e.mk.tile == nil || n == 0 || k == 0 {
+	if n == 0 || k == 0 {
+		return 0
+	}
+	if e.bf.k != nil {
+		return (ceilDiv(n, bf16.NR)*bf16.BPanel(bf16.Pad(k)) + 1) / 2
+	}
+	if e.mk.tile == nil {
 		return 0
 	}
 	return ceilDiv(n, e.mk.nr) * e.mk.nr * k

@@ -42,6 +42,16 @@ import (
 // e^−87 against a sum above e^−41.6, a relative 1e−19: nothing lost. The
 // results depend on the products' blocking only, not on the number of
 // workers.
+//
+// With a bf16 kernel (SetBF16) the three products run on it (mat's
+// MulPanels and AccumulateTN): Ew, X and D rounded to bf16 (2⁻⁹
+// relative), sums in float32. bf16 has float32's exponents: rounding
+// flushes values below 2⁻¹²⁶ (e^−87.3) to 0, as the AMX and AVX512-BF16
+// kernels flush such partial sums, so what is lost is again below e^−87
+// per term, and the argument above holds. A den that rounding takes below
+// aftTiny (or to 0) takes the direct path: phase Z, phase D and the
+// backward's serial pass all test the stored den, so forward and
+// backward choose alike.
 
 // aftBlock is the row block of the factorised aft_full products.
 const aftBlock = 64

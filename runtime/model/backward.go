@@ -23,9 +23,7 @@ func (m *Model) Backward(ws *Workspace) {
 	if ws.stopHere() {
 		return
 	}
-	for _, p := range m.Params {
-		clear(p.Grad)
-	}
+	m.zeroGrads()
 	d, rows, heads := m.d, ws.rows, m.heads
 	e := m.eng
 

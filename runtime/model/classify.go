@@ -217,15 +217,10 @@ func (m *Model) ClassifyBatch(ws *Workspace, seqs [][]int32, labels []int32, bac
 	}
 	slices.SortStableFunc(idx, func(a, b int32) int { return len(seqs[a]) - len(seqs[b]) })
 	k := m.classes
-	groups := 0
-	for g0 := 0; g0 < nb; {
-		g1 := g0 + 1
-		for g1 < nb && len(seqs[idx[g1]]) == len(seqs[idx[g0]]) {
-			g1++
-		}
-		groups++
-		g0 = g1
-	}
+	// Sorted by length, the batch is one group when its shortest and
+	// longest sequences are of equal length; else the groups' gradients
+	// are summed in ws.acc.
+	multi := len(seqs[idx[0]]) != len(seqs[idx[nb-1]])
 	sum := 0.0
 	first := true
 	for g0 := 0; g0 < nb; {
@@ -261,14 +256,14 @@ func (m *Model) ClassifyBatch(ws *Workspace, seqs [][]int32, labels []int32, bac
 			if ws.interrupted {
 				return math.NaN()
 			}
-			if groups > 1 {
+			if multi {
 				m.accumulate(ws, first)
 			}
 		}
 		first = false
 		g0 = g1
 	}
-	if backward && groups > 1 {
+	if backward && multi {
 		o := 0
 		for _, p := range m.Params {
 			o += copy(p.Grad, ws.acc[o:o+len(p.Grad)])

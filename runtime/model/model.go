@@ -47,6 +47,12 @@ type Param struct {
 	Grad   []float32 // gradient from the last Backward (overwritten each time); nil when Frozen
 	Decay  bool      // AdamW weight decay applies: every ≥2-D tensor (linear weights, tok_emb, pos_emb, R, R1, R2, aft w); not biases, LayerNorm, mix, u
 	Frozen bool      // saved but never updated: fixed_random's R
+	// CausalTri marks a stack of n×n matrices (the last two dimensions of
+	// Shape, equal) whose strict upper triangle (column > row) never gets a
+	// gradient: the causal mask hides it from every forward, so Backward
+	// leaves its Grad 0 there. The optimizer only decays those elements
+	// (their moments stay 0). Set on a causal spec's trained R.
+	CausalTri bool
 }
 
 // comp is one logit source of the attention (a mixture has several).
@@ -323,6 +329,9 @@ func (m *Model) build() {
 			if m.Spec.Has("fixed_random") {
 				ly.r.Frozen = true
 				ly.r.Grad = nil
+			} else {
+				// Row i of a causal spec's R meets positions j ≤ i only.
+				ly.r.CausalTri = !m.Spec.Bidirectional
 			}
 		}
 		if m.Spec.Has("factorized_random") {
@@ -450,8 +459,9 @@ func mixWeights(mix []float32, w []float32) {
 }
 
 // SetBF16 runs the linear layers' products (forward and both backward
-// products) on bf16 kernel k: bf16 operands, float32 accumulation and
-// output; the weights, their gradients and everything else stay float32.
+// products) and aft_full's factorised products (aftfull.go) on bf16
+// kernel k: bf16 operands, float32 accumulation and output; the weights,
+// their gradients and everything else stay float32.
 // nil returns them to float32. It must not be called during Forward or
 // Backward.
 func (m *Model) SetBF16(k *bf16.Kernel) { m.eng.SetBF16(k) }

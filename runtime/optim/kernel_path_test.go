@@ -14,7 +14,7 @@ import (
 // kernelSets is every instruction-set level of spec odd's kernels this
 // binary links and this CPU runs, lowest first (training sets
 // AdamW.Kernel to the dispatched level's AdamW).
-func kernelSets(t *testing.T) []kernels.Set {
+func kernelSets(t testing.TB) []kernels.Set {
 	t.Helper()
 	sets, err := kernels.Sets("odd")
 	if err != nil {

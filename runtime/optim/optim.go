@@ -7,6 +7,8 @@ package optim
 import (
 	"fmt"
 	"math"
+	"slices"
+	"sync/atomic"
 
 	"github.com/synthgen/synthgen/runtime/kernels"
 	"github.com/synthgen/synthgen/runtime/model"
@@ -45,11 +47,23 @@ func DefaultConfig() Config {
 // as the tasks of Runner when it is set (the model's workers, say): each
 // element's update is independent, and the norm's partial sums are added in
 // chunk order, so results do not depend on the number of workers.
+//
+// A parameter marked CausalTri (a causal spec's R) has a strict upper
+// triangle that never gets a gradient. While its moments there are 0 (a
+// fresh optimizer's; Step never makes them nonzero), AdamW's update there
+// is exactly p·decay, so Step does only that multiplication there, and
+// GradNorm skips those gradients (zeros, whose squares add nothing).
+// Which parameters qualify is checked at the first Step and again after
+// MomentsChanged, so a state whose moments are nonzero there (written by
+// hand, or loaded from a file) gets the full update.
 type AdamW struct {
 	Config
 	Params []*model.Param
-	M, V   [][]float32 // first and second moments, parallel to Params (nil for frozen ones)
-	Steps  int         // updates done so far (the bias-correction step count)
+	// M and V are the first and second moments, parallel to Params (nil
+	// for frozen ones). Whoever writes them other than through Step (a
+	// loader, a test) calls MomentsChanged afterwards.
+	M, V  [][]float32
+	Steps int // updates done so far (the bias-correction step count)
 
 	// Runner runs the chunks' tasks (nil: the calling goroutine).
 	Runner Runner
@@ -62,6 +76,12 @@ type AdamW struct {
 	partial []float64 // GradNorm's per-chunk sums
 	step    stepJob
 	norm    normJob
+
+	// tri[i]: Params[i] is CausalTri and its moments are 0 on the strict
+	// upper triangle, so Step only decays there; valid when triChecked.
+	tri        []bool
+	triChecked bool
+	probe      [5][16]float32 // zeroIsDecay's p, g, m, v and decayOnly's p
 }
 
 // Runner runs tasks 0..tasks−1 of a job and returns when all are done
@@ -73,8 +93,12 @@ type Runner interface {
 // chunkSize is the most elements of one parameter in a task.
 const chunkSize = 1 << 14
 
-// chunk is elements [lo, hi) of parameter param.
-type chunk struct{ param, lo, hi int }
+// chunk is elements [lo, hi) of parameter param; tri: the parameter is
+// CausalTri (isTri).
+type chunk struct {
+	param, lo, hi int
+	tri           bool
+}
 
 // chunksOf cuts the non-frozen parameters into chunks, in order.
 func chunksOf(params []*model.Param) []chunk {
@@ -83,8 +107,9 @@ func chunksOf(params []*model.Param) []chunk {
 		if p.Frozen {
 			continue
 		}
+		tri := isTri(p)
 		for lo := 0; lo < len(p.Data); lo += chunkSize {
-			cs = append(cs, chunk{i, lo, min(lo+chunkSize, len(p.Data))})
+			cs = append(cs, chunk{i, lo, min(lo+chunkSize, len(p.Data)), tri})
 		}
 	}
 	return cs
@@ -102,7 +127,91 @@ func NewAdamW(params []*model.Param, cfg Config) *AdamW {
 	}
 	o.chunks = chunksOf(params)
 	o.partial = make([]float64, len(o.chunks))
+	o.tri = make([]bool, len(params))
 	return o
+}
+
+// MomentsChanged tells the optimizer that M or V were written other than
+// by Step (a loaded state, say): the next Step checks again which
+// CausalTri parameters hold zero moments on their strict upper triangle
+// (only those get the decay-only update there).
+func (o *AdamW) MomentsChanged() { o.triChecked = false }
+
+// checkTri sets o.tri: a CausalTri parameter qualifies when its moments
+// are exactly 0 wherever its gradient is structurally 0.
+func (o *AdamW) checkTri() {
+	for i, p := range o.Params {
+		o.tri[i] = false
+		if !isTri(p) || len(o.M[i]) != len(p.Data) || len(o.V[i]) != len(p.Data) {
+			continue
+		}
+		clean := true
+		var c triCursor
+		for c.start(p, 0, len(p.Data)); clean; {
+			a, b, live, ok := c.next()
+			if !ok {
+				break
+			}
+			if live {
+				continue
+			}
+			for k := a; k < b; k++ {
+				if o.M[i][k] != 0 || o.V[i][k] != 0 {
+					clean = false
+					break
+				}
+			}
+		}
+		o.tri[i] = clean
+	}
+	o.triChecked = true
+}
+
+// triCursor walks elements [lo, hi) of a CausalTri parameter (a stack of
+// n×n matrices, n its last dimension) as runs that are all live (row r,
+// columns ≤ r) or all dead (columns > r).
+type triCursor struct{ n, e, hi int }
+
+func (t *triCursor) start(p *model.Param, lo, hi int) {
+	*t = triCursor{n: p.Shape[len(p.Shape)-1], e: lo, hi: hi}
+}
+
+// next is the next run [a, b) and whether it is live; ok is false at the
+// end.
+func (t *triCursor) next() (a, b int, live, ok bool) {
+	if t.e >= t.hi {
+		return 0, 0, false, false
+	}
+	n := t.n
+	col := t.e % n
+	row := t.e / n % n
+	rowStart := t.e - col
+	a = t.e
+	if col <= row {
+		b, live = min(rowStart+row+1, t.hi), true
+	} else {
+		b = min(rowStart+n, t.hi)
+	}
+	t.e = b
+	return a, b, live, true
+}
+
+// isTri reports whether p is a trained CausalTri parameter that triCursor
+// can walk: at least two dimensions, the last two equal, and as many
+// elements as its shape says.
+func isTri(p *model.Param) bool {
+	if !p.CausalTri || p.Frozen {
+		return false
+	}
+	k := len(p.Shape)
+	if k < 2 || p.Shape[k-1] != p.Shape[k-2] || p.Shape[k-1] < 1 {
+		return false
+	}
+	n := 1
+	for _, s := range p.Shape {
+		n *= s
+	}
+	return n == len(p.Data)
 }
 
 func (o *AdamW) run(job parallel.Job) {
@@ -121,23 +230,94 @@ type normJob struct{ o *AdamW }
 func (j *normJob) Run(_, task int) { j.o.partial[task] = sumSquares(j.o.Params, j.o.chunks[task]) }
 
 // sumSquares is Σ g² over chunk c's gradients, in float64: four running
-// sums over the elements i mod 4, added at the end, so four additions are
-// in flight rather than one chain.
+// sums, element k of the chunk (k counted from c.lo) going to sum k mod 4
+// (the last len mod 4 elements to sum 0), added at the end as
+// (s0+s1)+(s2+s3), so four additions are in flight rather than one chain.
+// A CausalTri parameter's dead elements (gradient exactly 0) are skipped:
+// adding +0 leaves a sum as it was, so the result is bit for bit the one
+// of the whole chunk.
 func sumSquares(params []*model.Param, c chunk) float64 {
-	g := params[c.param].Grad[c.lo:c.hi]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(g); i += 4 {
-		q := g[i : i+4 : i+4]
+	grad := params[c.param].Grad
+	g := grad[c.lo:c.hi]
+	var acc [4]float64
+	n4 := len(g) &^ 3
+	if !c.tri {
+		addSquares(g[:n4], grad[c.lo:], 0, &acc)
+	} else {
+		var cur triCursor
+		cur.start(params[c.param], c.lo, c.lo+n4)
+		for {
+			a, b, live, ok := cur.next()
+			if !ok {
+				break
+			}
+			if live {
+				addSquares(grad[a:b], grad[a:], a-c.lo, &acc)
+			}
+		}
+	}
+	for _, x := range g[n4:] { // the tail is all sum 0's; its dead zeros add nothing
+		acc[0] += float64(x) * float64(x)
+	}
+	return (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+// touchAhead is how far ahead of the sum addSquares loads a float of
+// far, one per cache line: 4 KB. The sum is one chain per accumulator,
+// about 5 instructions per 4 bytes, so the out-of-order window alone keeps
+// only a few cache lines in flight and a gradient that comes from memory
+// streams at a fraction of the memory's pace; the early loads (whose
+// values are not used) fetch the lines before the sum gets there.
+const touchAhead = 1024
+
+// touched collects the early loads' bits, so that the compiler keeps them.
+var touched uint32
+
+// addSquares adds g[j]² to acc[(first+j) mod 4] for every j, in order.
+// far is g and what follows it in memory (read ahead, see touchAhead).
+func addSquares(g, far []float32, first int, acc *[4]float64) {
+	j := 0
+	for ; j < len(g) && (first+j)&3 != 0; j++ {
+		acc[(first+j)&3] += float64(g[j]) * float64(g[j])
+	}
+	s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3]
+	var touch uint32
+	for ; j+16 <= len(g); j += 16 {
+		if k := j + touchAhead; k < len(far) {
+			touch |= math.Float32bits(far[k])
+		}
+		q := g[j : j+16 : j+16]
+		s0 += float64(q[0]) * float64(q[0])
+		s1 += float64(q[1]) * float64(q[1])
+		s2 += float64(q[2]) * float64(q[2])
+		s3 += float64(q[3]) * float64(q[3])
+		s0 += float64(q[4]) * float64(q[4])
+		s1 += float64(q[5]) * float64(q[5])
+		s2 += float64(q[6]) * float64(q[6])
+		s3 += float64(q[7]) * float64(q[7])
+		s0 += float64(q[8]) * float64(q[8])
+		s1 += float64(q[9]) * float64(q[9])
+		s2 += float64(q[10]) * float64(q[10])
+		s3 += float64(q[11]) * float64(q[11])
+		s0 += float64(q[12]) * float64(q[12])
+		s1 += float64(q[13]) * float64(q[13])
+		s2 += float64(q[14]) * float64(q[14])
+		s3 += float64(q[15]) * float64(q[15])
+	}
+	if touch == 1 { // almost never: a write the compiler cannot drop
+		atomic.StoreUint32(&touched, touch)
+	}
+	for ; j+4 <= len(g); j += 4 {
+		q := g[j : j+4 : j+4]
 		s0 += float64(q[0]) * float64(q[0])
 		s1 += float64(q[1]) * float64(q[1])
 		s2 += float64(q[2]) * float64(q[2])
 		s3 += float64(q[3]) * float64(q[3])
 	}
-	for ; i < len(g); i++ {
-		s0 += float64(g[i]) * float64(g[i])
+	acc[0], acc[1], acc[2], acc[3] = s0, s1, s2, s3
+	for k := 0; j < len(g); j, k = j+1, k+1 {
+		acc[k] += float64(g[j]) * float64(g[j])
 	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // GradNorm is the global L2 norm of the gradients of the optimizer's
@@ -189,30 +369,64 @@ func (o *AdamW) Step(lr, gradScale float64) {
 	k := float64(o.Steps)
 	o.step = stepJob{o: o, lr: lr, gradScale: gradScale,
 		stepSize: lr / (1 - math.Pow(o.Beta1, k)), sqrtBC2: math.Sqrt(1 - math.Pow(o.Beta2, k))}
+	if !o.triChecked {
+		o.checkTri()
+	}
+	o.step.triFast = slices.Contains(o.tri, true) && o.step.zeroIsDecay(o.decay(true)) && o.step.zeroIsDecay(o.decay(false))
 	o.run(&o.step)
 	o.step = stepJob{}
+}
+
+// decay is the decoupled-decay factor of a parameter with Decay set or not
+// at the current step's learning rate.
+func (o *AdamW) decay(set bool) float64 {
+	if set {
+		return 1 - o.step.lr*o.WeightDecay
+	}
+	return 1
 }
 
 // stepJob is one update's arithmetic on one chunk.
 type stepJob struct {
 	o                                *AdamW
 	lr, gradScale, stepSize, sqrtBC2 float64
+	// triFast: the update of an element with g = m = v = 0 is exactly
+	// decayOnly's (checked by zeroIsDecay with this step's arguments), so
+	// the dead elements of o.tri's parameters get decayOnly.
+	triFast bool
 }
 
 func (j *stepJob) Run(_, task int) {
 	o := j.o
 	c := o.chunks[task]
 	p := o.Params[c.param]
-	decay := 1.0
-	if p.Decay {
-		decay = 1 - j.lr*o.WeightDecay
+	decay := o.decay(p.Decay)
+	m, v := o.M[c.param], o.V[c.param]
+	if !c.tri || !j.triFast || !o.tri[c.param] {
+		j.update(decay, p.Data[c.lo:c.hi], p.Grad[c.lo:c.hi], m[c.lo:c.hi], v[c.lo:c.hi])
+		return
 	}
+	var cur triCursor
+	cur.start(p, c.lo, c.hi)
+	for {
+		a, b, live, ok := cur.next()
+		if !ok {
+			return
+		}
+		if live {
+			j.update(decay, p.Data[a:b], p.Grad[a:b], m[a:b], v[a:b])
+		} else {
+			j.decayOnly(decay, p.Data[a:b]) // g, m, v are 0 there and stay 0
+		}
+	}
+}
+
+// update is AdamW's update of the elements data with gradients grad and
+// moments m, v (of equal lengths), with the kernel or in Go.
+func (j *stepJob) update(decay float64, data, grad, m, v []float32) {
+	o := j.o
 	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
 	gradScale, stepSize, sqrtBC2 := j.gradScale, j.stepSize, j.sqrtBC2
-	data := p.Data[c.lo:c.hi]
-	m := o.M[c.param][c.lo:c.hi]
-	v := o.V[c.param][c.lo:c.hi]
-	grad := p.Grad[c.lo:c.hi]
 	if o.Kernel != nil {
 		o.Kernel(len(data), data, grad, m, v, float32(decay), float32(gradScale),
 			float32(b1), float32(1-b1), float32(b2), float32(1-b2), float32(eps), float32(stepSize), float32(1/sqrtBC2))
@@ -229,6 +443,47 @@ func (j *stepJob) Run(_, task int) {
 		x -= stepSize * mi / (math.Sqrt(vi)/sqrtBC2 + eps)
 		data[i] = float32(x)
 	}
+}
+
+// decayOnly is update's arithmetic on elements whose gradient and moments
+// are 0, when zeroIsDecay holds: the weight times decay (in float32 with
+// the kernel, as the kernel rounds p·decay; in float64 rounded to float32
+// without), the moments left at 0.
+func (j *stepJob) decayOnly(decay float64, data []float32) {
+	if j.o.Kernel != nil {
+		d := float32(decay)
+		for i := range data {
+			data[i] *= d
+		}
+		return
+	}
+	for i := range data {
+		data[i] = float32(float64(data[i]) * decay)
+	}
+}
+
+// zeroIsDecay runs update on elements with g = m = v = 0 and weights of
+// every kind (±0, normal, subnormal, the largest, ±Inf) and reports
+// whether it gave decayOnly's weights bit for bit and left m and v at +0:
+// true for finite arguments and eps > 0, but it is the update (kernel or
+// Go) as compiled that is asked, with this step's arguments.
+func (j *stepJob) zeroIsDecay(decay float64) bool {
+	pr := &j.o.probe
+	for i := range pr {
+		clear(pr[i][:])
+	}
+	w := []float32{float32(math.Copysign(0, -1)), 0, 1, -1, 0.02, -3e-3, 1e-40, -1e-45, math.SmallestNonzeroFloat32,
+		math.MaxFloat32, -math.MaxFloat32, float32(math.Inf(1)), float32(math.Inf(-1)), 1.17549435e-38, 123456.7, -7e-20}
+	copy(pr[0][:], w)
+	copy(pr[4][:], w)
+	j.update(decay, pr[0][:], pr[1][:], pr[2][:], pr[3][:])
+	j.decayOnly(decay, pr[4][:])
+	for i := range pr[0] {
+		if math.Float32bits(pr[0][i]) != math.Float32bits(pr[4][i]) || math.Float32bits(pr[2][i]) != 0 || math.Float32bits(pr[3][i]) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Schedule is the learning rate over a run of Total steps: a linear

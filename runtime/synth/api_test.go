@@ -3,8 +3,10 @@ package synth_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/synthgen/synthgen/generated/small"
@@ -98,5 +100,70 @@ func TestISAOption(t *testing.T) {
 	}
 	if rr.Model().ISA() != kernels.Go {
 		t.Errorf("resumed run: model %s", rr.Model().ISA())
+	}
+}
+
+// TestLoadISA: Load's ISA option picks the kernels' level whatever
+// SYNTHGEN_ISA says, on the same weights (the evaluations agree to float32
+// rounding); a level this CPU lacks and a training run's option are
+// errors naming them.
+func TestLoadISA(t *testing.T) {
+	dir := t.TempDir()
+	data := text(t, dir, 20000)
+	out := filepath.Join(dir, "l.safetensors")
+	if _, err := synth.Train(context.Background(), small.Spec, tiny(data, out, synth.Steps(2))...); err != nil {
+		t.Fatal(err)
+	}
+	val, err := synth.HeldOut(data, small.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	best := kernels.Go
+	for _, l := range kernels.Levels() {
+		if kernels.Supported(l) {
+			best = l
+		}
+	}
+	var losses []float64
+	for _, c := range []struct {
+		env  string
+		opts []synth.Option
+		want kernels.ISA
+	}{
+		{"", nil, best},
+		{"", []synth.Option{synth.ISA(kernels.Go)}, kernels.Go},
+		{"go", nil, kernels.Go},
+		{"go", []synth.Option{synth.ISA(best)}, best}, // the option, not the variable
+	} {
+		t.Setenv(kernels.EnvISA, c.env)
+		m, err := synth.Load(ctx, out, c.opts...)
+		if err != nil {
+			t.Fatalf("SYNTHGEN_ISA=%q, %d options: %v", c.env, len(c.opts), err)
+		}
+		if m.ISA() != c.want || m.Step() != 2 {
+			t.Errorf("SYNTHGEN_ISA=%q, %d options: ISA %s step %d, want %s step 2", c.env, len(c.opts), m.ISA(), m.Step(), c.want)
+		}
+		ev, err := m.Evaluate(ctx, val, synth.EvalOptions{Windows: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, ev.Loss)
+	}
+	for i, l := range losses {
+		if math.Abs(l-losses[0]) > 1e-4*losses[0] {
+			t.Errorf("losses %v: load %d differs", losses, i)
+		}
+	}
+	t.Setenv(kernels.EnvISA, "")
+	for _, l := range kernels.Levels() {
+		if !kernels.Supported(l) {
+			if _, err := synth.Load(ctx, out, synth.ISA(l)); err == nil || !strings.Contains(err.Error(), l.String()) {
+				t.Errorf("Load at %s, which this CPU lacks: %v", l, err)
+			}
+		}
+	}
+	if _, err := synth.Load(ctx, out, synth.Steps(5)); err == nil || !strings.Contains(err.Error(), "Steps") || !strings.Contains(err.Error(), "only ISA") {
+		t.Errorf("Load with Steps: %v", err)
 	}
 }

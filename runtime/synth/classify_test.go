@@ -3,10 +3,12 @@ package synth_test
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +17,21 @@ import (
 	"github.com/synthgen/synthgen/internal/clstest"
 	"github.com/synthgen/synthgen/runtime/synth"
 )
+
+// csvRows reads the CSV file at p.
+func csvRows(t *testing.T, p string) [][]string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("CSV %s: %d rows, %v", p, len(rows), err)
+	}
+	return rows
+}
 
 // labelledFile writes a TSV file of examples labelled by their first byte
 // (x, y or z, first seen in that order).
@@ -66,6 +83,40 @@ func TestClassifier(t *testing.T) {
 		t.Fatalf("last event %+v: want an evaluation of 40 held-out examples, accuracy ≥ 0.8", last)
 	}
 	t.Logf("%v; %s", sum, last)
+	// The CSV log has the validation accuracy of every evaluation (steps
+	// 0, 30 and 60), the events', and no other.
+	acc := map[int]float64{}
+	for _, e := range events {
+		if e.Evaluated {
+			acc[e.Step] = e.Eval.Accuracy
+		}
+	}
+	rows := csvRows(t, strings.TrimSuffix(full, ".safetensors")+".csv")
+	if got := strings.Join(rows[0], ","); got != "step,loss,val_loss,lr,tokens_per_s,val_accuracy" {
+		t.Fatalf("classifier's CSV header %q", got)
+	}
+	logged := 0
+	for _, r := range rows[1:] {
+		step, err := strconv.Atoi(r[0])
+		if err != nil || len(r) != 6 {
+			t.Fatalf("CSV row %q", r)
+		}
+		want, ok := acc[step]
+		if !ok {
+			if r[5] != "" {
+				t.Errorf("step %d, not evaluated, logs accuracy %q", step, r[5])
+			}
+			continue
+		}
+		a, err := strconv.ParseFloat(r[5], 64)
+		if err != nil || a < 0 || a > 1 || a != want {
+			t.Errorf("step %d logs accuracy %q, want %v (in [0,1])", step, r[5], want)
+		}
+		logged++
+	}
+	if logged != 3 || len(acc) != 3 {
+		t.Errorf("%d accuracies logged, %d evaluations; want 3 (steps 0, 30, 60)", logged, len(acc))
+	}
 
 	half := filepath.Join(dir, "half.safetensors")
 	if _, err := synth.Train(ctx, s, opts(half, synth.StopAt(30))...); err != nil {
@@ -83,6 +134,19 @@ func TestClassifier(t *testing.T) {
 	}
 	if a, b := read(t, full), read(t, half); !bytes.Equal(a, b) {
 		t.Fatal("the resumed classifier's checkpoint differs from the uninterrupted one's")
+	}
+	// The resumed run's log continues its own: the same rows as the
+	// uninterrupted run's, but for the measured tokens_per_s.
+	untimed := func(rows [][]string) string {
+		var b strings.Builder
+		for _, r := range rows {
+			r[4] = ""
+			fmt.Fprintln(&b, r)
+		}
+		return b.String()
+	}
+	if a, b := untimed(csvRows(t, strings.TrimSuffix(full, ".safetensors")+".csv")), untimed(csvRows(t, strings.TrimSuffix(half, ".safetensors")+".csv")); a != b {
+		t.Errorf("the resumed classifier's log differs from the uninterrupted one's:\n%s\n%s", b, a)
 	}
 
 	m, err := synth.Load(ctx, full)

@@ -20,7 +20,7 @@
 //	// Ctrl-C: the run saves at the step it reached; errors.Is(err, context.Canceled).
 //	sum, err = synth.Resume(ctx, "small.safetensors", synth.Steps(4000))
 //
-//	m, err := synth.Load(ctx, "small.safetensors")
+//	m, err := synth.Load(ctx, "small.safetensors") // or with synth.ISA(kernels.AVX2)
 //	res, err := m.Evaluate(ctx, text, synth.EvalOptions{})
 //	out, err := m.Sample(ctx, []byte("The light "), synth.SampleOptions{Len: 200, Temp: 0.8})
 //
@@ -38,7 +38,7 @@
 // checkpoint (safetensors, the card's tensor names), the optimizer state
 // beside it (<name>.opt.safetensors: AdamW's moments and the run's
 // settings) and a CSV log (<name>.csv: step, loss, val_loss, lr,
-// tokens_per_s); checkpoints are replaced atomically. A new run never
+// tokens_per_s, and for a classifier val_accuracy); checkpoints are replaced atomically. A new run never
 // replaces files it did not start from: an existing checkpoint at Out is
 // an error that says to resume it, unless Overwrite is given.
 //

@@ -90,18 +90,49 @@ func newModel(s specs.Spec, seed uint64, isa *kernels.ISA) (*Model, error) {
 // Load reads a checkpoint written by Save or by a training run: the
 // weights, the spec and the step. The spec's generated package must be
 // linked. A ctx cancelled before or during the read gives its error.
-func Load(ctx context.Context, path string) (*Model, error) {
+//
+// Of the options, Load takes ISA, which runs the model's kernels at that
+// instruction-set level or below, whatever SYNTHGEN_ISA says (a level this
+// CPU lacks is an error); without it, the kernels run at kernels.Level().
+// Any other option, a training run's setting, is an error naming it.
+//
+//	m, err := synth.Load(ctx, "small.safetensors", synth.ISA(kernels.AVX2))
+func Load(ctx context.Context, path string, opts ...Option) (*Model, error) {
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for key := range o.set {
+		if key != "isa" {
+			name := optionNames[key]
+			if name == "" {
+				name = key
+			}
+			return nil, fmt.Errorf("load %s: option %s is a training run's setting; Load takes only ISA", path, name)
+		}
+	}
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	net, step, err := checkpoint.Load(path)
+	h, err := checkpoint.ReadHeader(path)
 	if err != nil {
 		return nil, err
 	}
+	k, err := dispatch(h.Spec, o.isa)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %s: %w", path, err)
+	}
+	net, err := model.New(h.Spec, k, 0)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint %s: %w", path, err)
+	}
+	if err := h.Into(net); err != nil {
+		return nil, err
+	}
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	return &Model{net: net, step: step}, nil
+	return &Model{net: net, step: h.Step}, nil
 }
 
 // cancelled is ctx's error once ctx is done, with its cause when that is

@@ -26,7 +26,7 @@ const (
 // takes its default on a new run, and the saved run's value on a resumed
 // one; giving one that differs from the saved run's is allowed and noted
 // in Plan.Notes, since the result will then differ from an uninterrupted
-// run.
+// run. Load takes one Option too, ISA.
 type Option func(*options)
 
 // options are a run's settings; set records which ones an Option gave.
@@ -141,5 +141,6 @@ func Log(w io.Writer, n int) Option {
 // a level this CPU lacks is an error naming the missing features. Without
 // it, the kernels run at kernels.Level(): the CPU's best, or the level
 // SYNTHGEN_ISA caps it at. Results agree across levels to float32
-// rounding, not bit for bit.
+// rounding, not bit for bit. It is also Load's option, for a model that
+// evaluates, samples, predicts or serves.
 func ISA(l kernels.ISA) Option { return setter("isa", func(o *options) { o.isa = &l }) }

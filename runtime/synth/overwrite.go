@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -68,7 +69,7 @@ func sameFile(a, b string) bool {
 // leftover reports whether p, the optimizer state or the CSV log of
 // checkpoint out, is what a run writes before its first checkpoint: an
 // optimizer state with its step in the metadata, or a log beginning with
-// the log's header. Such files without their checkpoint are left by a run
+// a log's header (a language model's or a classifier's). Such files without their checkpoint are left by a run
 // killed in its first save, and a new run may replace them.
 func leftover(p, out string) bool {
 	fi, err := os.Lstat(p)
@@ -84,7 +85,8 @@ func leftover(p, out string) bool {
 		return false
 	}
 	defer f.Close()
-	head := make([]byte, len(csvHeader))
-	_, err = io.ReadFull(f, head)
-	return err == nil && string(head) == csvHeader
+	head := make([]byte, len(csvClassHeader))
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	return bytes.HasPrefix(head, []byte(csvHeader)) || bytes.HasPrefix(head, []byte(csvClassHeader))
 }

@@ -8,16 +8,18 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-// PrecisionKind is the number format of the linear layers' products in
-// training.
+// PrecisionKind is the number format of the linear layers' (and
+// aft_full's) products in training.
 type PrecisionKind int
 
 const (
 	// F32 runs every product in float32 (the default).
 	F32 PrecisionKind = iota
 	// BF16 runs the linear layers' products (forward and both backward
-	// products) with bf16 operands, rounded to nearest even, and float32
-	// accumulation and output, on AMX or AVX512-BF16. The weights (the
+	// products) and aft_full's (its weights' product with the keys and
+	// values, forward, and both backward products) with bf16 operands,
+	// rounded to nearest even, and float32 accumulation and output, on AMX
+	// or AVX512-BF16. The weights (the
 	// float32 master copy), gradients, optimizer state, softmax, LayerNorm,
 	// losses and checkpoints stay float32. On a CPU with neither (or with
 	// SYNTHGEN_ISA below avx512, or SYNTHGEN_BF16=none) the run stays
@@ -47,8 +49,8 @@ func ParsePrecision(s string) (PrecisionKind, error) {
 	return 0, fmt.Errorf("unknown precision %q (want f32 or bf16)", s)
 }
 
-// Precision sets the number format of the linear layers' products in
-// training (F32, the default, or BF16).
+// Precision sets the number format of the linear layers' (and aft_full's)
+// products in training (F32, the default, or BF16).
 func Precision(p PrecisionKind) Option {
 	return setter("precision", func(o *options) { o.precision = p })
 }
@@ -83,4 +85,26 @@ func setPrecision(m *Model, p PrecisionKind) (precision, note string, err error)
 		}
 	}
 	return "bf16 (" + l.String() + ")", note, nil
+}
+
+// restorePrecision takes the precision a resumed run asked for from its
+// optimizer state's metadata (older files, without the entry, resume in
+// float32 unless an option says otherwise), unless the Precision option
+// sets one; one that differs from the saved run's gets a note.
+func (o *options) restorePrecision(meta map[string]string, file string, plan *Plan) error {
+	v, ok := meta[keyPrecision]
+	if !ok {
+		return nil
+	}
+	saved, err := ParsePrecision(v)
+	if err != nil {
+		return fmt.Errorf("resume: %s: metadata %q: %w", file, keyPrecision, err)
+	}
+	switch {
+	case !o.set["precision"]:
+		o.precision = saved
+	case o.precision != saved:
+		plan.Notes = append(plan.Notes, fmt.Sprintf("precision %v overrides the saved run's %v: the result will differ from an uninterrupted run", o.precision, saved))
+	}
+	return nil
 }

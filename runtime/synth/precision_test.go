@@ -72,9 +72,22 @@ func TestPrecisionBF16(t *testing.T) {
 	if sf.Size() != sb.Size() {
 		t.Errorf("checkpoint sizes differ: f32 %d, bf16 %d bytes", sf.Size(), sb.Size())
 	}
-	// A bf16 checkpoint resumes in float32 (it is a float32 checkpoint).
-	if _, err := synth.ResumeRun(ctx, b.Out, synth.Steps(9)); err != nil {
+	// A bf16 run resumes in bf16 (its optimizer state says so), and in
+	// float32 when asked, with a note; a float32 run resumes in float32.
+	if r, err := synth.ResumeRun(ctx, b.Out, synth.Steps(9)); err != nil {
 		t.Errorf("resume of the bf16 run's checkpoint: %v", err)
+	} else if p := r.Plan(); p.Precision != plans[synth.BF16].Precision {
+		t.Errorf("resumed bf16 run: precision %q, want the saved run's %q", p.Precision, plans[synth.BF16].Precision)
+	}
+	if r, err := synth.ResumeRun(ctx, b.Out, synth.Steps(9), synth.Precision(synth.F32)); err != nil {
+		t.Errorf("resume of the bf16 run's checkpoint in f32: %v", err)
+	} else if p := r.Plan(); p.Precision != "f32" || !strings.Contains(strings.Join(p.Notes, " "), "overrides the saved run's bf16") {
+		t.Errorf("bf16 run resumed with Precision(F32): precision %q, notes %q", p.Precision, p.Notes)
+	}
+	if r, err := synth.ResumeRun(ctx, f.Out, synth.Steps(9)); err != nil {
+		t.Errorf("resume of the f32 run's checkpoint: %v", err)
+	} else if p := r.Plan(); p.Precision != "f32" {
+		t.Errorf("resumed f32 run: precision %q, want f32", p.Precision)
 	}
 
 	t.Setenv(bf16.EnvBF16, "none")

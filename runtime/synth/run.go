@@ -23,6 +23,11 @@ import (
 // file (an absolute path), which a resume reads unless Data overrides it.
 const keyData = "train.data"
 
+// keyPrecision is the optimizer-state metadata entry holding the precision
+// the run asked for (f32 or bf16), which a resumed run keeps unless an
+// option sets another.
+const keyPrecision = "train.precision"
+
 // Config is everything that decides a run's trajectory: steps, schedule,
 // batch, optimizer, clipping and seed.
 type Config = train.Config
@@ -229,6 +234,9 @@ func ResumeRun(ctx context.Context, path string, opts ...Option) (*Run, error) {
 		if !set["data"] && meta[keyData] != "" {
 			o.data, plan.SavedData = meta[keyData], true
 		}
+		if err := o.restorePrecision(meta, optPath, &plan); err != nil {
+			return nil, err
+		}
 		o.restoreClass(meta)
 	} else {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("warning: no optimizer state %s: AdamW moments start from zero, so this is not an exact continuation", checkpoint.OptPath(path)))
@@ -426,7 +434,7 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	}
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cval: cval, extra: map[string]string{keyData: abs}}
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cval: cval, extra: map[string]string{keyData: abs, keyPrecision: o.precision.String()}}
 	o.classExtra(r.extra)
 	if err := r.distribute(); err != nil {
 		return nil, err
@@ -530,7 +538,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	}
 	// Resumed in place, the log continues the run's; else it starts anew.
 	inPlace := r.plan.Resume != "" && sameFile(r.plan.Out, r.plan.Resume)
-	lg := newCSVLog(r.csvLogPath(), inPlace, r.t.Step)
+	lg := newCSVLog(r.csvLogPath(), inPlace, r.t.Step, r.t.Model.Spec.IsClassifier())
 	defer func() {
 		if cerr := lg.close(); err == nil {
 			err = cerr
@@ -580,7 +588,7 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 			ev := base
 			ev.Evaluated, ev.Val, ev.LastVal, ev.Eval = true, res.Loss, res.Loss, res
 			emit(ev)
-			lg.printf("0,,%s,,\n", ftoa(res.Loss))
+			lg.row(csvRow{step: 0, loss: math.NaN(), val: res.Loss, lr: math.NaN(), tps: math.NaN(), acc: res.Accuracy})
 		case ctx.Err() == nil:
 			return finish(), err
 		} // cancelled: the first step runs, then the run saves and stops
@@ -610,7 +618,11 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 				return finish(), err
 			} // cancelled during the evaluation: save below, unevaluated
 		}
-		lg.printf("%d,%s,%s,%s,%s\n", s, ftoa(t.Loss), ftoa(ev.Val), ftoa(t.LR), ftoa(math.Round(ev.TokensPerSec*10)/10))
+		acc := math.NaN()
+		if ev.Evaluated {
+			acc = ev.Eval.Accuracy
+		}
+		lg.row(csvRow{step: s, loss: t.Loss, val: ev.Val, lr: t.LR, tps: math.Round(ev.TokensPerSec*10) / 10, acc: acc})
 		emit(ev)
 		if o.saveEvery > 0 && s%o.saveEvery == 0 && s < r.plan.Stop {
 			if err := r.save(lg); err != nil {

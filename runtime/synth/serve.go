@@ -20,10 +20,14 @@ import (
 	"github.com/synthgen/synthgen/runtime/model"
 )
 
+// MaxServeStreams bounds ServeOptions.MaxStreams: a Server reserves a slot
+// per stream up front.
+const MaxServeStreams = 1 << 16
+
 // ServeOptions are a Server's limits. The zero value takes every default.
 type ServeOptions struct {
-	Workers    int   // batched steps running at once per model, one core each (0: GOMAXPROCS)
-	MaxStreams int   // streams open at once; more are refused with 429 (0: 16·Workers)
+	Workers    int   // batched steps running at once per model, one core each (0: GOMAXPROCS; at most MaxWorkers())
+	MaxStreams int   // streams open at once; more are refused with 429 (0: 16·Workers; at most MaxServeStreams)
 	MaxBody    int64 // bytes of a request body (0: 64 KiB)
 	MaxPrompt  int   // bytes of a prompt (0: 16 KiB)
 	MaxBytes   int   // bytes one request may ask for, max_bytes (0: 4096)
@@ -37,7 +41,7 @@ func (o *ServeOptions) defaults() {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	if o.MaxStreams <= 0 {
-		o.MaxStreams = 16 * o.Workers
+		o.MaxStreams = min(16*o.Workers, MaxServeStreams)
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 64 << 10
@@ -181,10 +185,17 @@ func (sm *serveModel) put(ds *decodeSampler) {
 }
 
 // NewServer serves models by name (at least one; names are what requests'
-// "model" field gives).
+// "model" field gives). Workers above MaxWorkers() and MaxStreams above
+// MaxServeStreams are errors.
 func NewServer(models map[string]*Model, o ServeOptions) (*Server, error) {
 	if len(models) == 0 {
 		return nil, errors.New("serve: no models")
+	}
+	switch {
+	case o.Workers > MaxWorkers():
+		return nil, fmt.Errorf("serve: Workers %d is over the limit of %d (%d per CPU, %d CPUs)", o.Workers, MaxWorkers(), WorkersPerCPU, runtime.NumCPU())
+	case o.MaxStreams > MaxServeStreams:
+		return nil, fmt.Errorf("serve: MaxStreams %d is over the limit of %d", o.MaxStreams, MaxServeStreams)
 	}
 	o.defaults()
 	s := &Server{o: o, models: map[string]*serveModel{}, slots: make(chan struct{}, o.MaxStreams)}

@@ -236,6 +236,37 @@ func TestServeCancel(t *testing.T) {
 	}
 }
 
+// TestServeLimits: Workers and MaxStreams beyond their bounds (which
+// would start that many goroutines, or reserve that many slots) are errors
+// naming them, the bounds themselves are not.
+func TestServeLimits(t *testing.T) {
+	models := map[string]*Model{"small": newPerturbed(t, "small")}
+	for _, c := range []struct {
+		o    ServeOptions
+		want string
+	}{
+		{ServeOptions{Workers: MaxWorkers() + 1}, "Workers"},
+		{ServeOptions{Workers: 1 << 30}, "Workers"},
+		{ServeOptions{MaxStreams: MaxServeStreams + 1}, "MaxStreams"},
+		{ServeOptions{MaxStreams: 1 << 40}, "MaxStreams"},
+		{ServeOptions{Workers: MaxWorkers(), MaxStreams: MaxServeStreams}, ""},
+	} {
+		h, err := NewServer(models, c.o)
+		if h != nil {
+			h.Cancel()
+		}
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", c.o, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error about %s", c.o, err, c.want)
+		}
+	}
+}
+
 // TestServeListen: Serve listens, answers, and returns when its context
 // ends.
 func TestServeListen(t *testing.T) {
