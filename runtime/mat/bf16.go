@@ -121,6 +121,11 @@ type bfJob struct {
 	prods []bfProd
 	tmp   [][]uint16
 	kp    int // the inner dimension of the segments since the last side
+	// rowMajor orders phase 1's tasks by row block across the products
+	// (which then all have the same rows and row blocks), perRow tasks a
+	// row block; otherwise product by product.
+	rowMajor bool
+	perRow   int
 }
 
 // packRowsBF is the inner indices one PackAT or PackBT task packs.
@@ -341,11 +346,16 @@ func (e *Engine) bfRun() {
 		}
 	}
 	tasks = 0
+	j.rowMajor, j.perRow = len(j.prods) > 1, 0
 	for i := range j.prods {
 		p := &j.prods[i]
 		p.tilesN = ceilDiv(p.n, p.nc)
 		p.cnt = ceilDiv(p.m, p.mc) * p.tilesN
 		tasks += p.cnt
+		j.perRow += p.tilesN
+		if p.m != j.prods[0].m || p.mc != j.prods[0].mc {
+			j.rowMajor = false
+		}
 	}
 	j.phase = 1
 	e.run(tasks, j)
@@ -365,6 +375,21 @@ func (j *bfJob) Run(worker, task int) {
 				return
 			}
 			task -= sd.tasks
+		}
+		return
+	}
+	if j.rowMajor {
+		// Row block by row block, every product's blocks of it in turn:
+		// products of one shared A (LinearShared's) then read each block of
+		// A while it is in cache.
+		rb, r := task/j.perRow, task%j.perRow
+		for i := range j.prods {
+			p := &j.prods[i]
+			if r < p.tilesN {
+				j.block(p, rb*p.tilesN+r)
+				return
+			}
+			r -= p.tilesN
 		}
 		return
 	}
