@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/crc64"
 	"os"
@@ -228,7 +229,7 @@ func (d *dist) differ(s []float64, per int) []int {
 // What checkStart compares, in the order of its digests.
 var startParts = []string{
 	"settings (spec, training configuration, start and stop steps)",
-	"training text",
+	"training text (a classifier's: training examples)",
 	"weights",
 	"optimizer state",
 }
@@ -252,7 +253,7 @@ func (d *dist) checkStart(r *Run) error {
 	tab := crc64.MakeTable(crc64.ECMA)
 	dig := []uint64{
 		crc64.Checksum([]byte(b.String()), tab),
-		crc64.Checksum(r.ds.Train, tab),
+		r.trainDigest(),
 		digestParams(t.Model.Params, true),
 		digestMoments(t.Opt.M, t.Opt.V),
 	}
@@ -281,6 +282,25 @@ func (d *dist) checkStart(r *Run) error {
 		return fmt.Errorf("ranks differ from rank 0 before the first step: %s; every rank must run the same command on the same files", strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// trainDigest is a CRC-64 of the run's training data: a language model's
+// training text, or a classifier's training examples (class and text of
+// each, in order).
+func (r *Run) trainDigest() uint64 {
+	tab := crc64.MakeTable(crc64.ECMA)
+	if r.cset == nil {
+		return crc64.Checksum(r.ds.Train, tab)
+	}
+	var h uint64
+	var b [8]byte
+	for _, e := range r.cset.Examples {
+		binary.LittleEndian.PutUint32(b[:4], uint32(e.Class))
+		binary.LittleEndian.PutUint32(b[4:], uint32(len(e.Text)))
+		h = crc64.Update(h, tab, b[:])
+		h = crc64.Update(h, tab, e.Text)
+	}
+	return h
 }
 
 // rankList writes ranks as "rank 1" or "ranks 1, 3".

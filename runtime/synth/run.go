@@ -80,6 +80,7 @@ type Run struct {
 	model *Model
 	t     *train.Trainer
 	ds    *data.Dataset     // a language model's text
+	cset  *data.LabelledSet // a classifier's training examples
 	cval  *data.LabelledSet // a classifier's validation examples (nil: none)
 	extra map[string]string
 	dist  *dist // data-parallel state (Ranks); nil on one process
@@ -434,7 +435,7 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	}
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cval: cval, extra: map[string]string{keyData: abs, keyPrecision: o.precision.String()}}
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cset: cset, cval: cval, extra: map[string]string{keyData: abs, keyPrecision: o.precision.String()}}
 	o.classExtra(r.extra)
 	if err := r.distribute(); err != nil {
 		return nil, err
