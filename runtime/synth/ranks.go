@@ -229,7 +229,7 @@ func (d *dist) differ(s []float64, per int) []int {
 // What checkStart compares, in the order of its digests.
 var startParts = []string{
 	"settings (spec, training configuration, start and stop steps)",
-	"training text (a classifier's: training examples)",
+	"training text", // a classifier's: "training examples"
 	"weights",
 	"optimizer state",
 }
@@ -267,6 +267,9 @@ func (d *dist) checkStart(r *Run) error {
 	}
 	var msgs []string
 	for i, part := range startParts {
+		if i == 1 && r.cset != nil {
+			part = "training examples"
+		}
 		var bad []int
 		for k := 1; k < d.size; k++ {
 			o := 2*per*k + 2*i
