@@ -443,6 +443,16 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	return r, nil
 }
 
+// TokensPerStep is the tokens a step trains on, what the throughputs
+// (Event.TokensPerSec, Summary.TokensPerSec) count: Batch·n for a language
+// model; for a classifier, Batch times the training examples' mean length.
+func (p *Plan) TokensPerStep() int {
+	if p.Spec.IsClassifier() {
+		return p.Config.Batch * p.TrainBytes / max(1, p.TrainExamples)
+	}
+	return p.Config.Batch * p.Spec.N
+}
+
 // csvPath is the CSV log beside checkpoint path: x.safetensors → x.csv.
 func csvPath(path string) string {
 	return strings.TrimSuffix(path, ".safetensors") + ".csv"
@@ -547,10 +557,9 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	}()
 	t, o := r.t, r.o
 	spec := t.Model.Spec
-	tokensPerStep := t.Cfg.Batch * spec.N
+	tokensPerStep := r.plan.TokensPerStep()
 	vocab := spec.Vocab
-	if spec.IsClassifier() { // the mean example's length; a uniform guess scores ln classes
-		tokensPerStep = t.Cfg.Batch * r.plan.TrainBytes / max(1, r.plan.TrainExamples)
+	if spec.IsClassifier() { // a uniform guess scores ln classes
 		vocab = spec.Classes
 	}
 	start := time.Now()
