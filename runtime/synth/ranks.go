@@ -32,10 +32,11 @@ type Comm interface {
 // makes the same run (NewRun or ResumeRun with the same spec, options and
 // files) with its own c.
 //
-// Every step, the global batch of Batch sequences is drawn from (seed,
-// step) exactly as in a one-process run; rank r computes the contiguous
-// share of it that train.Share gives (with B = Batch and P = c.Size(): B/P
-// sequences, the first B mod P ranks one more), its loss and gradients
+// Every step, the global batch of Batch sequences (a classifier's:
+// examples) is drawn from (seed, step) exactly as in a one-process run;
+// rank r computes the contiguous share of it that train.Share gives (with
+// B = Batch and P = c.Size(): B/P sequences, the first B mod P ranks one
+// more; a classifier's share grouped by length), its loss and gradients
 // weighted by its share's fraction of the batch, and c sums them, so the
 // loss and gradient are the global batch's means; every rank then clips
 // and updates identically. The weights therefore match a one-process run
@@ -47,7 +48,8 @@ type Comm interface {
 // saves checkpoints; the other ranks' Save does nothing. A cancelled
 // context on any rank stops every rank after the same step (and rank 0
 // saves). Before the first step the ranks check, collectively, that they
-// hold the same settings, training text, weights and optimizer state, and
+// hold the same settings, training text (a classifier's: training
+// examples), weights and optimizer state, and
 // every 100 steps that their weights are still identical: a difference is
 // an error on every rank naming the ranks that differ. An error on one
 // rank alone (a file it cannot read or write, a failed call of c) leaves
@@ -235,7 +237,7 @@ var startParts = []string{
 }
 
 // checkStart compares, over the ranks, digests of the run's settings,
-// training text, weights and optimizer state: every rank must start from
+// training data (trainDigest), weights and optimizer state: every rank must start from
 // the same state, or their steps would differ.
 func (d *dist) checkStart(r *Run) error {
 	t := r.t
