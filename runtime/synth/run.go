@@ -446,7 +446,7 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 // TokensPerStep is the tokens a step trains on, what the throughputs
 // (Event.TokensPerSec, Summary.TokensPerSec) count: Batch·n for a language
 // model; for a classifier, Batch times the training examples' mean length.
-func (p *Plan) TokensPerStep() int {
+func (p Plan) TokensPerStep() int {
 	if p.Spec.IsClassifier() {
 		return p.Config.Batch * p.TrainBytes / max(1, p.TrainExamples)
 	}
