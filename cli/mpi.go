@@ -94,10 +94,15 @@ func (w *world) report(e *env, run *synth.Run, sum *synth.Summary) {
 	if st.Ranks < 2 || st.Steps == 0 || sum == nil || sum.TokensPerSec <= 0 {
 		return
 	}
-	stepTime := time.Duration(float64(time.Second) * float64(run.Plan().Config.Batch*run.Plan().Spec.N) / sum.TokensPerSec)
+	plan := run.Plan()
+	stepTime := time.Duration(float64(time.Second) * float64(plan.TokensPerStep()) / sum.TokensPerSec)
 	per := st.Allreduce / time.Duration(st.Steps)
-	fmt.Fprintf(e.out, "ranks: %d × %d worker(s); rank 0 computes sequences [%d, %d) of each batch; allreduce %s per step per rank, %.2f ms per step in allreduce (%.0f%% of the %.2f ms step, waiting for the other ranks included), %.2f ms packing\n",
-		st.Ranks, run.Plan().Workers, st.Lo, st.Hi, humanBytes(st.BytesPerStep), ms(per), 100*float64(per)/float64(stepTime), ms(stepTime), ms(st.Copy/time.Duration(st.Steps)))
+	unit := "sequences"
+	if plan.Spec.IsClassifier() {
+		unit = "examples"
+	}
+	fmt.Fprintf(e.out, "ranks: %d × %d worker(s); rank 0 computes %s [%d, %d) of each batch; allreduce %s per step per rank, %.2f ms per step in allreduce (%.0f%% of the %.2f ms step, waiting for the other ranks included), %.2f ms packing\n",
+		st.Ranks, plan.Workers, unit, st.Lo, st.Hi, humanBytes(st.BytesPerStep), ms(per), 100*float64(per)/float64(stepTime), ms(stepTime), ms(st.Copy/time.Duration(st.Steps)))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -116,6 +116,89 @@ func TestMPITrainMatchesWorkers(t *testing.T) {
 	}
 }
 
+// TestMPITrainClassifier: mpirun -np 3 synth train of a classifier
+// (odd_enc_linear, examples of 1 to 60 bytes, a held-out share, a batch of
+// 7 split 3+2+2: "1×3+2×2") writes the checkpoint of one process (to float32
+// rounding, the tolerances above), with the same loss curve, validation
+// losses and accuracies; only rank 0 prints.
+func TestMPITrainClassifier(t *testing.T) {
+	if os.Getenv(mpiChildEnv) != "" {
+		t.Skip("in an mpirun child")
+	}
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 300 { // the label is the first byte; the texts of every length in 1..60
+		c := "xyz"[(i*7)%3]
+		text := []byte{c}
+		for j := 1; j < 1+(i*13)%60; j++ {
+			text = append(text, "ab ."[(i*j+j/3)%4])
+		}
+		fmt.Fprintf(&b, "%c\t%s\n", c, text)
+	}
+	data := filepath.Join(dir, "train.tsv")
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"-spec", "odd_enc_linear", "-data", data, "-hold-out", "0.2", "-steps", "60", "-batch", "7", "-eval-every", "20", "-log-every", "20"}
+	one, three := filepath.Join(dir, "one.safetensors"), filepath.Join(dir, "three.safetensors")
+	mustRun(t, trainCmd, append(common, "-workers", "2", "-out", one)...)
+	cmd := mpiTrain(t, 3, "", append(common, "-workers", "1", "-out", three)...)
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mpirun: %v\n%s", err, out)
+	}
+	t.Logf("mpirun -np 3: %s", time.Since(t0).Round(time.Millisecond))
+	for _, want := range []string{"ranks: 3 data-parallel processes × 1 worker, the batch of 7 split 1×3+2×2", "step 60/60", "saved step 60 to " + three} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(string(out), "step 40/60"); n != 1 {
+		t.Errorf("step 40 printed %d times (only rank 0 prints):\n%s", n, out)
+	}
+	maxAbs, rel := ckptDiff(t, three, one)
+	t.Logf("classifier, 3 ranks × 1 worker vs 1 process × 2 workers, 60 steps: max |Δw| %.3g, ‖Δw‖/‖w‖ %.3g", maxAbs, rel)
+	if maxAbs > mpiTolMaxAbs || rel > mpiTolRelL2 {
+		t.Errorf("weights differ by max %g, relative %g (tolerance %g, %g)", maxAbs, rel, mpiTolMaxAbs, mpiTolRelL2)
+	}
+	a, w := csvLosses(t, filepath.Join(dir, "three.csv")), csvLosses(t, filepath.Join(dir, "one.csv"))
+	if len(a) != len(w) || len(a) != 61+3 { // step 0's evaluation, 60 steps, 3 more evaluations
+		t.Fatalf("CSV logs of %d and %d values", len(a), len(w))
+	}
+	worst := 0.0
+	for k, v := range w {
+		worst = math.Max(worst, math.Abs(a[k]-v)/v)
+	}
+	t.Logf("loss curve and evaluations: within %.3g (relative)", worst)
+	if worst > mpiTolLoss {
+		t.Errorf("losses differ by %g relative (tolerance %g)", worst, mpiTolLoss)
+	}
+	if ra, rw := csvRows(t, filepath.Join(dir, "three.csv")), csvRows(t, filepath.Join(dir, "one.csv")); len(ra) != len(rw) {
+		t.Errorf("CSV logs of %d and %d rows", len(ra), len(rw))
+	} else {
+		for i := range rw {
+			if ra[i][5] != rw[i][5] {
+				t.Errorf("CSV row %d: val_accuracy %q, want %q", i, ra[i][5], rw[i][5])
+			}
+		}
+	}
+}
+
+// csvRows reads a CSV log's rows, header included, as fields.
+func csvRows(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		rows = append(rows, strings.Split(l, ","))
+	}
+	return rows
+}
+
 // TestMPIKilledRank: killing rank 1 mid-run ends the job within seconds
 // with mpirun's message naming it; the last checkpoint loads and resumes,
 // on 2 ranks and on 1.

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/crc64"
 	"os"
@@ -31,10 +32,11 @@ type Comm interface {
 // makes the same run (NewRun or ResumeRun with the same spec, options and
 // files) with its own c.
 //
-// Every step, the global batch of Batch sequences is drawn from (seed,
-// step) exactly as in a one-process run; rank r computes the contiguous
-// share of it that train.Share gives (with B = Batch and P = c.Size(): B/P
-// sequences, the first B mod P ranks one more), its loss and gradients
+// Every step, the global batch of Batch sequences (a classifier's:
+// examples) is drawn from (seed, step) exactly as in a one-process run;
+// rank r computes the contiguous share of it that train.Share gives (with
+// B = Batch and P = c.Size(): B/P sequences, the first B mod P ranks one
+// more; a classifier's share grouped by length), its loss and gradients
 // weighted by its share's fraction of the batch, and c sums them, so the
 // loss and gradient are the global batch's means; every rank then clips
 // and updates identically. The weights therefore match a one-process run
@@ -46,7 +48,8 @@ type Comm interface {
 // saves checkpoints; the other ranks' Save does nothing. A cancelled
 // context on any rank stops every rank after the same step (and rank 0
 // saves). Before the first step the ranks check, collectively, that they
-// hold the same settings, training text, weights and optimizer state, and
+// hold the same settings, training text (a classifier's: training
+// examples), weights and optimizer state, and
 // every 100 steps that their weights are still identical: a difference is
 // an error on every rank naming the ranks that differ. An error on one
 // rank alone (a file it cannot read or write, a failed call of c) leaves
@@ -228,13 +231,13 @@ func (d *dist) differ(s []float64, per int) []int {
 // What checkStart compares, in the order of its digests.
 var startParts = []string{
 	"settings (spec, training configuration, start and stop steps)",
-	"training text",
+	"training text", // a classifier's: "training examples"
 	"weights",
 	"optimizer state",
 }
 
 // checkStart compares, over the ranks, digests of the run's settings,
-// training text, weights and optimizer state: every rank must start from
+// training data (trainDigest), weights and optimizer state: every rank must start from
 // the same state, or their steps would differ.
 func (d *dist) checkStart(r *Run) error {
 	t := r.t
@@ -252,7 +255,7 @@ func (d *dist) checkStart(r *Run) error {
 	tab := crc64.MakeTable(crc64.ECMA)
 	dig := []uint64{
 		crc64.Checksum([]byte(b.String()), tab),
-		crc64.Checksum(r.ds.Train, tab),
+		r.trainDigest(),
 		digestParams(t.Model.Params, true),
 		digestMoments(t.Opt.M, t.Opt.V),
 	}
@@ -266,6 +269,9 @@ func (d *dist) checkStart(r *Run) error {
 	}
 	var msgs []string
 	for i, part := range startParts {
+		if i == 1 && r.cset != nil {
+			part = "training examples"
+		}
 		var bad []int
 		for k := 1; k < d.size; k++ {
 			o := 2*per*k + 2*i
@@ -281,6 +287,25 @@ func (d *dist) checkStart(r *Run) error {
 		return fmt.Errorf("ranks differ from rank 0 before the first step: %s; every rank must run the same command on the same files", strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// trainDigest is a CRC-64 of the run's training data: a language model's
+// training text, or a classifier's training examples (class and text of
+// each, in order).
+func (r *Run) trainDigest() uint64 {
+	tab := crc64.MakeTable(crc64.ECMA)
+	if r.cset == nil {
+		return crc64.Checksum(r.ds.Train, tab)
+	}
+	var h uint64
+	var b [8]byte
+	for _, e := range r.cset.Examples {
+		binary.LittleEndian.PutUint32(b[:4], uint32(e.Class))
+		binary.LittleEndian.PutUint32(b[4:], uint32(len(e.Text)))
+		h = crc64.Update(h, tab, b[:])
+		h = crc64.Update(h, tab, e.Text)
+	}
+	return h
 }
 
 // rankList writes ranks as "rank 1" or "ranks 1, 3".

@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/generated/small"
+	"github.com/synthgen/synthgen/internal/clstest"
 	"github.com/synthgen/synthgen/runtime/checkpoint"
 	"github.com/synthgen/synthgen/runtime/synth"
+	"github.com/synthgen/synthgen/specs"
 )
 
 // group is an in-process stand-in for MPI: n ranks (goroutines) whose
@@ -84,9 +86,15 @@ func (c rankComm) Size() int                          { return c.g.n }
 func (c rankComm) AllreduceFloat32(b []float32) error { c.g.allreduce(c.rank, b, nil); return nil }
 func (c rankComm) AllreduceFloat64(b []float64) error { c.g.allreduce(c.rank, nil, b); return nil }
 
-// runRanks trains on n in-process ranks, each with the options opts(rank)
-// and Ranks, and returns each rank's error and rank 0's events.
+// runRanks trains spec small on n in-process ranks, each with the options
+// opts(rank) and Ranks, and returns each rank's error and rank 0's events.
 func runRanks(ctx func(rank int) context.Context, n int, resume string, opts func(rank int) []synth.Option) ([]error, []synth.Event) {
+	return runRanksOf(small.Spec, ctx, n, resume, opts)
+}
+
+// runRanksOf is runRanks of spec s (for a new run; a resume reads the
+// spec from the checkpoint).
+func runRanksOf(s specs.Spec, ctx func(rank int) context.Context, n int, resume string, opts func(rank int) []synth.Option) ([]error, []synth.Event) {
 	g := newGroup(n)
 	errs := make([]error, n)
 	var events []synth.Event
@@ -105,7 +113,7 @@ func runRanks(ctx func(rank int) context.Context, n int, resume string, opts fun
 			if resume != "" {
 				run, err = synth.ResumeRun(context.Background(), resume, o...)
 			} else {
-				run, err = synth.NewRun(context.Background(), small.Spec, o...)
+				run, err = synth.NewRun(context.Background(), s, o...)
 			}
 			if err != nil {
 				errs[r] = err
@@ -265,6 +273,125 @@ func TestRanksMatchOneProcess(t *testing.T) {
 	}
 	if maxAbs, rel := diff(t, half1, one); maxAbs > tolMaxAbs || rel > tolRelL2 {
 		t.Errorf("1 process to step 20, then 2 ranks: max %g, relative %g", maxAbs, rel)
+	}
+}
+
+// TestRanksClassifierMatchOneProcess: a classifier (examples of unequal
+// lengths, a held-out validation share) trained on 2 ranks (a batch of 7
+// = 4+3) and 3 ranks (3+2+2) × 1 worker trains the weights of 1 process ×
+// 2 workers to float32 rounding (the tolerances of
+// TestRanksMatchOneProcess), with the same loss curve and validation
+// losses and accuracies; only rank 0 writes files; a checkpoint of 2 ranks
+// resumes on 1 process; a batch smaller than the ranks is an error.
+func TestRanksClassifierMatchOneProcess(t *testing.T) {
+	s, err := clstest.Spec("odd", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	trainFile := labelledFile(t, dir, "train.tsv", 150, 4)
+	const steps = 30
+	common := []synth.Option{synth.Data(trainFile), synth.HoldOut(0.2), synth.Batch(7), synth.Steps(steps), synth.EvalEvery(10)}
+
+	one := filepath.Join(dir, "one.safetensors")
+	var want []synth.Event
+	if _, err := synth.Train(context.Background(), s, append(common, synth.Out(one), synth.Workers(2),
+		synth.OnEvent(func(e synth.Event) { want = append(want, e) }))...); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{2, 3} {
+		out := filepath.Join(dir, fmt.Sprintf("ranks%d.safetensors", n))
+		errs, got := runRanksOf(s, background, n, "", func(r int) []synth.Option {
+			o := append(common, synth.Workers(1))
+			if r == 0 {
+				return append(o, synth.Out(out))
+			}
+			return append(o, synth.Out(filepath.Join(dir, fmt.Sprintf("not-%d-%d.safetensors", n, r))))
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%d ranks: rank %d: %v", n, r, err)
+			}
+		}
+		maxAbs, rel := diff(t, out, one)
+		t.Logf("classifier, %d ranks × 1 worker vs 1 × 2 workers, %d steps: max |Δw| %.3g, ‖Δw‖/‖w‖ %.3g", n, steps, maxAbs, rel)
+		if maxAbs > tolMaxAbs || rel > tolRelL2 {
+			t.Errorf("%d ranks: weights differ from one process's by max %g, relative %g (tolerance %g, %g)", n, maxAbs, rel, tolMaxAbs, tolRelL2)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d ranks: %d events on rank 0, want %d", n, len(got), len(want))
+		}
+		worst, evals := 0.0, 0
+		for i := range want {
+			if got[i].Step != want[i].Step || got[i].Evaluated != want[i].Evaluated {
+				t.Fatalf("%d ranks: event %d is %+v, want %+v", n, i, got[i], want[i])
+			}
+			if i > 0 {
+				worst = math.Max(worst, math.Abs(got[i].Loss-want[i].Loss)/want[i].Loss)
+			}
+			if got[i].Evaluated {
+				evals++
+				worst = math.Max(worst, math.Abs(got[i].Val-want[i].Val)/want[i].Val)
+				if g, w := got[i].Eval, want[i].Eval; g.Examples != w.Examples || g.Examples == 0 || g.Accuracy != w.Accuracy {
+					t.Errorf("%d ranks, step %d: validation of %d examples, accuracy %v; want %d, %v", n, got[i].Step, g.Examples, g.Accuracy, w.Examples, w.Accuracy)
+				}
+			}
+		}
+		t.Logf("classifier, %d ranks: loss curve and %d evaluations within %.3g (relative) of one process's", n, evals, worst)
+		if evals < 3 || worst > tolLoss {
+			t.Errorf("%d ranks: %d evaluations, losses differ by %g relative (tolerance %g)", n, evals, worst, tolLoss)
+		}
+		for r := 1; r < n; r++ {
+			for _, suffix := range []string{".safetensors", ".opt.safetensors", ".csv"} {
+				p := filepath.Join(dir, fmt.Sprintf("not-%d-%d%s", n, r, suffix))
+				if _, err := os.Stat(p); err == nil {
+					t.Errorf("rank %d wrote %s", r, p)
+				}
+			}
+		}
+		if fi, err := os.Stat(strings.TrimSuffix(out, ".safetensors") + ".csv"); err != nil || fi.Size() == 0 {
+			t.Errorf("rank 0's CSV log: %v", err)
+		}
+	}
+
+	// Stopped at step 20 on 2 ranks, resumed on 1 process.
+	half := filepath.Join(dir, "half.safetensors")
+	errs, _ := runRanksOf(s, background, 2, "", func(r int) []synth.Option {
+		return append(common, synth.Out(half), synth.StopAt(20))
+	})
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if _, err := synth.Resume(context.Background(), half, synth.Workers(2)); err != nil {
+		t.Fatal(err)
+	}
+	if maxAbs, rel := diff(t, half, one); maxAbs > tolMaxAbs || rel > tolRelL2 {
+		t.Errorf("classifier: 2 ranks to step 20, then 1 process: max %g, relative %g", maxAbs, rel)
+	}
+
+	// A rank with another training file.
+	other := labelledFile(t, dir, "other.tsv", 150, 5)
+	errs, _ = runRanksOf(s, background, 2, "", func(r int) []synth.Option {
+		o := append(common, synth.Out(filepath.Join(dir, "other.safetensors")))
+		if r == 1 {
+			o = append(o, synth.Data(other))
+		}
+		return o
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "before the first step: training examples on rank 1") {
+			t.Errorf("another training file on rank 1: rank %d: %v", r, err)
+		}
+	}
+
+	// A batch of 7 examples over 8 ranks.
+	errs, _ = runRanksOf(s, background, 8, "", func(r int) []synth.Option {
+		return append(common, synth.Out(filepath.Join(dir, fmt.Sprintf("eight-%d.safetensors", r))))
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "batch 7 is smaller than the 8 ranks") {
+			t.Errorf("a batch of 7 over 8 ranks: rank %d: %v", r, err)
+		}
 	}
 }
 

@@ -80,6 +80,7 @@ type Run struct {
 	model *Model
 	t     *train.Trainer
 	ds    *data.Dataset     // a language model's text
+	cset  *data.LabelledSet // a classifier's training examples
 	cval  *data.LabelledSet // a classifier's validation examples (nil: none)
 	extra map[string]string
 	dist  *dist // data-parallel state (Ranks); nil on one process
@@ -434,12 +435,22 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	}
 	plan.Start, plan.Stop, plan.Config, plan.Workers = start, stop, cfg, m.net.Workers()
 	plan.Out, plan.OptOut, plan.CSV = out, checkpoint.OptPath(out), csvPath(out)
-	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cval: cval, extra: map[string]string{keyData: abs, keyPrecision: o.precision.String()}}
+	r := &Run{o: o, plan: plan, model: m, t: t, ds: ds, cset: cset, cval: cval, extra: map[string]string{keyData: abs, keyPrecision: o.precision.String()}}
 	o.classExtra(r.extra)
 	if err := r.distribute(); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// TokensPerStep is the tokens a step trains on, what the throughputs
+// (Event.TokensPerSec, Summary.TokensPerSec) count: Batch·n for a language
+// model; for a classifier, Batch times the training examples' mean length.
+func (p Plan) TokensPerStep() int {
+	if p.Spec.IsClassifier() {
+		return p.Config.Batch * p.TrainBytes / max(1, p.TrainExamples)
+	}
+	return p.Config.Batch * p.Spec.N
 }
 
 // csvPath is the CSV log beside checkpoint path: x.safetensors → x.csv.
@@ -546,10 +557,9 @@ func (r *Run) Train(ctx context.Context) (sum *Summary, err error) {
 	}()
 	t, o := r.t, r.o
 	spec := t.Model.Spec
-	tokensPerStep := t.Cfg.Batch * spec.N
+	tokensPerStep := r.plan.TokensPerStep()
 	vocab := spec.Vocab
-	if spec.IsClassifier() { // the mean example's length; a uniform guess scores ln classes
-		tokensPerStep = t.Cfg.Batch * r.plan.TrainBytes / max(1, r.plan.TrainExamples)
+	if spec.IsClassifier() { // a uniform guess scores ln classes
 		vocab = spec.Classes
 	}
 	start := time.Now()

@@ -102,10 +102,20 @@ func CheckSetLabels(m *model.Model, set *data.LabelledSet) error {
 	return nil
 }
 
-// classStep is TrainStep's forward and backward of a classifier.
-func (t *Trainer) classStep(step int) {
+// classStep is TrainStep's forward and backward of a classifier: of the
+// whole batch, or, on one of several processes (Distribute), of this
+// process's share of it [lo, hi), followed by the reduction. Every process
+// draws the whole batch from (seed, step), so the shares are of the same
+// examples.
+func (t *Trainer) classStep(step int) error {
 	t.cls.batch(step)
-	t.Loss = t.Model.ClassifyBatch(t.WS, t.cls.bSeqs, t.cls.bLab, true)
+	s := t.shard
+	if s == nil {
+		t.Loss = t.Model.ClassifyBatch(t.WS, t.cls.bSeqs, t.cls.bLab, true)
+		return nil
+	}
+	loss := t.Model.ClassifyBatch(t.WS, t.cls.bSeqs[s.lo:s.hi], t.cls.bLab[s.lo:s.hi], true)
+	return t.reduceShard(step, loss)
 }
 
 // ClassResult is a classifier's evaluation on labelled examples.

@@ -43,9 +43,11 @@ type shard struct {
 }
 
 // Distribute makes t one of ranks processes of a data-parallel run, the
-// one of rank rank: every step, the global batch of Cfg.Batch sequences is
-// drawn from (seed, step) as before, t computes the loss and gradients of
-// its share of it (Share), scales them by its fraction of the batch, and
+// one of rank rank: every step, the global batch of Cfg.Batch sequences
+// (a classifier's: examples) is drawn from (seed, step) as before, t
+// computes the loss and gradients of its share of it (Share; a
+// classifier's share runs through model.ClassifyBatch, grouped by length
+// within the share), scales them by its fraction of the batch, and
 // r sums them over the processes before the gradient norm, the clipping
 // and AdamW, so every process takes the same step, and the loss (t.Loss)
 // is the global batch's mean. The result equals a one-process run's up to
@@ -66,11 +68,11 @@ func (t *Trainer) Distribute(r GradReducer, rank, ranks int, evaluate bool) erro
 	if r == nil {
 		return fmt.Errorf("data-parallel training: no gradient reducer")
 	}
-	if t.cls != nil {
-		return fmt.Errorf("data-parallel training: not implemented for a classifier (spec %q); train it in one process", t.Model.Spec.Name)
-	}
-	if t.Cfg.Batch < ranks {
-		return fmt.Errorf("data-parallel training: batch %d is smaller than the %d ranks: every rank needs at least one sequence per step", t.Cfg.Batch, ranks)
+	if unit := "sequence"; t.Cfg.Batch < ranks {
+		if t.cls != nil {
+			unit = "example"
+		}
+		return fmt.Errorf("data-parallel training: batch %d is smaller than the %d ranks: every rank needs at least one %s per step", t.Cfg.Batch, ranks, unit)
 	}
 	lo, hi := Share(t.Cfg.Batch, rank, ranks)
 	t.shard = &shard{reduce: r, lo: lo, hi: hi, weight: float32(float64(hi-lo) / float64(t.Cfg.Batch))}
@@ -87,6 +89,15 @@ func (t *Trainer) shardStep(step int) error {
 	s, n := t.shard, t.Model.Spec.N
 	loss := t.Model.Forward(t.WS, t.Sampler.Inputs[s.lo*n:s.hi*n], t.Sampler.Targets[s.lo*n:s.hi*n], s.hi-s.lo)
 	t.Model.Backward(t.WS)
+	return t.reduceShard(step, loss)
+}
+
+// reduceShard scales the gradients of this process's share of the step's
+// batch (whose mean loss is loss) by its fraction of the batch, and sums
+// them and the weighted losses over the processes into the Grads and
+// t.Loss.
+func (t *Trainer) reduceShard(step int, loss float64) error {
+	s := t.shard
 	if s.weight != 1 {
 		for _, p := range t.Model.Params {
 			for i := range p.Grad {

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -101,6 +102,120 @@ func TestDistribute(t *testing.T) {
 		}
 		if worst > 1e-5 { // float32 rounding of the sums, through AdamW
 			t.Errorf("step %d: weights differ by %g", step, worst)
+		}
+	}
+}
+
+// ranksRed is one rank's reducer of n in-process ranks run one after the
+// other in a step, ranks n−1 … 1 first: those record their contribution
+// (and return their loss alone), rank 0 adds the others' to its own in
+// rank order, as an allreduce would.
+type ranksRed struct {
+	rank int
+	all  *ranksState
+}
+
+type ranksState struct {
+	loss  []float64
+	grads [][]float32
+}
+
+func (r ranksRed) ReduceGrads(step int, loss float64, params []*model.Param) (float64, error) {
+	s := r.all
+	if r.rank != 0 {
+		var g []float32
+		for _, q := range params {
+			g = append(g, q.Grad...)
+		}
+		s.loss[r.rank], s.grads[r.rank] = loss, g
+		return loss, nil
+	}
+	sum := loss
+	for k := 1; k < len(s.grads); k++ {
+		if s.grads[k] == nil {
+			return 0, fmt.Errorf("step %d: no contribution of rank %d", step, k)
+		}
+		o := 0
+		for _, q := range params {
+			for i := range q.Grad {
+				q.Grad[i] += s.grads[k][o]
+				o++
+			}
+		}
+		sum += s.loss[k]
+		s.grads[k] = nil
+	}
+	return sum, nil
+}
+
+// TestDistributeClassifier: 2 and 3 classifier trainers, each computing
+// its share of the batch of examples of unequal lengths (7 = 4+3 and
+// 3+2+2) and summing through a reducer, take the steps of one trainer
+// computing the whole batch, to float32 rounding (the tolerances of
+// TestDistribute); a batch smaller than the ranks is refused.
+func TestDistributeClassifier(t *testing.T) {
+	set := classFile(t, "train.tsv", 80, 3)
+	cfg := DefaultConfig(6, 7)
+	if err := newClassTrainer(t, set, cfg, 1).Distribute(ranksRed{0, &ranksState{}}, 0, 8, true); err == nil ||
+		!strings.Contains(err.Error(), "batch 7 is smaller than the 8 ranks") || !strings.Contains(err.Error(), "example") {
+		t.Errorf("8 ranks for a batch of 7 examples: %v", err)
+	}
+	for _, n := range []int{2, 3} {
+		whole := newClassTrainer(t, set, cfg, 2)
+		st := &ranksState{loss: make([]float64, n), grads: make([][]float32, n)}
+		ranks := make([]*Trainer, n)
+		for r := range ranks {
+			ranks[r] = newClassTrainer(t, set, cfg, 1)
+			if err := ranks[r].Distribute(ranksRed{r, st}, r, n, r == 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		worstLoss, worstW := 0.0, 0.0
+		mixed := 0 // steps whose shares hold examples of unequal lengths
+		for step := range cfg.Steps {
+			if err := whole.TrainStep(); err != nil {
+				t.Fatal(err)
+			}
+			for r := n - 1; r >= 1; r-- { // the other ranks' contributions, without their updates
+				if err := ranks[r].classStep(step); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ranks[0].TrainStep(); err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range ranks {
+				s := tr.shard
+				b := tr.cls.bSeqs[s.lo:s.hi]
+				for _, q := range b[1:] {
+					if len(q) != len(b[0]) {
+						mixed++
+						break
+					}
+				}
+			}
+			if d := math.Abs(ranks[0].Loss-whole.Loss) / whole.Loss; d > 1e-6 {
+				t.Errorf("%d ranks, step %d: loss %v, want %v", n, step, ranks[0].Loss, whole.Loss)
+			}
+			worst := 0.0
+			for i, p := range whole.Model.Params {
+				q := ranks[0].Model.Params[i]
+				for j := range p.Data {
+					worst = math.Max(worst, math.Abs(float64(p.Data[j]-q.Data[j])))
+				}
+				for _, o := range ranks[1:] { // the other ranks follow rank 0
+					copy(o.Model.Params[i].Data, q.Data)
+				}
+			}
+			worstLoss = math.Max(worstLoss, math.Abs(ranks[0].Loss-whole.Loss)/whole.Loss)
+			worstW = math.Max(worstW, worst)
+			if worst > 1e-5 { // float32 rounding of the sums, through AdamW
+				t.Errorf("%d ranks, step %d: weights differ by %g", n, step, worst)
+			}
+		}
+		t.Logf("%d ranks vs one trainer, %d steps: loss within %.3g (relative), weights within %.3g", n, cfg.Steps, worstLoss, worstW)
+		if mixed == 0 {
+			t.Errorf("%d ranks: no share held examples of unequal lengths", n)
 		}
 	}
 }

@@ -253,7 +253,9 @@ var ErrInterrupted = errors.New("interrupted")
 func (t *Trainer) TrainStep() error {
 	step := t.Step
 	if t.cls != nil {
-		t.classStep(step)
+		if err := t.classStep(step); err != nil {
+			return err
+		}
 		if t.WS.Interrupted() {
 			t.Loss = math.NaN()
 			return fmt.Errorf("step %d abandoned before its update: %w", step+1, ErrInterrupted)
