@@ -4,13 +4,16 @@ package bf16
 
 import "fmt"
 
-func hasAVX512BF16() error {
-	return fmt.Errorf("AVX512-BF16: needs an amd64 build without the purego tag: %w", ErrNoFeature)
-}
+// The errors are made once: the packers ask on every call, which must not
+// allocate.
+var (
+	avx512Err = fmt.Errorf("AVX512-BF16: needs an amd64 build without the purego tag: %w", ErrNoFeature)
+	amxErr    = fmt.Errorf("AMX: needs an amd64 build without the purego tag: %w", ErrNoFeature)
+)
 
-func hasAMX() error {
-	return fmt.Errorf("AMX: needs an amd64 build without the purego tag: %w", ErrNoFeature)
-}
+func hasAVX512BF16() error { return avx512Err }
+
+func hasAMX() error { return amxErr }
 
 func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
 	panic("bf16: AMX kernel in a build without it")
