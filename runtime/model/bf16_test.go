@@ -37,6 +37,9 @@ func TestBF16Gradients(t *testing.T) {
 		tol  float64
 	}{{"random", 0.05}, {"vanilla", 0.15}, {"dense", 0.05}, {"factorized_dense", 0.05}, {"odd", 0.05}} {
 		name := sc.name
+		if testing.Short() && name != "odd" { // odd has every component (the race detector's pass in CI runs -short)
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			m := newModel(t, name, 1)
 			perturb(m, 2)
