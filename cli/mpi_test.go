@@ -80,31 +80,43 @@ func TestMPITrainMatchesWorkers(t *testing.T) {
 	dir := t.TempDir()
 	txt := textFile(t, dir, 60000)
 	common := []string{"-spec", "small", "-data", txt, "-steps", "200", "-batch", "8", "-eval-every", "50", "-eval-windows", "8", "-log-every", "50"}
-	one, two := filepath.Join(dir, "one.safetensors"), filepath.Join(dir, "two.safetensors")
+	mpiMatchesOne(t, dir, 2, 200, common, 201+4, // step 0's evaluation, 200 steps, 4 more evaluations
+		"step 100/200", "ranks: 2 data-parallel processes × 1 worker, the batch of 8 split 4+4", "allreduce 481.3 kB per step per rank")
+}
+
+// mpiMatchesOne runs synth train with the flags common on one process (2
+// workers, dir/one.safetensors) and under mpirun -np ranks (1 worker each,
+// dir/mpi.safetensors): the output has every string of wants and the line
+// once only once (only rank 0 prints), the last of steps saved, the weights agree
+// within the tolerances above, and the CSV logs hold values loss values
+// that agree within mpiTolLoss.
+func mpiMatchesOne(t *testing.T, dir string, ranks, steps int, common []string, values int, once string, wants ...string) {
+	t.Helper()
+	one, many := filepath.Join(dir, "one.safetensors"), filepath.Join(dir, "mpi.safetensors")
 	mustRun(t, trainCmd, append(common, "-workers", "2", "-out", one)...)
-	cmd := mpiTrain(t, 2, "", append(common, "-workers", "1", "-out", two)...)
+	cmd := mpiTrain(t, ranks, "", append(common, "-workers", "1", "-out", many)...)
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("mpirun: %v\n%s", err, out)
 	}
-	t.Logf("mpirun -np 2: %s", time.Since(t0).Round(time.Millisecond))
-	for _, want := range []string{"ranks: 2 data-parallel processes × 1 worker, the batch of 8 split 4+4", "step 200/200", "saved step 200 to " + two, "allreduce 481.3 kB per step per rank"} {
+	t.Logf("mpirun -np %d: %s", ranks, time.Since(t0).Round(time.Millisecond))
+	for _, want := range append(wants, fmt.Sprintf("step %d/%d", steps, steps), fmt.Sprintf("saved step %d to %s", steps, many)) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(string(out), "step 100/200"); n != 1 {
-		t.Errorf("step 100 printed %d times (only rank 0 prints):\n%s", n, out)
+	if n := strings.Count(string(out), once); n != 1 {
+		t.Errorf("%q printed %d times (only rank 0 prints):\n%s", once, n, out)
 	}
-	maxAbs, rel := ckptDiff(t, two, one)
-	t.Logf("2 ranks × 1 worker vs 1 process × 2 workers, 200 steps: max |Δw| %.3g, ‖Δw‖/‖w‖ %.3g", maxAbs, rel)
+	maxAbs, rel := ckptDiff(t, many, one)
+	t.Logf("%d ranks × 1 worker vs 1 process × 2 workers: max |Δw| %.3g, ‖Δw‖/‖w‖ %.3g", ranks, maxAbs, rel)
 	if maxAbs > mpiTolMaxAbs || rel > mpiTolRelL2 {
 		t.Errorf("weights differ by max %g, relative %g (tolerance %g, %g)", maxAbs, rel, mpiTolMaxAbs, mpiTolRelL2)
 	}
-	a, b := csvLosses(t, filepath.Join(dir, "two.csv")), csvLosses(t, filepath.Join(dir, "one.csv"))
-	if len(a) != len(b) || len(a) != 201+4 { // step 0's evaluation, 200 steps, 4 more evaluations
-		t.Fatalf("CSV logs of %d and %d values", len(a), len(b))
+	a, b := csvLosses(t, filepath.Join(dir, "mpi.csv")), csvLosses(t, filepath.Join(dir, "one.csv"))
+	if len(a) != len(b) || len(a) != values {
+		t.Fatalf("CSV logs of %d and %d values, want %d", len(a), len(b), values)
 	}
 	worst := 0.0
 	for k, v := range b {
@@ -140,41 +152,9 @@ func TestMPITrainClassifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"-spec", "odd_enc_linear", "-data", data, "-hold-out", "0.2", "-steps", "60", "-batch", "7", "-eval-every", "20", "-log-every", "20"}
-	one, three := filepath.Join(dir, "one.safetensors"), filepath.Join(dir, "three.safetensors")
-	mustRun(t, trainCmd, append(common, "-workers", "2", "-out", one)...)
-	cmd := mpiTrain(t, 3, "", append(common, "-workers", "1", "-out", three)...)
-	t0 := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("mpirun: %v\n%s", err, out)
-	}
-	t.Logf("mpirun -np 3: %s", time.Since(t0).Round(time.Millisecond))
-	for _, want := range []string{"ranks: 3 data-parallel processes × 1 worker, the batch of 7 split 1×3+2×2", "step 60/60", "saved step 60 to " + three} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	if n := strings.Count(string(out), "step 40/60"); n != 1 {
-		t.Errorf("step 40 printed %d times (only rank 0 prints):\n%s", n, out)
-	}
-	maxAbs, rel := ckptDiff(t, three, one)
-	t.Logf("classifier, 3 ranks × 1 worker vs 1 process × 2 workers, 60 steps: max |Δw| %.3g, ‖Δw‖/‖w‖ %.3g", maxAbs, rel)
-	if maxAbs > mpiTolMaxAbs || rel > mpiTolRelL2 {
-		t.Errorf("weights differ by max %g, relative %g (tolerance %g, %g)", maxAbs, rel, mpiTolMaxAbs, mpiTolRelL2)
-	}
-	a, w := csvLosses(t, filepath.Join(dir, "three.csv")), csvLosses(t, filepath.Join(dir, "one.csv"))
-	if len(a) != len(w) || len(a) != 61+3 { // step 0's evaluation, 60 steps, 3 more evaluations
-		t.Fatalf("CSV logs of %d and %d values", len(a), len(w))
-	}
-	worst := 0.0
-	for k, v := range w {
-		worst = math.Max(worst, math.Abs(a[k]-v)/v)
-	}
-	t.Logf("loss curve and evaluations: within %.3g (relative)", worst)
-	if worst > mpiTolLoss {
-		t.Errorf("losses differ by %g relative (tolerance %g)", worst, mpiTolLoss)
-	}
-	if ra, rw := csvRows(t, filepath.Join(dir, "three.csv")), csvRows(t, filepath.Join(dir, "one.csv")); len(ra) != len(rw) {
+	mpiMatchesOne(t, dir, 3, 60, common, 61+3, // step 0's evaluation, 60 steps, 3 more evaluations
+		"step 40/60", "ranks: 3 data-parallel processes × 1 worker, the batch of 7 split 1×3+2×2")
+	if ra, rw := csvRows(t, filepath.Join(dir, "mpi.csv")), csvRows(t, filepath.Join(dir, "one.csv")); len(ra) != len(rw) {
 		t.Errorf("CSV logs of %d and %d rows", len(ra), len(rw))
 	} else {
 		for i := range rw {
