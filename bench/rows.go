@@ -19,8 +19,9 @@ type RowOptions struct {
 	MinSteps int
 	MinTime  time.Duration
 	// Rounds is how many times the row is measured (at least 1): each
-	// round measures 1 worker, 2 workers and then PyTorch, so that the
-	// round's ratio compares figures taken back to back.
+	// round measures 1 worker, 2 workers (then, with GoBF16, float32 on 2
+	// workers) and then PyTorch, so that the round's ratios compare
+	// figures taken back to back.
 	Rounds int
 	// PyTorch, when set, measures PyTorch's step of the same model with 2
 	// threads; nil leaves the PyTorch columns out.
