@@ -40,6 +40,31 @@ type SoftmaxValueFunc func(t int, b, a, v, y []float32)
 // db may be the same slice as a.
 type SoftmaxValueBackFunc func(t int, a, v, dy, db, dv []float32)
 
+// SoftmaxRowsFunc is attention's softmax alone for one (sequence, head): the
+// bf16 path's first pass, whose value products then run on the bf16
+// kernels (runtime/mat) rather than fused with the softmax. For every row
+// i < t,
+//
+//	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]
+//	a[i·N+j] = 0,                                                    i < j < t
+//
+// so that rows 0..t−1 of a, t columns wide, are the whole [t, t] matrix of
+// probabilities, zeros above the diagonal (the bf16 packers read it as
+// it is). a may be the same slice as b. Entries of b may be −Inf (an extra
+// mask); a row whose entries are all −Inf gives a = 0. Unmasked (a
+// bidirectional spec) every row runs over j < t and nothing is zeroed.
+type SoftmaxRowsFunc func(t int, b, a []float32)
+
+// SoftmaxRowsBackFunc is the backward of SoftmaxRowsFunc: from the kept
+// probabilities a and g = ∂loss/∂a it writes, for every row i < t and
+// j ≤ i (overwrite),
+//
+//	db[i·N+j] = a[i·N+j] · (g[i·N+j] − Σ_{j'≤i} a[i·N+j'] · g[i·N+j'])
+//
+// reading only j ≤ i of a and g and writing only j ≤ i of db (unmasked: j
+// < t). db may be the same slice as a or as g.
+type SoftmaxRowsBackFunc func(t int, a, g, db []float32)
+
 // ProductFunc synthesizes logits as a causal product (vanilla's Q·Kᵀ,
 // dense's G·W2ᵀ, factorized random's R1·R2ᵀ): for j ≤ i < t (overwrite)
 //
@@ -449,6 +474,10 @@ type Set struct {
 
 	SoftmaxValue     SoftmaxValueFunc
 	SoftmaxValueBack SoftmaxValueBackFunc
+
+	// The softmax alone and its backward (the bf16 path's attention).
+	SoftmaxRows     SoftmaxRowsFunc
+	SoftmaxRowsBack SoftmaxRowsBackFunc
 
 	// vanilla: x = Q_h, w = K_h (strides D, width DH).
 	VanillaLogits      ProductFunc
