@@ -9,8 +9,8 @@ import (
 // and the products on packed panels and their sums (MulPanels,
 // AccumulateTN: aft_full's), with bf16 operands (rounded to nearest even)
 // and float32 accumulation and output, through a runtime/bf16
-// micro-kernel. MulNT (the attention and synthesizer products) stays
-// float32.
+// micro-kernel, and batches of attention's small products (batch.go,
+// MulBatchBF16). MulNT stays float32.
 //
 // A bf16 job is a list of packed operands and a list of products. An
 // operand is A, packed into blocks of the kernel's MR rows, or B, packed
@@ -44,6 +44,7 @@ type bfState struct {
 	ap, bp []uint16
 	tmp    [][]uint16 // per worker: the pairs of PackAT and PackBT
 	job    bfJob
+	keys   []bfKeyed // MulBatchBF16's operands packed so far
 }
 
 // SetBF16 runs the linear layers' products, MulPanels and AccumulateTN
@@ -104,8 +105,10 @@ type bfProd struct {
 	m, n, ldc           int
 	t0, t1              int
 	acc                 bool
-	then                Rows // run on each block's rows, which span C's width
-	mc, nc, tilesN, cnt int  // C's blocks: mc × nc, tilesN across, cnt in all
+	then                Rows    // run on each block's rows, which span C's width
+	mc, nc, tilesN, cnt int     // C's blocks: mc × nc, tilesN across, cnt in all
+	tri                 Tri     // the triangle skipped (MulBatchBF16's; one term)
+	alpha               float32 // C's factor, after the sums (MulBatchBF16's; 0: none)
 }
 
 // bfJob is a bf16 job: its packed operands, its products and their terms.
@@ -461,6 +464,9 @@ func (j *bfJob) block(p *bfProd, task int) {
 	i1 := min(i0+p.mc, p.m)
 	j1 := min(j0+p.nc, p.n)
 	c, ldc := p.c, p.ldc
+	if p.tri == LowerC && j0 >= i1 {
+		return // wholly above the diagonal: not wanted
+	}
 	if p.res != nil {
 		for i := i0; i < i1; i++ {
 			copy(c[i*ldc+j0:i*ldc+j1], p.res[i*ldc+j0:i*ldc+j1])
@@ -479,9 +485,10 @@ func (j *bfJob) block(p *bfProd, task int) {
 		kp := sa.kp
 		ab, bb := kn.ABlock(kp), bf16.BPanel(kp)
 		a := sa.dst[i0/mr*ab:][:ceilDiv(ti1-i0, mr)*ab]
-		for kb := 0; kb < kp; kb += bfBlockK {
-			kl := min(bfBlockK, kp-kb)
-			load := p.acc || p.res != nil || kb > 0 || ti > p.t0
+		k0, k1 := triRange(p.tri, i0, ti1, kp)
+		for kb := k0; kb < k1; kb += bfBlockK {
+			kl := min(bfBlockK, k1-kb)
+			load := p.acc || p.res != nil || kb > k0 || ti > p.t0
 			for jr := j0; jr < j1; jr += bf16.NR {
 				bpan := sb.dst[jr/bf16.NR*sb.ps:][:bb]
 				nr := min(bf16.NR, j1-jr)
@@ -491,6 +498,14 @@ func (j *bfJob) block(p *bfProd, task int) {
 				}
 				// All the block's rows down the panel in one call.
 				kn.Tile(kp, kb, kl, a, bpan, c[i0*ldc+jr:], ldc, ti1-i0, nr, load, bias)
+			}
+		}
+	}
+	if p.alpha != 0 && p.alpha != 1 {
+		for i := i0; i < i1; i++ {
+			row := c[i*ldc+j0 : i*ldc+j1]
+			for x := range row {
+				row[x] *= p.alpha
 			}
 		}
 	}

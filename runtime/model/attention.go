@@ -12,6 +12,10 @@ type attnFwdJob struct {
 	m  *Model
 	ws *Workspace
 	l  int
+	// rows: the softmax alone (SoftmaxRows), the bf16 path's, whose value
+	// products follow on the bf16 kernel (attention_bf16.go); else fused
+	// with the value product (SoftmaxValue).
+	rows bool
 }
 
 // compLogits writes component c's logits for (s, h) into dst and returns
@@ -36,6 +40,17 @@ func (m *Model) compLogits(c comp, ly *layer, lw *layerWS, t, s, h int, dst []fl
 	return dst
 }
 
+// logits returns component c's logits for task (s, h): computed into dst,
+// or where the bf16 path's products put them before the job (vanilla's).
+func (j *attnFwdJob) logits(c comp, ly *layer, lw *layerWS, task int, dst []float32) []float32 {
+	m := j.m
+	if j.rows && c == compVanilla {
+		nn := m.n * m.n
+		return j.ws.attnG[task*nn : task*nn+nn]
+	}
+	return m.compLogits(c, ly, lw, j.ws.t, task/m.heads, task%m.heads, dst)
+}
+
 func (j *attnFwdJob) Run(worker, task int) {
 	m, ws := j.m, j.ws
 	ly, lw := &m.layers[j.l], &ws.lay[j.l]
@@ -45,18 +60,26 @@ func (j *attnFwdJob) Run(worker, task int) {
 	a := lw.a[task*nn : task*nn+nn]
 	base := s*t*m.d + h*m.dh
 	if len(m.comps) == 1 {
-		b := m.compLogits(m.comps[0], ly, lw, t, s, h, a)
+		b := j.logits(m.comps[0], ly, lw, task, a)
+		if j.rows {
+			k.SoftmaxRows(t, b, a)
+			return
+		}
 		k.SoftmaxValue(t, b, a, lw.v[base:], lw.y[base:])
 		return
 	}
 	scr := m.scratch[worker]
 	for mi, c := range m.comps {
-		b := m.compLogits(c, ly, lw, t, s, h, scr)
+		b := j.logits(c, ly, lw, task, scr)
 		if mi == 0 {
 			k.TriScale(t, lw.w[mi], b, a)
 		} else {
 			k.TriAxpy(t, lw.w[mi], b, a)
 		}
+	}
+	if j.rows {
+		k.SoftmaxRows(t, a, a)
+		return
 	}
 	k.SoftmaxValue(t, a, a, lw.v[base:], lw.y[base:])
 }
@@ -65,6 +88,9 @@ type attnBackJob struct {
 	m  *Model
 	ws *Workspace
 	l  int
+	// g: the bf16 path's ∂loss/∂P per task (attention_bf16.go), for
+	// SoftmaxRowsBack; nil: SoftmaxValueBack from the values.
+	g []float32
 }
 
 // compBack propagates dc = ∂loss/∂B^(c) (already scaled by the mixture
@@ -114,14 +140,26 @@ func (j *attnBackJob) Run(worker, task int) {
 	a := lw.a[task*nn : task*nn+nn]
 	base := s*t*m.d + h*m.dh
 	// a becomes dB = ∂loss/∂B in place.
-	k.SoftmaxValueBack(t, a, lw.v[base:], ws.dy[base:], a, ws.dv[base:])
+	if j.g != nil {
+		k.SoftmaxRowsBack(t, a, j.g[task*nn:task*nn+nn], a)
+	} else {
+		k.SoftmaxValueBack(t, a, lw.v[base:], ws.dy[base:], a, ws.dv[base:])
+	}
+	// On the bf16 path vanilla's backward (and its share of the mixture's
+	// gradient) follows the job, on the bf16 kernel.
+	bfVanilla := func(c comp) bool { return j.g != nil && c == compVanilla }
 	if len(m.comps) == 1 {
-		m.compBack(m.comps[0], ly, lw, ws, t, task, a)
+		if !bfVanilla(m.comps[0]) {
+			m.compBack(m.comps[0], ly, lw, ws, t, task, a)
+		}
 		return
 	}
 	scr := m.scratch[worker]
 	nc := len(m.comps)
 	for mi, c := range m.comps {
+		if bfVanilla(c) {
+			continue
+		}
 		b := m.compLogits(c, ly, lw, t, s, h, scr)
 		ws.pMix[task*nc+mi] = k.TriDot(t, a, b)
 		if c == compRandom || c == compFixedRandom {
@@ -144,9 +182,11 @@ type reduceJob struct {
 type reduceOp int
 
 const (
-	reduceR   reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
-	reduceR12                 // task = head: dR1[h], dR2[h] over s
-	reduceW2                  // task = block of rowBlock rows j of w2: over all (s, h)
+	reduceR       reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
+	reduceR12                     // task = head: dR1[h], dR2[h] over s
+	reduceW2                      // task = block of rowBlock rows j of w2: over all (s, h)
+	reduceShared                  // task = head: dR[h] from the shared P and G summed over s (bf16 path)
+	reduceVanilla                 // task = (s, h): vanilla's mixture gradient and weight (bf16 path)
 )
 
 func (j *reduceJob) Run(_, task int) {
@@ -167,6 +207,11 @@ func (j *reduceJob) Run(_, task int) {
 			tk := s*heads + h
 			m.Kernels.TriAxpy(t, w, lw.a[tk*n*n:tk*n*n+n*n], g)
 		}
+	case reduceVanilla:
+		m.vanillaMixBF16(ws, lw, task)
+	case reduceShared:
+		h, nn := task, n*n
+		m.Kernels.SoftmaxRowsBack(t, lw.a[h*nn:h*nn+nn], ws.attnG[h*nn:h*nn+nn], ly.r.Grad[h*nn:h*nn+nn])
 	case reduceR12:
 		h := task
 		nk := n * m.fk
@@ -212,6 +257,11 @@ func (m *Model) attentionForward(ws *Workspace, l int) {
 		m.attnFreeForward(ws, l)
 		return
 	}
+	if m.bfAttention() {
+		m.attentionForwardBF16(ws, l)
+		return
+	}
+	ws.bfAttn, ws.sharedP = false, false
 	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l}
 	m.run(ws.b*m.heads, &m.jobs.attnF)
 	m.jobs.attnF = attnFwdJob{}
@@ -224,10 +274,21 @@ func (m *Model) attentionBackward(ws *Workspace, l int) {
 		m.attnFreeBackward(ws, l)
 		return
 	}
-	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l}
-	m.run(ws.b*m.heads, &m.jobs.attnB)
-	m.jobs.attnB = attnBackJob{}
 	ly, lw := &m.layers[l], &ws.lay[l]
+	if ws.bfAttn && !m.bfAttention() {
+		panic("model: Backward on the float32 path after a Forward on the bf16 path (SetBF16 between them)")
+	}
+	switch {
+	case ws.sharedP:
+		m.sharedBackwardBF16(ws, l)
+		return
+	case ws.bfAttn:
+		m.attentionBackwardBF16(ws, l)
+	default:
+		m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l}
+		m.run(ws.b*m.heads, &m.jobs.attnB)
+		m.jobs.attnB = attnBackJob{}
+	}
 	if ly.r != nil && !ly.r.Frozen {
 		m.reduce(ws, l, reduceR, m.heads)
 	}

@@ -75,8 +75,7 @@ func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 	ly, lw := &m.layers[l], &ws.lay[l]
 	switch kind {
 	case AttentionProbs:
-		tk := s*m.heads + h
-		a := lw.a[tk*n*n : tk*n*n+n*n]
+		a := m.probs(ws, lw, s, h)
 		for i := 0; i < t; i++ {
 			keys := i + 1
 			if !m.Spec.Causal() {
