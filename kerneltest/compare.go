@@ -83,7 +83,7 @@ func (c Case) String() string {
 // modes lists the input sets of each kind beyond "random".
 func modes(k catalog.Kind) []string {
 	switch k {
-	case catalog.SoftmaxValue:
+	case catalog.SoftmaxValue, catalog.SoftmaxRows:
 		return []string{"random", "extreme", "masked"}
 	case catalog.Product, catalog.ProductBackW:
 		return []string{"random", "nobias"}
@@ -359,7 +359,7 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 	}
 	op := k.op
 	switch op.Kind {
-	case catalog.SoftmaxValue:
+	case catalog.SoftmaxValue, catalog.SoftmaxRows:
 		switch mode {
 		case "extreme":
 			extreme("b", false)
@@ -388,7 +388,7 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 		default:
 			scale("b", 3)
 		}
-	case catalog.SoftmaxValueBack:
+	case catalog.SoftmaxValueBack, catalog.SoftmaxRowsBack:
 		// Softmax rows (causal, or all t keys of a bidirectional spec) of
 		// logits of size 2; every fifth row fully masked (zero), as a
 		// masked forward leaves it.

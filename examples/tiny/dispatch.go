@@ -18,6 +18,20 @@ func softmaxValueBackGoChecked(t int, a []float32, v []float32, dy []float32, db
 	}
 	softmaxValueBackGo(t, a, v, dy, db, dv)
 }
+func softmaxRowsGoChecked(t int, b []float32, a []float32) {
+	checkSoftmaxRows(t, b, a)
+	if t == 0 {
+		return
+	}
+	softmaxRowsGo(t, b, a)
+}
+func softmaxRowsBackGoChecked(t int, a []float32, g []float32, db []float32) {
+	checkSoftmaxRowsBack(t, a, g, db)
+	if t == 0 {
+		return
+	}
+	softmaxRowsBackGo(t, a, g, db)
+}
 func triScaleGoChecked(t int, alpha float32, x []float32, y []float32) {
 	checkTriScale(t, alpha, x, y)
 	if t == 0 {
@@ -161,6 +175,8 @@ func goSet() kernels.Set {
 		LayerNorm:        layerNormGoChecked,
 		LayerNormBack:    layerNormBackGoChecked,
 		LayerNormGrad:    layerNormGradGoChecked,
+		SoftmaxRows:      softmaxRowsGoChecked,
+		SoftmaxRowsBack:  softmaxRowsBackGoChecked,
 		SoftmaxScale:     softmaxScaleGoChecked,
 		SoftmaxStats:     softmaxStatsGoChecked,
 		SoftmaxValue:     softmaxValueGoChecked,

@@ -105,6 +105,8 @@ var emitters = map[catalog.Kind]emitter{
 	catalog.Gemv:             emitGemv,
 	catalog.Attend:           emitAttend,
 	catalog.Scores:           emitScores,
+	catalog.SoftmaxRows:      emitSoftmaxRows,
+	catalog.SoftmaxRowsBack:  emitSoftmaxRowsBack,
 }
 
 // unmaskedAsm lists the Causal kinds whose emitters have the unmasked form
@@ -114,6 +116,7 @@ var unmaskedAsm = map[catalog.Kind]bool{
 	catalog.Product: true, catalog.ProductBackX: true, catalog.ProductBackW: true,
 	catalog.Tile: true, catalog.TileBack: true,
 	catalog.SoftmaxValue: true, catalog.SoftmaxValueBack: true,
+	catalog.SoftmaxRows: true, catalog.SoftmaxRowsBack: true,
 }
 
 // Has reports whether there is assembly for op under cfg: every kind has,

@@ -39,7 +39,8 @@ import (
 // phase 2, from each block's rows of a before they turn into db (dvRows),
 // into a stack copy of stride DH, takes svLongRows rows per block, and
 // computes their gradient rows from a transposed copy of V (gPanels,
-// softmax_panels.go). The backward is in softmax_back.go.
+// softmax_panels.go). The backward is in softmax_back.go. The softmax
+// alone and its backward (softmax_rows.go) reuse softmaxRows and dbRow.
 //
 // For a bidirectional spec (Config.Bidirectional) every row has the t
 // entries j < t: the forward's rows share one length (each has one masked

@@ -478,10 +478,21 @@ func (s *svKit) backRow(i reg.GPVirtual, gbuf operand.Mem) {
 // finishRow emits db's row i from its gradient row at gbuf:
 // s_i = Σ_j a_ij g_ij, then db_ij = a_ij (g_ij − s_i).
 func (s *svKit) finishRow(i reg.GPVirtual, gbuf operand.Mem) {
+	s.dbRow(i, func() reg.GPVirtual {
+		gb := s.c.GP64()
+		s.c.LEAQ(gbuf, gb)
+		return gb
+	})
+}
+
+// dbRow emits db's row i from the gradient row at the address gRow
+// emits: s_i = Σ_j a_ij g_ij, then db_ij = a_ij (g_ij − s_i), each vector
+// of db stored after its vectors of a and g are read (db may be either).
+func (s *svKit) dbRow(i reg.GPVirtual, gRow func() reg.GPVirtual) {
 	c, W, N := s.c, s.W, s.f.Config.N
-	L, gb := c.GP64(), c.GP64()
+	L := c.GP64()
 	s.rowEnd(L, i, 1)
-	c.LEAQ(gbuf, gb)
+	gb := gRow()
 	ap := s.rowPtr("a", i, N)
 	full, rem := c.GP64(), c.GP64()
 	c.MOVQ(L, full)

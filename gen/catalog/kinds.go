@@ -58,6 +58,9 @@ const (
 	Attend        // kernels.AttendFunc
 	Scores        // kernels.ScoresFunc
 
+	SoftmaxRows     // kernels.SoftmaxRowsFunc
+	SoftmaxRowsBack // kernels.SoftmaxRowsBackFunc
+
 	numKinds
 )
 
@@ -683,6 +686,27 @@ var table = [numKinds]Entry{
 			}
 			q, k, b, scale := s("q"), s("k"), s("b"), x("scale")
 			return func() float32 { f(t, q, k, b, scale); return 0 }
+		}},
+	// The softmax alone: elementwise, no dense FLOP convention.
+	SoftmaxRows: {Name: "SoftmaxRows", Params: params(in("b"), out("a")),
+		Causal: true, Forward: NoKind,
+		bind: func(fn any, t int, s sl, _ sc) func() float32 {
+			f, ok := fn.(kernels.SoftmaxRowsFunc)
+			if !ok {
+				return nil
+			}
+			b, a := s("b"), s("a")
+			return func() float32 { f(t, b, a); return 0 }
+		}},
+	SoftmaxRowsBack: {Name: "SoftmaxRowsBack", Params: params(in("a", "g"), out("db")),
+		Causal: true, Forward: NoKind,
+		bind: func(fn any, t int, s sl, _ sc) func() float32 {
+			f, ok := fn.(kernels.SoftmaxRowsBackFunc)
+			if !ok {
+				return nil
+			}
+			a, g, db := s("a"), s("g"), s("db")
+			return func() float32 { f(t, a, g, db); return 0 }
 		}},
 }
 

@@ -60,6 +60,8 @@ var emitters = map[catalog.Kind]emitter{
 	catalog.Gemv:             emitGemv,
 	catalog.Attend:           emitAttend,
 	catalog.Scores:           emitScores,
+	catalog.SoftmaxRows:      emitSoftmaxRows,
+	catalog.SoftmaxRowsBack:  emitSoftmaxRowsBack,
 }
 
 // Emit adds op's Go function, named Name(op), to f.

@@ -30,15 +30,33 @@ touched.`, Name(op), cfg.N, cfg.D, cfg.DH)
 		jen.Id("br").Op(":=").Add(triRow("b", rowLen(cfg))),
 		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
 		jen.Id("yr").Op(":=").Add(win("y", rowOff("i", "D"), jen.Id("DH"))),
-		jen.Comment("m is the row maximum; a fully masked row (all −Inf) gives a = 0 and y = 0."),
+	}
+	row = append(row, softmaxRow("a = 0 and y = 0", jen.Clear(jen.Id("yr")))...)
+	row = append(row, jen.Comment("y_i = Σ_j a_ij · v_j, a chunk of output columns at a time."))
+	row = append(row, combineRows("ar", "v", "D", "yr", cfg.DH, "")...)
+	funcDecl(f, op, maskDoc(cfg, doc),
+		constBlock(
+			size{"N", cfg.N, "row stride of b and a"},
+			size{"D", cfg.D, "row stride of v and y"},
+			size{"DH", cfg.DH, "head width"},
+		),
+		forRows(row...),
+	)
+}
+
+// softmaxRow is the softmax of row i from br to ar (the rows of b and a,
+// declared before): the maximum m, then ar = exp(br − m) / Σ exp(br − m).
+// A fully masked row (m = −Inf) clears ar, runs masked (which clears the
+// row's other outputs, named in the comment by zeros) and continues.
+func softmaxRow(zeros string, masked ...jen.Code) []jen.Code {
+	return []jen.Code{
+		jen.Comment("m is the row maximum; a fully masked row (all −Inf) gives " + zeros + "."),
 		jen.Id("m").Op(":=").Id("br").Index(jen.Lit(0)),
 		jen.For(jen.List(jen.Id("_"), jen.Id("bj")).Op(":=").Range().Id("br").Index(jen.Lit(1), jen.Empty())).Block(
 			jen.If(jen.Id("bj").Op(">").Id("m")).Block(jen.Id("m").Op("=").Id("bj")),
 		),
 		jen.If(jen.Qual("math", "IsInf").Call(jen.Float64().Call(jen.Id("m")), jen.Lit(-1))).Block(
-			jen.Clear(jen.Id("ar")),
-			jen.Clear(jen.Id("yr")),
-			jen.Continue(),
+			append(append([]jen.Code{jen.Clear(jen.Id("ar"))}, masked...), jen.Continue())...,
 		),
 		jen.Comment("a_ij = exp(b_ij − m) / Σ_j' exp(b_ij' − m), the difference taken exactly in float64."),
 		jen.Var().Id("sum").Float64(),
@@ -52,17 +70,78 @@ touched.`, Name(op), cfg.N, cfg.D, cfg.DH)
 		jen.For(jen.Id("j").Op(":=").Range().Id("ar")).Block(
 			jen.Id("ar").Index(jen.Id("j")).Op("*=").Id("inv"),
 		),
-		jen.Comment("y_i = Σ_j a_ij · v_j, a chunk of output columns at a time."),
 	}
-	row = append(row, combineRows("ar", "v", "D", "yr", cfg.DH, "")...)
+}
+
+// emitSoftmaxRows emits the softmax alone: SoftmaxValue's rows without the
+// value product, and (causal) the zeros of a's row i at columns i < j < t,
+// written first: b's entries there are never read, so a may be b.
+func emitSoftmaxRows(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	zeros := ""
+	if !cfg.Bidirectional {
+		zeros = "\n\ta[i·N+j] = 0,  i < j < t"
+	}
+	doc := fmt.Sprintf(`%s is the causal softmax alone (kernels.SoftmaxRowsFunc)
+for N = %d: for every row i < t,
+
+	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]%s
+
+a may be b. A row of b that is all −Inf gives a = 0. The exponentials are
+computed in float64 to within 6e-9 relative (so a is within two float32
+ulps of exact); entries with j ≥ t are never touched.`, Name(op), cfg.N, zeros)
+	row := []jen.Code{
+		jen.Id("br").Op(":=").Add(triRow("b", rowLen(cfg))),
+		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
+	}
+	if !cfg.Bidirectional {
+		row = append(row,
+			jen.Comment("The zeros above the diagonal, up to column t."),
+			jen.Clear(jen.Id("a").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("i").Op("+").Lit(1), jen.Id("i").Op("*").Id("N").Op("+").Id("t"))),
+		)
+	}
+	row = append(row, softmaxRow("a = 0")...)
 	funcDecl(f, op, maskDoc(cfg, doc),
-		constBlock(
-			size{"N", cfg.N, "row stride of b and a"},
-			size{"D", cfg.D, "row stride of v and y"},
-			size{"DH", cfg.DH, "head width"},
-		),
+		constBlock(size{"N", cfg.N, "row stride of b and a"}),
 		forRows(row...),
 	)
+}
+
+// emitSoftmaxRowsBack emits the backward of SoftmaxRows, row by row: s_i,
+// then db_ij, each entry of db written after its a_ij and g_ij are read,
+// so db may be a or g.
+func emitSoftmaxRowsBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
+	doc := fmt.Sprintf(`%s is the backward of the causal softmax alone
+(kernels.SoftmaxRowsBackFunc) for N = %d; it overwrites, for j ≤ i < t,
+
+	db[i·N+j] = a[i·N+j] · (g[i·N+j] − Σ_{j'≤i} a[i·N+j'] · g[i·N+j'])
+
+the sum taken in float64. db may be a or g; entries with j > i are never
+touched.`, Name(op), cfg.N)
+	row := append([]jen.Code{
+		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
+		jen.Id("gr").Op(":=").Add(triRow("g", rowLen(cfg))),
+	}, dbRow(cfg)...)
+	funcDecl(f, op, maskDoc(cfg, doc),
+		constBlock(size{"N", cfg.N, "row stride of a, g and db"}),
+		forRows(row...),
+	)
+}
+
+// dbRow is db's row i from the rows ar of a and gr of g (declared before):
+// s = Σ_j a_ij g_ij in float64, then db_ij = a_ij (g_ij − s), each entry
+// written after its a_ij and g_ij are read.
+func dbRow(cfg catalog.Config) []jen.Code {
+	return []jen.Code{
+		jen.Var().Id("s").Float64(),
+		jen.For(jen.List(jen.Id("j"), jen.Id("aj")).Op(":=").Range().Id("ar")).Block(
+			jen.Id("s").Op("+=").Float64().Call(jen.Id("aj")).Op("*").Float64().Call(jen.Id("gr").Index(jen.Id("j"))),
+		),
+		jen.Id("sf").Op(":=").Float32().Call(jen.Id("s")),
+		jen.Id("dbr").Op(":=").Add(triRow("db", rowLen(cfg))),
+		jen.For(jen.List(jen.Id("j"), jen.Id("aj")).Op(":=").Range().Id("ar")).Block(
+			jen.Id("dbr").Index(jen.Id("j")).Op("=").Id("aj").Op("*").Parens(jen.Id("gr").Index(jen.Id("j")).Op("-").Id("sf")),
+		),
+	}
 }
 
 // emitSoftmaxValueBack emits the backward of SoftmaxValue. dv is computed
@@ -82,16 +161,8 @@ db may be a: dv is computed before db is written.`, Name(op), cfg.N, cfg.D, cfg.
 		jen.Id("gr").Op(":=").Id("g").Index(jen.Empty(), jen.Len(jen.Id("ar")), jen.Len(jen.Id("ar"))),
 		jen.Comment("g_ij = dy_i · v_j, a chunk of rows of v at a time."),
 		jen.Block(rowDots("gr", "dyr", "v", "D", "DH", cfg.DH, nil)...),
-		jen.Var().Id("s").Float64(),
-		jen.For(jen.List(jen.Id("j"), jen.Id("aj")).Op(":=").Range().Id("ar")).Block(
-			jen.Id("s").Op("+=").Float64().Call(jen.Id("aj")).Op("*").Float64().Call(jen.Id("gr").Index(jen.Id("j"))),
-		),
-		jen.Id("sf").Op(":=").Float32().Call(jen.Id("s")),
-		jen.Id("dbr").Op(":=").Add(triRow("db", rowLen(cfg))),
-		jen.For(jen.List(jen.Id("j"), jen.Id("aj")).Op(":=").Range().Id("ar")).Block(
-			jen.Id("dbr").Index(jen.Id("j")).Op("=").Id("aj").Op("*").Parens(jen.Id("gr").Index(jen.Id("j")).Op("-").Id("sf")),
-		),
 	}
+	row = append(row, dbRow(cfg)...)
 	funcDecl(f, op, maskDoc(cfg, doc),
 		constBlock(
 			size{"N", cfg.N, "row stride of a and db"},

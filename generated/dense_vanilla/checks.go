@@ -45,6 +45,35 @@ func checkSoftmaxValueBack(t int, a []float32, v []float32, dy []float32, db []f
 	}
 }
 
+// checkSoftmaxRows panics unless t and the slices fit SoftmaxRows's sizes.
+func checkSoftmaxRows(t int, b []float32, a []float32) {
+	if t < 0 || t > N {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: t = %d, want 0 ≤ t ≤ %d", t, N))
+	}
+	if len(b) < need(t, t, 128, t) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: len(b) = %d, need %d at t = %d", len(b), need(t, t, 128, t), t))
+	}
+	if len(a) < need(t, t, 128, t) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: len(a) = %d, need %d at t = %d", len(a), need(t, t, 128, t), t))
+	}
+}
+
+// checkSoftmaxRowsBack panics unless t and the slices fit SoftmaxRowsBack's sizes.
+func checkSoftmaxRowsBack(t int, a []float32, g []float32, db []float32) {
+	if t < 0 || t > N {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: t = %d, want 0 ≤ t ≤ %d", t, N))
+	}
+	if len(a) < need(t, t, 128, t) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(a) = %d, need %d at t = %d", len(a), need(t, t, 128, t), t))
+	}
+	if len(g) < need(t, t, 128, t) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(g) = %d, need %d at t = %d", len(g), need(t, t, 128, t), t))
+	}
+	if len(db) < need(t, t, 128, t) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(db) = %d, need %d at t = %d", len(db), need(t, t, 128, t), t))
+	}
+}
+
 // checkVanillaLogits panics unless t and the slices fit VanillaLogits's sizes.
 func checkVanillaLogits(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	if t < 0 || t > N {

@@ -1694,6 +1694,834 @@ svb_done_8:
 	VZEROUPPER
 	RET
 
+// func softmaxRowsAVX512(t int, b []float32, a []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·softmaxRowsAVX512(SB), NOSPLIT, $0-56
+	XORQ AX, AX
+
+sr_blocks_1:
+	MOVQ         t+0(FP), CX
+	LEAQ         8(AX), DX
+	CMPQ         DX, CX
+	JG           sr_single_2
+	MOVQ         b_base+8(FP), CX
+	IMUL3Q       $0x00000200, AX, DX
+	ADDQ         DX, CX
+	MOVQ         a_base+32(FP), DX
+	IMUL3Q       $0x00000200, AX, BX
+	ADDQ         BX, DX
+	MOVQ         t+0(FP), BX
+	MOVQ         BX, SI
+	ANDQ         $0xfffffff0, BX
+	SUBQ         BX, SI
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z1
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z2
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z3
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z4
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z5
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z6
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z7
+	XORQ         DI, DI
+
+sv_max_4:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_5
+	VMAXPS (CX)(DI*4), Z0, Z0
+	VMAXPS 512(CX)(DI*4), Z1, Z1
+	VMAXPS 1024(CX)(DI*4), Z2, Z2
+	VMAXPS 1536(CX)(DI*4), Z3, Z3
+	VMAXPS 2048(CX)(DI*4), Z4, Z4
+	VMAXPS 2560(CX)(DI*4), Z5, Z5
+	VMAXPS 3072(CX)(DI*4), Z6, Z6
+	VMAXPS 3584(CX)(DI*4), Z7, Z7
+	ADDQ   $0x00000010, DI
+	JMP    sv_max_4
+
+sv_max_tail_5:
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    (CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z0, K1, Z0
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    512(CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z1, K1, Z1
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    1024(CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z2, K1, Z2
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    1536(CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z3, K1, Z3
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    2048(CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z4, K1, Z4
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    2560(CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z5, K1, Z5
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    3072(CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z6, K1, Z6
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    3584(CX)(DI*4), K1, Z8
+	VMAXPS       Z8, Z7, K1, Z7
+	VSHUFF64X2   $0x4e, Z0, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z0, Z8, Z0
+	VSHUFF64X2   $0x4e, Z1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VSHUFF64X2   $0xb1, Z1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z1, Z8, Z1
+	VSHUFF64X2   $0x4e, Z2, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VSHUFF64X2   $0xb1, Z2, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z2, Z8, Z2
+	VSHUFF64X2   $0x4e, Z3, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VSHUFF64X2   $0xb1, Z3, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VPERMILPS    $0x4e, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VPERMILPS    $0xb1, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z3, Z8, Z3
+	VSHUFF64X2   $0x4e, Z4, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VSHUFF64X2   $0xb1, Z4, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z4, Z8, Z4
+	VSHUFF64X2   $0x4e, Z5, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VSHUFF64X2   $0xb1, Z5, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VPERMILPS    $0x4e, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VPERMILPS    $0xb1, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z5, Z8, Z5
+	VSHUFF64X2   $0x4e, Z6, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VSHUFF64X2   $0xb1, Z6, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z6, Z8, Z6
+	VSHUFF64X2   $0x4e, Z7, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VSHUFF64X2   $0xb1, Z7, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z7, Z8, Z7
+	VXORPS       Z8, Z8, Z8
+	VXORPS       Z9, Z9, Z9
+	VXORPS       Z10, Z10, Z10
+	VXORPS       Z11, Z11, Z11
+	VXORPS       Z12, Z12, Z12
+	VXORPS       Z13, Z13, Z13
+	VXORPS       Z14, Z14, Z14
+	VXORPS       Z15, Z15, Z15
+	XORQ         DI, DI
+
+sv_exp_6:
+	CMPQ             DI, BX
+	JAE              sv_exp_tail_7
+	VMOVUPS          (CX)(DI*4), Z16
+	VSUBPS           Z0, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z8, Z8
+	VMOVUPS          Z17, (DX)(DI*4)
+	VMOVUPS          512(CX)(DI*4), Z16
+	VSUBPS           Z1, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z9, Z9
+	VMOVUPS          Z17, 512(DX)(DI*4)
+	VMOVUPS          1024(CX)(DI*4), Z16
+	VSUBPS           Z2, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z10, Z10
+	VMOVUPS          Z17, 1024(DX)(DI*4)
+	VMOVUPS          1536(CX)(DI*4), Z16
+	VSUBPS           Z3, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z11, Z11
+	VMOVUPS          Z17, 1536(DX)(DI*4)
+	VMOVUPS          2048(CX)(DI*4), Z16
+	VSUBPS           Z4, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z12, Z12
+	VMOVUPS          Z17, 2048(DX)(DI*4)
+	VMOVUPS          2560(CX)(DI*4), Z16
+	VSUBPS           Z5, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z13, Z13
+	VMOVUPS          Z17, 2560(DX)(DI*4)
+	VMOVUPS          3072(CX)(DI*4), Z16
+	VSUBPS           Z6, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z14, Z14
+	VMOVUPS          Z17, 3072(DX)(DI*4)
+	VMOVUPS          3584(CX)(DI*4), Z16
+	VSUBPS           Z7, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z15, Z15
+	VMOVUPS          Z17, 3584(DX)(DI*4)
+	ADDQ             $0x00000010, DI
+	JMP              sv_exp_6
+
+sv_exp_tail_7:
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        (CX)(DI*4), K1, Z16
+	VSUBPS           Z0, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z17
+	VRNDSCALEPS      $0x00, Z17, Z17
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z17, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z17, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z0
+	VSCALEFPS.Z      Z17, Z0, K2, Z0
+	VADDPS           Z0, Z8, K1, Z8
+	VMOVUPS          Z0, K1, (DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        512(CX)(DI*4), K1, Z0
+	VSUBPS           Z1, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z16
+	VRNDSCALEPS      $0x00, Z16, Z16
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z16, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z16, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z16, Z1, K2, Z1
+	VADDPS           Z1, Z9, K1, Z9
+	VMOVUPS          Z1, K1, 512(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        1024(CX)(DI*4), K1, Z0
+	VSUBPS           Z2, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VADDPS           Z1, Z10, K1, Z10
+	VMOVUPS          Z1, K1, 1024(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        1536(CX)(DI*4), K1, Z0
+	VSUBPS           Z3, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VADDPS           Z1, Z11, K1, Z11
+	VMOVUPS          Z1, K1, 1536(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        2048(CX)(DI*4), K1, Z0
+	VSUBPS           Z4, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VADDPS           Z1, Z12, K1, Z12
+	VMOVUPS          Z1, K1, 2048(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        2560(CX)(DI*4), K1, Z0
+	VSUBPS           Z5, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VADDPS           Z1, Z13, K1, Z13
+	VMOVUPS          Z1, K1, 2560(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        3072(CX)(DI*4), K1, Z0
+	VSUBPS           Z6, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VADDPS           Z1, Z14, K1, Z14
+	VMOVUPS          Z1, K1, 3072(DX)(DI*4)
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        3584(CX)(DI*4), K1, Z0
+	VSUBPS           Z7, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K2, Z1
+	VADDPS           Z1, Z15, K1, Z15
+	VMOVUPS          Z1, K1, 3584(DX)(DI*4)
+	VSHUFF64X2       $0x4e, Z8, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VSHUFF64X2       $0xb1, Z8, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VPERMILPS        $0x4e, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VPERMILPS        $0xb1, Z8, Z0
+	VADDPS           Z0, Z8, Z8
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z0
+	VMAXPS           Z8, Z0, Z8
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z0
+	VDIVPS           Z8, Z0, Z0
+	VSHUFF64X2       $0x4e, Z9, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VSHUFF64X2       $0xb1, Z9, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VPERMILPS        $0x4e, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VPERMILPS        $0xb1, Z9, Z1
+	VADDPS           Z1, Z9, Z9
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z1
+	VMAXPS           Z9, Z1, Z9
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z1
+	VDIVPS           Z9, Z1, Z1
+	VSHUFF64X2       $0x4e, Z10, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VSHUFF64X2       $0xb1, Z10, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VPERMILPS        $0x4e, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VPERMILPS        $0xb1, Z10, Z2
+	VADDPS           Z2, Z10, Z10
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z2
+	VMAXPS           Z10, Z2, Z10
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z2
+	VDIVPS           Z10, Z2, Z2
+	VSHUFF64X2       $0x4e, Z11, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VSHUFF64X2       $0xb1, Z11, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VPERMILPS        $0x4e, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VPERMILPS        $0xb1, Z11, Z3
+	VADDPS           Z3, Z11, Z11
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z3
+	VMAXPS           Z11, Z3, Z11
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z3
+	VDIVPS           Z11, Z3, Z3
+	VSHUFF64X2       $0x4e, Z12, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VSHUFF64X2       $0xb1, Z12, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VPERMILPS        $0x4e, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VPERMILPS        $0xb1, Z12, Z4
+	VADDPS           Z4, Z12, Z12
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z4
+	VMAXPS           Z12, Z4, Z12
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z4
+	VDIVPS           Z12, Z4, Z4
+	VSHUFF64X2       $0x4e, Z13, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VSHUFF64X2       $0xb1, Z13, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VPERMILPS        $0x4e, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VPERMILPS        $0xb1, Z13, Z5
+	VADDPS           Z5, Z13, Z13
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z5
+	VMAXPS           Z13, Z5, Z13
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z5
+	VDIVPS           Z13, Z5, Z5
+	VSHUFF64X2       $0x4e, Z14, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VSHUFF64X2       $0xb1, Z14, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VPERMILPS        $0x4e, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VPERMILPS        $0xb1, Z14, Z6
+	VADDPS           Z6, Z14, Z14
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z6
+	VMAXPS           Z14, Z6, Z14
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z6
+	VDIVPS           Z14, Z6, Z6
+	VSHUFF64X2       $0x4e, Z15, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VSHUFF64X2       $0xb1, Z15, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VPERMILPS        $0x4e, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VPERMILPS        $0xb1, Z15, Z7
+	VADDPS           Z7, Z15, Z15
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z7
+	VMAXPS           Z15, Z7, Z15
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z7
+	VDIVPS           Z15, Z7, Z7
+	XORQ             CX, CX
+
+sv_scale_8:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_9
+	VMULPS  (DX)(CX*4), Z0, Z8
+	VMOVUPS Z8, (DX)(CX*4)
+	VMULPS  512(DX)(CX*4), Z1, Z8
+	VMOVUPS Z8, 512(DX)(CX*4)
+	VMULPS  1024(DX)(CX*4), Z2, Z8
+	VMOVUPS Z8, 1024(DX)(CX*4)
+	VMULPS  1536(DX)(CX*4), Z3, Z8
+	VMOVUPS Z8, 1536(DX)(CX*4)
+	VMULPS  2048(DX)(CX*4), Z4, Z8
+	VMOVUPS Z8, 2048(DX)(CX*4)
+	VMULPS  2560(DX)(CX*4), Z5, Z8
+	VMOVUPS Z8, 2560(DX)(CX*4)
+	VMULPS  3072(DX)(CX*4), Z6, Z8
+	VMOVUPS Z8, 3072(DX)(CX*4)
+	VMULPS  3584(DX)(CX*4), Z7, Z8
+	VMOVUPS Z8, 3584(DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     sv_scale_8
+
+sv_scale_tail_9:
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z (DX)(CX*4), K1, Z8
+	VMULPS    Z8, Z0, Z8
+	VMOVUPS   Z8, K1, (DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z 512(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z1, Z0
+	VMOVUPS   Z0, K1, 512(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z 1024(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z2, Z0
+	VMOVUPS   Z0, K1, 1024(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z 1536(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z3, Z0
+	VMOVUPS   Z0, K1, 1536(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z 2048(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z4, Z0
+	VMOVUPS   Z0, K1, 2048(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z 2560(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z5, Z0
+	VMOVUPS   Z0, K1, 2560(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z 3072(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z6, Z0
+	VMOVUPS   Z0, K1, 3072(DX)(CX*4)
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z 3584(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z7, Z0
+	VMOVUPS   Z0, K1, 3584(DX)(CX*4)
+	ADDQ      $0x00000008, AX
+	JMP       sr_blocks_1
+
+sr_single_2:
+	MOVQ         t+0(FP), CX
+	CMPQ         AX, CX
+	JGE          sr_zeros_3
+	MOVQ         b_base+8(FP), CX
+	IMUL3Q       $0x00000200, AX, DX
+	ADDQ         DX, CX
+	MOVQ         a_base+32(FP), DX
+	IMUL3Q       $0x00000200, AX, BX
+	ADDQ         BX, DX
+	MOVQ         t+0(FP), BX
+	MOVQ         BX, SI
+	ANDQ         $0xfffffff0, BX
+	SUBQ         BX, SI
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
+	XORQ         DI, DI
+
+sv_max_10:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_11
+	VMAXPS (CX)(DI*4), Z0, Z0
+	ADDQ   $0x00000010, DI
+	JMP    sv_max_10
+
+sv_max_tail_11:
+	MOVL         $0x0000ffff, R8
+	BZHIL        SI, R8, R8
+	KMOVW        R8, K1
+	VMOVUPS.Z    (CX)(DI*4), K1, Z1
+	VMAXPS       Z1, Z0, K1, Z0
+	VSHUFF64X2   $0x4e, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z1
+	VMAXPS       Z0, Z1, Z0
+	VXORPS       Z1, Z1, Z1
+	XORQ         DI, DI
+
+sv_exp_12:
+	CMPQ             DI, BX
+	JAE              sv_exp_tail_13
+	VMOVUPS          (CX)(DI*4), Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VADDPS           Z3, Z1, Z1
+	VMOVUPS          Z3, (DX)(DI*4)
+	ADDQ             $0x00000010, DI
+	JMP              sv_exp_12
+
+sv_exp_tail_13:
+	MOVL             $0x0000ffff, R8
+	BZHIL            SI, R8, R8
+	KMOVW            R8, K1
+	VMOVUPS.Z        (CX)(DI*4), K1, Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z0
+	VSCALEFPS.Z      Z3, Z0, K2, Z0
+	VADDPS           Z0, Z1, K1, Z1
+	VMOVUPS          Z0, K1, (DX)(DI*4)
+	VSHUFF64X2       $0x4e, Z1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VSHUFF64X2       $0xb1, Z1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VPERMILPS        $0x4e, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VPERMILPS        $0xb1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z0
+	VMAXPS           Z1, Z0, Z1
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z0
+	VDIVPS           Z1, Z0, Z0
+	XORQ             CX, CX
+
+sv_scale_14:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_15
+	VMULPS  (DX)(CX*4), Z0, Z1
+	VMOVUPS Z1, (DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     sv_scale_14
+
+sv_scale_tail_15:
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z (DX)(CX*4), K1, Z1
+	VMULPS    Z1, Z0, Z1
+	VMOVUPS   Z1, K1, (DX)(CX*4)
+	INCQ      AX
+	JMP       sr_single_2
+
+sr_zeros_3:
+	VZEROUPPER
+	RET
+
+// func softmaxRowsBackAVX512(t int, a []float32, g []float32, db []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·softmaxRowsBackAVX512(SB), NOSPLIT, $0-80
+	XORQ AX, AX
+
+srb_row_1:
+	MOVQ   t+0(FP), CX
+	CMPQ   AX, CX
+	JGE    srb_done_2
+	MOVQ   t+0(FP), CX
+	MOVQ   g_base+32(FP), DX
+	IMUL3Q $0x00000200, AX, BX
+	ADDQ   BX, DX
+	MOVQ   a_base+8(FP), BX
+	IMUL3Q $0x00000200, AX, SI
+	ADDQ   SI, BX
+	MOVQ   CX, SI
+	ANDQ   $0x0000000f, CX
+	SUBQ   CX, SI
+	MOVL   $0x0000ffff, DI
+	BZHIL  CX, DI, DI
+	KMOVW  DI, K1
+	VXORPS Z0, Z0, Z0
+	XORQ   CX, CX
+
+svb_dot_3:
+	CMPQ        CX, SI
+	JAE         svb_dot_tail_4
+	VMOVUPS     (DX)(CX*4), Z1
+	VFMADD231PS (BX)(CX*4), Z1, Z0
+	ADDQ        $0x00000010, CX
+	JMP         svb_dot_3
+
+svb_dot_tail_4:
+	VMOVUPS.Z   (DX)(CX*4), K1, Z1
+	VMOVUPS.Z   (BX)(CX*4), K1, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVQ        db_base+56(FP), CX
+	IMUL3Q      $0x00000200, AX, DI
+	ADDQ        DI, CX
+	XORQ        DI, DI
+
+svb_db_5:
+	CMPQ    DI, SI
+	JAE     svb_db_tail_6
+	VMOVUPS (DX)(DI*4), Z1
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  (BX)(DI*4), Z1, Z1
+	VMOVUPS Z1, (CX)(DI*4)
+	ADDQ    $0x00000010, DI
+	JMP     svb_db_5
+
+svb_db_tail_6:
+	VMOVUPS.Z (DX)(DI*4), K1, Z1
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS.Z (BX)(DI*4), K1, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (CX)(DI*4)
+	INCQ      AX
+	JMP       srb_row_1
+
+srb_done_2:
+	VZEROUPPER
+	RET
+
 // func factDenseLogitsAVX512(t int, fa []float32, fb []float32, c []float32)
 // Requires: AVX, AVX512F, BMI2
 TEXT ·factDenseLogitsAVX512(SB), NOSPLIT, $0-80
@@ -5227,6 +6055,578 @@ svb_db_tail_30:
 	JMP        svb_row_7
 
 svb_done_8:
+	VZEROUPPER
+	RET
+
+// func softmaxRowsAVX2(t int, b []float32, a []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·softmaxRowsAVX2(SB), NOSPLIT, $0-56
+	XORQ AX, AX
+
+sr_blocks_1:
+	MOVQ    t+0(FP), CX
+	LEAQ    4(AX), DX
+	CMPQ    DX, CX
+	JG      sr_single_2
+	MOVQ    b_base+8(FP), CX
+	IMUL3Q  $0x00000200, AX, DX
+	ADDQ    DX, CX
+	MOVQ    a_base+32(FP), DX
+	IMUL3Q  $0x00000200, AX, BX
+	ADDQ    BX, DX
+	MOVQ    t+0(FP), BX
+	MOVQ    BX, SI
+	ANDQ    $0xfffffff8, BX
+	SUBQ    BX, SI
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y2
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y3
+	XORQ    DI, DI
+
+sv_max_4:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_5
+	VMAXPS (CX)(DI*4), Y0, Y0
+	VMAXPS 512(CX)(DI*4), Y1, Y1
+	VMAXPS 1024(CX)(DI*4), Y2, Y2
+	VMAXPS 1536(CX)(DI*4), Y3, Y3
+	ADDQ   $0x00000008, DI
+	JMP    sv_max_4
+
+sv_max_tail_5:
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS (CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y0, Y0
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS 512(CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y1, Y1
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS 1024(CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y2, Y2
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y4
+	VMASKMOVPS 1536(CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y3, Y3
+	VPERM2F128 $0x01, Y0, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y0, Y4, Y0
+	VPERM2F128 $0x01, Y1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0x4e, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0xb1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y1, Y4, Y1
+	VPERM2F128 $0x01, Y2, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0x4e, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0xb1, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y2, Y4, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0x4e, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0xb1, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y3, Y4, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	XORQ       DI, DI
+
+sv_exp_6:
+	CMPQ        DI, BX
+	JAE         sv_exp_tail_7
+	VMOVUPS     (CX)(DI*4), Y8
+	VSUBPS      Y0, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y4, Y4
+	VMOVUPS     Y9, (DX)(DI*4)
+	VMOVUPS     512(CX)(DI*4), Y8
+	VSUBPS      Y1, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y5, Y5
+	VMOVUPS     Y9, 512(DX)(DI*4)
+	VMOVUPS     1024(CX)(DI*4), Y8
+	VSUBPS      Y2, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y6, Y6
+	VMOVUPS     Y9, 1024(DX)(DI*4)
+	VMOVUPS     1536(CX)(DI*4), Y8
+	VSUBPS      Y3, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y7, Y7
+	VMOVUPS     Y9, 1536(DX)(DI*4)
+	ADDQ        $0x00000008, DI
+	JMP         sv_exp_6
+
+sv_exp_tail_7:
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y8
+	VMASKMOVPS  (CX)(DI*4), Y8, Y9
+	VSUBPS      Y0, Y9, Y9
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y10
+	VPSLLD      $0x17, Y10, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y9
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y9
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y10
+	VMULPS      Y0, Y9, Y9
+	VFMADD231PS Y10, Y9, Y0
+	VANDNPS     Y0, Y11, Y0
+	VANDPS      Y8, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VMASKMOVPS  Y0, Y8, (DX)(DI*4)
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y0
+	VMASKMOVPS  512(CX)(DI*4), Y0, Y8
+	VSUBPS      Y1, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y10
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y9
+	VPSLLD      $0x17, Y9, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y9
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y9
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y9
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y9
+	VMULPS      Y1, Y8, Y8
+	VFMADD231PS Y9, Y8, Y1
+	VANDNPS     Y1, Y10, Y1
+	VANDPS      Y0, Y1, Y1
+	VADDPS      Y1, Y5, Y5
+	VMASKMOVPS  Y1, Y0, 512(DX)(DI*4)
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y0
+	VMASKMOVPS  1024(CX)(DI*4), Y0, Y1
+	VSUBPS      Y2, Y1, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y9
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y8
+	VPSLLD      $0x17, Y8, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y8
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y8
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y8
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y8
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y8, Y1, Y2
+	VANDNPS     Y2, Y9, Y2
+	VANDPS      Y0, Y2, Y2
+	VADDPS      Y2, Y6, Y6
+	VMASKMOVPS  Y2, Y0, 1024(DX)(DI*4)
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y0
+	VMASKMOVPS  1536(CX)(DI*4), Y0, Y1
+	VSUBPS      Y3, Y1, Y1
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y1, Y8
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y1, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y1
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y1
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y1, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y1, Y3
+	VMULPS      Y2, Y1, Y1
+	VFMADD231PS Y3, Y1, Y2
+	VANDNPS     Y2, Y8, Y2
+	VANDPS      Y0, Y2, Y2
+	VADDPS      Y2, Y7, Y7
+	VMASKMOVPS  Y2, Y0, 1536(DX)(DI*4)
+	VPERM2F128  $0x01, Y4, Y4, Y0
+	VADDPS      Y0, Y4, Y4
+	VPERMILPS   $0x4e, Y4, Y0
+	VADDPS      Y0, Y4, Y4
+	VPERMILPS   $0xb1, Y4, Y0
+	VADDPS      Y0, Y4, Y4
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS      Y4, Y0, Y4
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS      Y4, Y0, Y0
+	VPERM2F128  $0x01, Y5, Y5, Y1
+	VADDPS      Y1, Y5, Y5
+	VPERMILPS   $0x4e, Y5, Y1
+	VADDPS      Y1, Y5, Y5
+	VPERMILPS   $0xb1, Y5, Y1
+	VADDPS      Y1, Y5, Y5
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y1
+	VMAXPS      Y5, Y1, Y5
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y1
+	VDIVPS      Y5, Y1, Y1
+	VPERM2F128  $0x01, Y6, Y6, Y2
+	VADDPS      Y2, Y6, Y6
+	VPERMILPS   $0x4e, Y6, Y2
+	VADDPS      Y2, Y6, Y6
+	VPERMILPS   $0xb1, Y6, Y2
+	VADDPS      Y2, Y6, Y6
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y2
+	VMAXPS      Y6, Y2, Y6
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y2
+	VDIVPS      Y6, Y2, Y2
+	VPERM2F128  $0x01, Y7, Y7, Y3
+	VADDPS      Y3, Y7, Y7
+	VPERMILPS   $0x4e, Y7, Y3
+	VADDPS      Y3, Y7, Y7
+	VPERMILPS   $0xb1, Y7, Y3
+	VADDPS      Y3, Y7, Y7
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y3
+	VMAXPS      Y7, Y3, Y7
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y3
+	VDIVPS      Y7, Y3, Y3
+	XORQ        CX, CX
+
+sv_scale_8:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_9
+	VMULPS  (DX)(CX*4), Y0, Y4
+	VMOVUPS Y4, (DX)(CX*4)
+	VMULPS  512(DX)(CX*4), Y1, Y4
+	VMOVUPS Y4, 512(DX)(CX*4)
+	VMULPS  1024(DX)(CX*4), Y2, Y4
+	VMOVUPS Y4, 1024(DX)(CX*4)
+	VMULPS  1536(DX)(CX*4), Y3, Y4
+	VMOVUPS Y4, 1536(DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     sv_scale_8
+
+sv_scale_tail_9:
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y4
+	VMASKMOVPS (DX)(CX*4), Y4, Y5
+	VMULPS     Y5, Y0, Y5
+	VMASKMOVPS Y5, Y4, (DX)(CX*4)
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y0
+	VMASKMOVPS 512(DX)(CX*4), Y0, Y4
+	VMULPS     Y4, Y1, Y4
+	VMASKMOVPS Y4, Y0, 512(DX)(CX*4)
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y0
+	VMASKMOVPS 1024(DX)(CX*4), Y0, Y1
+	VMULPS     Y1, Y2, Y1
+	VMASKMOVPS Y1, Y0, 1024(DX)(CX*4)
+	LEAQ       lanemask8<>+0(SB), BX
+	NEGQ       SI
+	VMOVUPS    32(BX)(SI*4), Y0
+	VMASKMOVPS 1536(DX)(CX*4), Y0, Y1
+	VMULPS     Y1, Y3, Y1
+	VMASKMOVPS Y1, Y0, 1536(DX)(CX*4)
+	ADDQ       $0x00000004, AX
+	JMP        sr_blocks_1
+
+sr_single_2:
+	MOVQ    t+0(FP), CX
+	CMPQ    AX, CX
+	JGE     sr_zeros_3
+	MOVQ    b_base+8(FP), CX
+	IMUL3Q  $0x00000200, AX, DX
+	ADDQ    DX, CX
+	MOVQ    a_base+32(FP), DX
+	IMUL3Q  $0x00000200, AX, BX
+	ADDQ    BX, DX
+	MOVQ    t+0(FP), BX
+	MOVQ    BX, SI
+	ANDQ    $0xfffffff8, BX
+	SUBQ    BX, SI
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	XORQ    DI, DI
+
+sv_max_10:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_11
+	VMAXPS (CX)(DI*4), Y0, Y0
+	ADDQ   $0x00000008, DI
+	JMP    sv_max_10
+
+sv_max_tail_11:
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       SI, R9
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y1
+	VMASKMOVPS (CX)(DI*4), Y1, Y2
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y3
+	VBLENDVPS  Y1, Y2, Y3, Y2
+	VMAXPS     Y2, Y0, Y0
+	VPERM2F128 $0x01, Y0, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y1
+	VMAXPS     Y0, Y1, Y0
+	VXORPS     Y1, Y1, Y1
+	XORQ       DI, DI
+
+sv_exp_12:
+	CMPQ        DI, BX
+	JAE         sv_exp_tail_13
+	VMOVUPS     (CX)(DI*4), Y2
+	VSUBPS      Y0, Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
+	VMULPS      Y3, Y2, Y2
+	VFMADD231PS Y4, Y2, Y3
+	VANDNPS     Y3, Y5, Y3
+	VADDPS      Y3, Y1, Y1
+	VMOVUPS     Y3, (DX)(DI*4)
+	ADDQ        $0x00000008, DI
+	JMP         sv_exp_12
+
+sv_exp_tail_13:
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        SI, R9
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y2
+	VMASKMOVPS  (CX)(DI*4), Y2, Y3
+	VSUBPS      Y0, Y3, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y4
+	VPSLLD      $0x17, Y4, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y4
+	VMULPS      Y0, Y3, Y3
+	VFMADD231PS Y4, Y3, Y0
+	VANDNPS     Y0, Y5, Y0
+	VANDPS      Y2, Y0, Y0
+	VADDPS      Y0, Y1, Y1
+	VMASKMOVPS  Y0, Y2, (DX)(DI*4)
+	VPERM2F128  $0x01, Y1, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS      Y1, Y0, Y1
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS      Y1, Y0, Y0
+	XORQ        CX, CX
+
+sv_scale_14:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_15
+	VMULPS  (DX)(CX*4), Y0, Y1
+	VMOVUPS Y1, (DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     sv_scale_14
+
+sv_scale_tail_15:
+	LEAQ       lanemask8<>+0(SB), BX
+	NEGQ       SI
+	VMOVUPS    32(BX)(SI*4), Y1
+	VMASKMOVPS (DX)(CX*4), Y1, Y2
+	VMULPS     Y2, Y0, Y2
+	VMASKMOVPS Y2, Y1, (DX)(CX*4)
+	INCQ       AX
+	JMP        sr_single_2
+
+sr_zeros_3:
+	VZEROUPPER
+	RET
+
+// func softmaxRowsBackAVX2(t int, a []float32, g []float32, db []float32)
+// Requires: AVX, FMA3
+TEXT ·softmaxRowsBackAVX2(SB), NOSPLIT, $0-80
+	XORQ AX, AX
+
+srb_row_1:
+	MOVQ    t+0(FP), CX
+	CMPQ    AX, CX
+	JGE     srb_done_2
+	MOVQ    t+0(FP), CX
+	MOVQ    g_base+32(FP), DX
+	IMUL3Q  $0x00000200, AX, BX
+	ADDQ    BX, DX
+	MOVQ    a_base+8(FP), BX
+	IMUL3Q  $0x00000200, AX, SI
+	ADDQ    SI, BX
+	MOVQ    CX, SI
+	ANDQ    $0x00000007, CX
+	SUBQ    CX, SI
+	LEAQ    lanemask8<>+0(SB), DI
+	NEGQ    CX
+	VMOVUPS 32(DI)(CX*4), Y0
+	VXORPS  Y1, Y1, Y1
+	XORQ    CX, CX
+
+svb_dot_3:
+	CMPQ        CX, SI
+	JAE         svb_dot_tail_4
+	VMOVUPS     (DX)(CX*4), Y2
+	VFMADD231PS (BX)(CX*4), Y2, Y1
+	ADDQ        $0x00000008, CX
+	JMP         svb_dot_3
+
+svb_dot_tail_4:
+	VMASKMOVPS  (DX)(CX*4), Y0, Y2
+	VMASKMOVPS  (BX)(CX*4), Y0, Y3
+	VFMADD231PS Y3, Y2, Y1
+	VPERM2F128  $0x01, Y1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	MOVQ        db_base+56(FP), CX
+	IMUL3Q      $0x00000200, AX, DI
+	ADDQ        DI, CX
+	XORQ        DI, DI
+
+svb_db_5:
+	CMPQ    DI, SI
+	JAE     svb_db_tail_6
+	VMOVUPS (DX)(DI*4), Y2
+	VSUBPS  Y1, Y2, Y2
+	VMULPS  (BX)(DI*4), Y2, Y2
+	VMOVUPS Y2, (CX)(DI*4)
+	ADDQ    $0x00000008, DI
+	JMP     svb_db_5
+
+svb_db_tail_6:
+	VMASKMOVPS (DX)(DI*4), Y0, Y2
+	VSUBPS     Y1, Y2, Y2
+	VMASKMOVPS (BX)(DI*4), Y0, Y1
+	VMULPS     Y1, Y2, Y2
+	VMASKMOVPS Y2, Y0, (CX)(DI*4)
+	INCQ       AX
+	JMP        srb_row_1
+
+srb_done_2:
 	VZEROUPPER
 	RET
 

@@ -305,6 +305,84 @@ func softmaxValueBackGo(t int, a, v, dy, db, dv []float32) {
 	}
 }
 
+// softmaxRowsGo is the unmasked softmax alone (kernels.SoftmaxRowsFunc)
+// for N = 128: for every row i < t,
+//
+//	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'<t} exp(b[i·N+j'] − m_i),  j < t, m_i = max_{j<t} b[i·N+j]
+//
+// a may be b. A row of b that is all −Inf gives a = 0. The exponentials are
+// computed in float64 to within 6e-9 relative (so a is within two float32
+// ulps of exact); entries with j ≥ t are never touched.
+func softmaxRowsGo(t int, b, a []float32) {
+	const (
+		N = 128 // row stride of b and a
+	)
+	for i := 0; i < t; i++ {
+		br := b[i*N : i*N+t : i*N+t]
+		ar := a[i*N : i*N+t : i*N+t]
+		// m is the row maximum; a fully masked row (all −Inf) gives a = 0.
+		m := br[0]
+		for _, bj := range br[1:] {
+			if bj > m {
+				m = bj
+			}
+		}
+		if math.IsInf(float64(m), -1) {
+			clear(ar)
+			continue
+		}
+		// a_ij = exp(b_ij − m) / Σ_j' exp(b_ij' − m), the difference taken exactly in float64.
+		var sum float64
+		for j, bj := range br {
+			x := float64(bj) - float64(m)
+			e := 0.0
+			if !(x <= -104) {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				e = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			sum += e
+			ar[j] = float32(e)
+		}
+		inv := float32(1 / sum)
+		for j := range ar {
+			ar[j] *= inv
+		}
+	}
+}
+
+// softmaxRowsBackGo is the backward of the unmasked softmax alone
+// (kernels.SoftmaxRowsBackFunc) for N = 128; it overwrites, for i, j < t,
+//
+//	db[i·N+j] = a[i·N+j] · (g[i·N+j] − Σ_{j'<t} a[i·N+j'] · g[i·N+j'])
+//
+// the sum taken in float64. db may be a or g; entries with j ≥ t are never
+// touched.
+func softmaxRowsBackGo(t int, a, g, db []float32) {
+	const (
+		N = 128 // row stride of a, g and db
+	)
+	for i := 0; i < t; i++ {
+		ar := a[i*N : i*N+t : i*N+t]
+		gr := g[i*N : i*N+t : i*N+t]
+		var s float64
+		for j, aj := range ar {
+			s += float64(aj) * float64(gr[j])
+		}
+		sf := float32(s)
+		dbr := db[i*N : i*N+t : i*N+t]
+		for j, aj := range ar {
+			dbr[j] = aj * (gr[j] - sf)
+		}
+	}
+}
+
 // factDenseLogitsGo synthesizes factorized-dense logits (kernels.TileFunc) for
 // N = 128, FA = 8, FB = 16, LA = 32, LB = 64: for i, j < t (overwrite)
 //

@@ -19,6 +19,20 @@ func softmaxValueBackAvx2Checked(t int, a []float32, v []float32, dy []float32, 
 	}
 	softmaxValueBackAVX2(t, a, v, dy, db, dv)
 }
+func softmaxRowsAvx2Checked(t int, b []float32, a []float32) {
+	checkSoftmaxRows(t, b, a)
+	if t == 0 {
+		return
+	}
+	softmaxRowsAVX2(t, b, a)
+}
+func softmaxRowsBackAvx2Checked(t int, a []float32, g []float32, db []float32) {
+	checkSoftmaxRowsBack(t, a, g, db)
+	if t == 0 {
+		return
+	}
+	softmaxRowsBackAVX2(t, a, g, db)
+}
 func factRandomLogitsAvx2Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	checkFactRandomLogits(t, x, w, bias, c, scale)
 	if t == 0 {
@@ -143,6 +157,20 @@ func softmaxValueBackAvx512Checked(t int, a []float32, v []float32, dy []float32
 		return
 	}
 	softmaxValueBackAVX512(t, a, v, dy, db, dv)
+}
+func softmaxRowsAvx512Checked(t int, b []float32, a []float32) {
+	checkSoftmaxRows(t, b, a)
+	if t == 0 {
+		return
+	}
+	softmaxRowsAVX512(t, b, a)
+}
+func softmaxRowsBackAvx512Checked(t int, a []float32, g []float32, db []float32) {
+	checkSoftmaxRowsBack(t, a, g, db)
+	if t == 0 {
+		return
+	}
+	softmaxRowsBackAVX512(t, a, g, db)
 }
 func factRandomLogitsAvx512Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	checkFactRandomLogits(t, x, w, bias, c, scale)
@@ -271,6 +299,8 @@ func sets() []kernels.Set {
 		LayerNorm:             layerNormAvx2Checked,
 		LayerNormBack:         layerNormBackAvx2Checked,
 		LayerNormGrad:         layerNormGradAvx2Checked,
+		SoftmaxRows:           softmaxRowsAvx2Checked,
+		SoftmaxRowsBack:       softmaxRowsBackAvx2Checked,
 		SoftmaxScale:          softmaxScaleAvx2Checked,
 		SoftmaxStats:          softmaxStatsAvx2Checked,
 		SoftmaxValue:          softmaxValueAvx2Checked,
@@ -291,6 +321,8 @@ func sets() []kernels.Set {
 		LayerNorm:             layerNormAvx512Checked,
 		LayerNormBack:         layerNormBackAvx512Checked,
 		LayerNormGrad:         layerNormGradAvx512Checked,
+		SoftmaxRows:           softmaxRowsAvx512Checked,
+		SoftmaxRowsBack:       softmaxRowsBackAvx512Checked,
 		SoftmaxScale:          softmaxScaleAvx512Checked,
 		SoftmaxStats:          softmaxStatsAvx512Checked,
 		SoftmaxValue:          softmaxValueAvx512Checked,

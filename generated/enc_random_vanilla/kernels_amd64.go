@@ -11,6 +11,12 @@ func softmaxValueAVX512(t int, b []float32, a []float32, v []float32, y []float3
 func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
 
 //go:noescape
+func softmaxRowsAVX512(t int, b []float32, a []float32)
+
+//go:noescape
+func softmaxRowsBackAVX512(t int, a []float32, g []float32, db []float32)
+
+//go:noescape
 func vanillaLogitsAVX512(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)
 
 //go:noescape
@@ -60,6 +66,12 @@ func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
 
 //go:noescape
 func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
+
+//go:noescape
+func softmaxRowsAVX2(t int, b []float32, a []float32)
+
+//go:noescape
+func softmaxRowsBackAVX2(t int, a []float32, g []float32, db []float32)
 
 //go:noescape
 func vanillaLogitsAVX2(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)

@@ -29,6 +29,20 @@ func BenchmarkSoftmaxValueBack(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "SoftmaxValueBack")
 }
 
+// BenchmarkSoftmaxRows measures SoftmaxRows on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkSoftmaxRows(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "SoftmaxRows")
+}
+
+// BenchmarkSoftmaxRowsBack measures SoftmaxRowsBack on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkSoftmaxRowsBack(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "SoftmaxRowsBack")
+}
+
 // BenchmarkVanillaLogits measures VanillaLogits on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).

@@ -11,6 +11,12 @@ func softmaxValueAVX512(t int, b []float32, a []float32, v []float32, y []float3
 func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
 
 //go:noescape
+func softmaxRowsAVX512(t int, b []float32, a []float32)
+
+//go:noescape
+func softmaxRowsBackAVX512(t int, a []float32, g []float32, db []float32)
+
+//go:noescape
 func factDenseLogitsAVX512(t int, fa []float32, fb []float32, c []float32)
 
 //go:noescape
@@ -72,6 +78,12 @@ func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
 
 //go:noescape
 func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
+
+//go:noescape
+func softmaxRowsAVX2(t int, b []float32, a []float32)
+
+//go:noescape
+func softmaxRowsBackAVX2(t int, a []float32, g []float32, db []float32)
 
 //go:noescape
 func factDenseLogitsAVX2(t int, fa []float32, fb []float32, c []float32)

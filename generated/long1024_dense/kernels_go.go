@@ -216,6 +216,87 @@ func softmaxValueBackGo(t int, a, v, dy, db, dv []float32) {
 	}
 }
 
+// softmaxRowsGo is the causal softmax alone (kernels.SoftmaxRowsFunc)
+// for N = 1024: for every row i < t,
+//
+//	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]
+//	a[i·N+j] = 0,  i < j < t
+//
+// a may be b. A row of b that is all −Inf gives a = 0. The exponentials are
+// computed in float64 to within 6e-9 relative (so a is within two float32
+// ulps of exact); entries with j ≥ t are never touched.
+func softmaxRowsGo(t int, b, a []float32) {
+	const (
+		N = 1024 // row stride of b and a
+	)
+	for i := 0; i < t; i++ {
+		br := b[i*N : i*N+i+1 : i*N+i+1]
+		ar := a[i*N : i*N+i+1 : i*N+i+1]
+		// The zeros above the diagonal, up to column t.
+		clear(a[i*N+i+1 : i*N+t])
+		// m is the row maximum; a fully masked row (all −Inf) gives a = 0.
+		m := br[0]
+		for _, bj := range br[1:] {
+			if bj > m {
+				m = bj
+			}
+		}
+		if math.IsInf(float64(m), -1) {
+			clear(ar)
+			continue
+		}
+		// a_ij = exp(b_ij − m) / Σ_j' exp(b_ij' − m), the difference taken exactly in float64.
+		var sum float64
+		for j, bj := range br {
+			x := float64(bj) - float64(m)
+			e := 0.0
+			if !(x <= -104) {
+				const (
+					log2e = 1.4426950408889634
+					ln2   = 0.6931471805599453
+					round = 0x1.8p52 // adding and subtracting it rounds to an integer
+				)
+				n := (x*log2e + round) - round
+				r := x - n*ln2
+				p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+				e = p * math.Float64frombits(uint64(int64(n)+1023)<<52)
+			}
+			sum += e
+			ar[j] = float32(e)
+		}
+		inv := float32(1 / sum)
+		for j := range ar {
+			ar[j] *= inv
+		}
+	}
+}
+
+// softmaxRowsBackGo is the backward of the causal softmax alone
+// (kernels.SoftmaxRowsBackFunc) for N = 1024; it overwrites, for j ≤ i < t,
+//
+//	db[i·N+j] = a[i·N+j] · (g[i·N+j] − Σ_{j'≤i} a[i·N+j'] · g[i·N+j'])
+//
+// the sum taken in float64. db may be a or g; entries with j > i are never
+// touched.
+func softmaxRowsBackGo(t int, a, g, db []float32) {
+	const (
+		N = 1024 // row stride of a, g and db
+	)
+	for i := 0; i < t; i++ {
+		ar := a[i*N : i*N+i+1 : i*N+i+1]
+		gr := g[i*N : i*N+i+1 : i*N+i+1]
+		var s float64
+		for j, aj := range ar {
+			s += float64(aj) * float64(gr[j])
+		}
+		sf := float32(s)
+		dbr := db[i*N : i*N+i+1 : i*N+i+1]
+		for j, aj := range ar {
+			dbr[j] = aj * (gr[j] - sf)
+		}
+	}
+}
+
 // denseLogitsGo synthesizes logits as a causal product (kernels.ProductFunc)
 // for N = 1024, W = 64, LX = 256, LW = 64: for j ≤ i < t (overwrite)
 //

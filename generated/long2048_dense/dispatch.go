@@ -18,6 +18,20 @@ func softmaxValueBackGoChecked(t int, a []float32, v []float32, dy []float32, db
 	}
 	softmaxValueBackGo(t, a, v, dy, db, dv)
 }
+func softmaxRowsGoChecked(t int, b []float32, a []float32) {
+	checkSoftmaxRows(t, b, a)
+	if t == 0 {
+		return
+	}
+	softmaxRowsGo(t, b, a)
+}
+func softmaxRowsBackGoChecked(t int, a []float32, g []float32, db []float32) {
+	checkSoftmaxRowsBack(t, a, g, db)
+	if t == 0 {
+		return
+	}
+	softmaxRowsBackGo(t, a, g, db)
+}
 func denseLogitsGoChecked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	checkDenseLogits(t, x, w, bias, c, scale)
 	if t == 0 {
@@ -185,6 +199,8 @@ func goSet() kernels.Set {
 		LayerNorm:        layerNormGoChecked,
 		LayerNormBack:    layerNormBackGoChecked,
 		LayerNormGrad:    layerNormGradGoChecked,
+		SoftmaxRows:      softmaxRowsGoChecked,
+		SoftmaxRowsBack:  softmaxRowsBackGoChecked,
 		SoftmaxScale:     softmaxScaleGoChecked,
 		SoftmaxStats:     softmaxStatsGoChecked,
 		SoftmaxValue:     softmaxValueGoChecked,

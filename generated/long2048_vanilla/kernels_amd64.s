@@ -4638,6 +4638,1366 @@ svb_dvout_done_34:
 	VZEROUPPER
 	RET
 
+// func softmaxRowsAVX512(t int, b []float32, a []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·softmaxRowsAVX512(SB), NOSPLIT, $0-56
+	XORQ AX, AX
+
+sr_blocks_1:
+	MOVQ         t+0(FP), CX
+	LEAQ         8(AX), DX
+	CMPQ         DX, CX
+	JG           sr_single_2
+	MOVQ         b_base+8(FP), CX
+	IMUL3Q       $0x00002000, AX, DX
+	ADDQ         DX, CX
+	MOVQ         a_base+32(FP), DX
+	IMUL3Q       $0x00002000, AX, BX
+	ADDQ         BX, DX
+	LEAQ         1(AX), BX
+	MOVQ         BX, SI
+	ANDQ         $0xfffffff0, BX
+	SUBQ         BX, SI
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z1
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z2
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z3
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z4
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z5
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z6
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z7
+	XORQ         DI, DI
+
+sv_max_4:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_5
+	VMAXPS (CX)(DI*4), Z0, Z0
+	VMAXPS 8192(CX)(DI*4), Z1, Z1
+	VMAXPS 16384(CX)(DI*4), Z2, Z2
+	VMAXPS 24576(CX)(DI*4), Z3, Z3
+	VMAXPS 32768(CX)(DI*4), Z4, Z4
+	VMAXPS 40960(CX)(DI*4), Z5, Z5
+	VMAXPS 49152(CX)(DI*4), Z6, Z6
+	VMAXPS 57344(CX)(DI*4), Z7, Z7
+	ADDQ   $0x00000010, DI
+	JMP    sv_max_4
+
+sv_max_tail_5:
+	LEAQ      (SI), R8
+	LEAQ      -16(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z (CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z0, K1, Z0
+	LEAQ      1(SI), R8
+	LEAQ      -15(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 8192(CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z1, K1, Z1
+	CMPQ      R9, $0x00000000
+	JE        sv_max_one_6
+	VMOVUPS.Z 8256(CX)(DI*4), K2, Z8
+	VMAXPS    Z8, Z1, K2, Z1
+
+sv_max_one_6:
+	LEAQ      2(SI), R8
+	LEAQ      -14(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 16384(CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z2, K1, Z2
+	CMPQ      R9, $0x00000000
+	JE        sv_max_one_7
+	VMOVUPS.Z 16448(CX)(DI*4), K2, Z8
+	VMAXPS    Z8, Z2, K2, Z2
+
+sv_max_one_7:
+	LEAQ      3(SI), R8
+	LEAQ      -13(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 24576(CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z3, K1, Z3
+	CMPQ      R9, $0x00000000
+	JE        sv_max_one_8
+	VMOVUPS.Z 24640(CX)(DI*4), K2, Z8
+	VMAXPS    Z8, Z3, K2, Z3
+
+sv_max_one_8:
+	LEAQ      4(SI), R8
+	LEAQ      -12(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 32768(CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z4, K1, Z4
+	CMPQ      R9, $0x00000000
+	JE        sv_max_one_9
+	VMOVUPS.Z 32832(CX)(DI*4), K2, Z8
+	VMAXPS    Z8, Z4, K2, Z4
+
+sv_max_one_9:
+	LEAQ      5(SI), R8
+	LEAQ      -11(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 40960(CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z5, K1, Z5
+	CMPQ      R9, $0x00000000
+	JE        sv_max_one_10
+	VMOVUPS.Z 41024(CX)(DI*4), K2, Z8
+	VMAXPS    Z8, Z5, K2, Z5
+
+sv_max_one_10:
+	LEAQ      6(SI), R8
+	LEAQ      -10(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 49152(CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z6, K1, Z6
+	CMPQ      R9, $0x00000000
+	JE        sv_max_one_11
+	VMOVUPS.Z 49216(CX)(DI*4), K2, Z8
+	VMAXPS    Z8, Z6, K2, Z6
+
+sv_max_one_11:
+	LEAQ      7(SI), R8
+	LEAQ      -9(SI), R9
+	MOVQ      R9, R10
+	SARQ      $0x3f, R10
+	NOTQ      R10
+	ANDQ      R10, R9
+	SUBQ      R9, R8
+	MOVL      $0x0000ffff, R10
+	BZHIL     R8, R10, R10
+	KMOVW     R10, K1
+	MOVL      $0x0000ffff, R8
+	BZHIL     R9, R8, R8
+	KMOVW     R8, K2
+	VMOVUPS.Z 57344(CX)(DI*4), K1, Z8
+	VMAXPS    Z8, Z7, K1, Z7
+	CMPQ      R9, $0x00000000
+	JE        sv_max_one_12
+	VMOVUPS.Z 57408(CX)(DI*4), K2, Z8
+	VMAXPS    Z8, Z7, K2, Z7
+
+sv_max_one_12:
+	VSHUFF64X2   $0x4e, Z0, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z8
+	VMAXPS       Z8, Z0, Z0
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z0, Z8, Z0
+	VSHUFF64X2   $0x4e, Z1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VSHUFF64X2   $0xb1, Z1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VPERMILPS    $0x4e, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VPERMILPS    $0xb1, Z1, Z8
+	VMAXPS       Z8, Z1, Z1
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z1, Z8, Z1
+	VSHUFF64X2   $0x4e, Z2, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VSHUFF64X2   $0xb1, Z2, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VPERMILPS    $0x4e, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VPERMILPS    $0xb1, Z2, Z8
+	VMAXPS       Z8, Z2, Z2
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z2, Z8, Z2
+	VSHUFF64X2   $0x4e, Z3, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VSHUFF64X2   $0xb1, Z3, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VPERMILPS    $0x4e, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VPERMILPS    $0xb1, Z3, Z8
+	VMAXPS       Z8, Z3, Z3
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z3, Z8, Z3
+	VSHUFF64X2   $0x4e, Z4, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VSHUFF64X2   $0xb1, Z4, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VPERMILPS    $0x4e, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VPERMILPS    $0xb1, Z4, Z8
+	VMAXPS       Z8, Z4, Z4
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z4, Z8, Z4
+	VSHUFF64X2   $0x4e, Z5, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VSHUFF64X2   $0xb1, Z5, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VPERMILPS    $0x4e, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VPERMILPS    $0xb1, Z5, Z8
+	VMAXPS       Z8, Z5, Z5
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z5, Z8, Z5
+	VSHUFF64X2   $0x4e, Z6, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VSHUFF64X2   $0xb1, Z6, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VPERMILPS    $0x4e, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VPERMILPS    $0xb1, Z6, Z8
+	VMAXPS       Z8, Z6, Z6
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z6, Z8, Z6
+	VSHUFF64X2   $0x4e, Z7, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VSHUFF64X2   $0xb1, Z7, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VPERMILPS    $0x4e, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VPERMILPS    $0xb1, Z7, Z8
+	VMAXPS       Z8, Z7, Z7
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z8
+	VMAXPS       Z7, Z8, Z7
+	VXORPS       Z8, Z8, Z8
+	VXORPS       Z9, Z9, Z9
+	VXORPS       Z10, Z10, Z10
+	VXORPS       Z11, Z11, Z11
+	VXORPS       Z12, Z12, Z12
+	VXORPS       Z13, Z13, Z13
+	VXORPS       Z14, Z14, Z14
+	VXORPS       Z15, Z15, Z15
+	XORQ         DI, DI
+
+sv_exp_13:
+	CMPQ             DI, BX
+	JAE              sv_exp_tail_14
+	VMOVUPS          (CX)(DI*4), Z16
+	VSUBPS           Z0, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z8, Z8
+	VMOVUPS          Z17, (DX)(DI*4)
+	VMOVUPS          8192(CX)(DI*4), Z16
+	VSUBPS           Z1, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z9, Z9
+	VMOVUPS          Z17, 8192(DX)(DI*4)
+	VMOVUPS          16384(CX)(DI*4), Z16
+	VSUBPS           Z2, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z10, Z10
+	VMOVUPS          Z17, 16384(DX)(DI*4)
+	VMOVUPS          24576(CX)(DI*4), Z16
+	VSUBPS           Z3, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z11, Z11
+	VMOVUPS          Z17, 24576(DX)(DI*4)
+	VMOVUPS          32768(CX)(DI*4), Z16
+	VSUBPS           Z4, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z12, Z12
+	VMOVUPS          Z17, 32768(DX)(DI*4)
+	VMOVUPS          40960(CX)(DI*4), Z16
+	VSUBPS           Z5, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z13, Z13
+	VMOVUPS          Z17, 40960(DX)(DI*4)
+	VMOVUPS          49152(CX)(DI*4), Z16
+	VSUBPS           Z6, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z14, Z14
+	VMOVUPS          Z17, 49152(DX)(DI*4)
+	VMOVUPS          57344(CX)(DI*4), Z16
+	VSUBPS           Z7, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z18
+	VRNDSCALEPS      $0x00, Z18, Z18
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z18, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z18, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z17
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z17
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z17
+	VSCALEFPS.Z      Z18, Z17, K1, Z17
+	VADDPS           Z17, Z15, Z15
+	VMOVUPS          Z17, 57344(DX)(DI*4)
+	ADDQ             $0x00000010, DI
+	JMP              sv_exp_13
+
+sv_exp_tail_14:
+	LEAQ             (SI), R8
+	LEAQ             -16(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        (CX)(DI*4), K1, Z16
+	VSUBPS           Z0, Z16, Z16
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z16, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z16, Z17
+	VRNDSCALEPS      $0x00, Z17, Z17
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z17, Z16
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z17, Z16
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z16, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z16, Z0
+	VSCALEFPS.Z      Z17, Z0, K2, Z0
+	VADDPS           Z0, Z8, K1, Z8
+	VMOVUPS          Z0, K1, (DX)(DI*4)
+	LEAQ             1(SI), R8
+	LEAQ             -15(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        8192(CX)(DI*4), K1, Z0
+	VSUBPS           Z1, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z17
+	VRNDSCALEPS      $0x00, Z17, Z17
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z17, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z17, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z16
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z16
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z16
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z16
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z16
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z16
+	VSCALEFPS.Z      Z17, Z16, K3, Z16
+	VADDPS           Z16, Z9, K1, Z9
+	VMOVUPS          Z16, K1, 8192(DX)(DI*4)
+	CMPQ             R9, $0x00000000
+	JE               sv_exp_one_15
+	VMOVUPS.Z        8256(CX)(DI*4), K2, Z0
+	VSUBPS           Z1, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z16
+	VRNDSCALEPS      $0x00, Z16, Z16
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z16, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z16, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z16, Z1, K1, Z1
+	VADDPS           Z1, Z9, K2, Z9
+	VMOVUPS          Z1, K2, 8256(DX)(DI*4)
+
+sv_exp_one_15:
+	LEAQ             2(SI), R8
+	LEAQ             -14(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        16384(CX)(DI*4), K1, Z0
+	VSUBPS           Z2, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z16
+	VRNDSCALEPS      $0x00, Z16, Z16
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z16, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z16, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z16, Z1, K3, Z1
+	VADDPS           Z1, Z10, K1, Z10
+	VMOVUPS          Z1, K1, 16384(DX)(DI*4)
+	CMPQ             R9, $0x00000000
+	JE               sv_exp_one_16
+	VMOVUPS.Z        16448(CX)(DI*4), K2, Z0
+	VSUBPS           Z2, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z10, K2, Z10
+	VMOVUPS          Z1, K2, 16448(DX)(DI*4)
+
+sv_exp_one_16:
+	LEAQ             3(SI), R8
+	LEAQ             -13(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        24576(CX)(DI*4), K1, Z0
+	VSUBPS           Z3, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z11, K1, Z11
+	VMOVUPS          Z1, K1, 24576(DX)(DI*4)
+	CMPQ             R9, $0x00000000
+	JE               sv_exp_one_17
+	VMOVUPS.Z        24640(CX)(DI*4), K2, Z0
+	VSUBPS           Z3, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z11, K2, Z11
+	VMOVUPS          Z1, K2, 24640(DX)(DI*4)
+
+sv_exp_one_17:
+	LEAQ             4(SI), R8
+	LEAQ             -12(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        32768(CX)(DI*4), K1, Z0
+	VSUBPS           Z4, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z12, K1, Z12
+	VMOVUPS          Z1, K1, 32768(DX)(DI*4)
+	CMPQ             R9, $0x00000000
+	JE               sv_exp_one_18
+	VMOVUPS.Z        32832(CX)(DI*4), K2, Z0
+	VSUBPS           Z4, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z12, K2, Z12
+	VMOVUPS          Z1, K2, 32832(DX)(DI*4)
+
+sv_exp_one_18:
+	LEAQ             5(SI), R8
+	LEAQ             -11(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        40960(CX)(DI*4), K1, Z0
+	VSUBPS           Z5, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z13, K1, Z13
+	VMOVUPS          Z1, K1, 40960(DX)(DI*4)
+	CMPQ             R9, $0x00000000
+	JE               sv_exp_one_19
+	VMOVUPS.Z        41024(CX)(DI*4), K2, Z0
+	VSUBPS           Z5, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z13, K2, Z13
+	VMOVUPS          Z1, K2, 41024(DX)(DI*4)
+
+sv_exp_one_19:
+	LEAQ             6(SI), R8
+	LEAQ             -10(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        49152(CX)(DI*4), K1, Z0
+	VSUBPS           Z6, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z14, K1, Z14
+	VMOVUPS          Z1, K1, 49152(DX)(DI*4)
+	CMPQ             R9, $0x00000000
+	JE               sv_exp_one_20
+	VMOVUPS.Z        49216(CX)(DI*4), K2, Z0
+	VSUBPS           Z6, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z14, K2, Z14
+	VMOVUPS          Z1, K2, 49216(DX)(DI*4)
+
+sv_exp_one_20:
+	LEAQ             7(SI), R8
+	LEAQ             -9(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        57344(CX)(DI*4), K1, Z0
+	VSUBPS           Z7, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K3
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K3, Z1
+	VADDPS           Z1, Z15, K1, Z15
+	VMOVUPS          Z1, K1, 57344(DX)(DI*4)
+	CMPQ             R9, $0x00000000
+	JE               sv_exp_one_21
+	VMOVUPS.Z        57408(CX)(DI*4), K2, Z0
+	VSUBPS           Z7, Z0, Z0
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z0, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z0, Z2
+	VRNDSCALEPS      $0x00, Z2, Z2
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z2, Z0
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z1
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z0, Z1
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z0, Z1
+	VSCALEFPS.Z      Z2, Z1, K1, Z1
+	VADDPS           Z1, Z15, K2, Z15
+	VMOVUPS          Z1, K2, 57408(DX)(DI*4)
+
+sv_exp_one_21:
+	VSHUFF64X2   $0x4e, Z8, Z8, Z0
+	VADDPS       Z0, Z8, Z8
+	VSHUFF64X2   $0xb1, Z8, Z8, Z0
+	VADDPS       Z0, Z8, Z8
+	VPERMILPS    $0x4e, Z8, Z0
+	VADDPS       Z0, Z8, Z8
+	VPERMILPS    $0xb1, Z8, Z0
+	VADDPS       Z0, Z8, Z8
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z0
+	VMAXPS       Z8, Z0, Z8
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z0
+	VDIVPS       Z8, Z0, Z0
+	VSHUFF64X2   $0x4e, Z9, Z9, Z1
+	VADDPS       Z1, Z9, Z9
+	VSHUFF64X2   $0xb1, Z9, Z9, Z1
+	VADDPS       Z1, Z9, Z9
+	VPERMILPS    $0x4e, Z9, Z1
+	VADDPS       Z1, Z9, Z9
+	VPERMILPS    $0xb1, Z9, Z1
+	VADDPS       Z1, Z9, Z9
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z1
+	VMAXPS       Z9, Z1, Z9
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z1
+	VDIVPS       Z9, Z1, Z1
+	VSHUFF64X2   $0x4e, Z10, Z10, Z2
+	VADDPS       Z2, Z10, Z10
+	VSHUFF64X2   $0xb1, Z10, Z10, Z2
+	VADDPS       Z2, Z10, Z10
+	VPERMILPS    $0x4e, Z10, Z2
+	VADDPS       Z2, Z10, Z10
+	VPERMILPS    $0xb1, Z10, Z2
+	VADDPS       Z2, Z10, Z10
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z2
+	VMAXPS       Z10, Z2, Z10
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z2
+	VDIVPS       Z10, Z2, Z2
+	VSHUFF64X2   $0x4e, Z11, Z11, Z3
+	VADDPS       Z3, Z11, Z11
+	VSHUFF64X2   $0xb1, Z11, Z11, Z3
+	VADDPS       Z3, Z11, Z11
+	VPERMILPS    $0x4e, Z11, Z3
+	VADDPS       Z3, Z11, Z11
+	VPERMILPS    $0xb1, Z11, Z3
+	VADDPS       Z3, Z11, Z11
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z3
+	VMAXPS       Z11, Z3, Z11
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z3
+	VDIVPS       Z11, Z3, Z3
+	VSHUFF64X2   $0x4e, Z12, Z12, Z4
+	VADDPS       Z4, Z12, Z12
+	VSHUFF64X2   $0xb1, Z12, Z12, Z4
+	VADDPS       Z4, Z12, Z12
+	VPERMILPS    $0x4e, Z12, Z4
+	VADDPS       Z4, Z12, Z12
+	VPERMILPS    $0xb1, Z12, Z4
+	VADDPS       Z4, Z12, Z12
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z4
+	VMAXPS       Z12, Z4, Z12
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z4
+	VDIVPS       Z12, Z4, Z4
+	VSHUFF64X2   $0x4e, Z13, Z13, Z5
+	VADDPS       Z5, Z13, Z13
+	VSHUFF64X2   $0xb1, Z13, Z13, Z5
+	VADDPS       Z5, Z13, Z13
+	VPERMILPS    $0x4e, Z13, Z5
+	VADDPS       Z5, Z13, Z13
+	VPERMILPS    $0xb1, Z13, Z5
+	VADDPS       Z5, Z13, Z13
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z5
+	VMAXPS       Z13, Z5, Z13
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z5
+	VDIVPS       Z13, Z5, Z5
+	VSHUFF64X2   $0x4e, Z14, Z14, Z6
+	VADDPS       Z6, Z14, Z14
+	VSHUFF64X2   $0xb1, Z14, Z14, Z6
+	VADDPS       Z6, Z14, Z14
+	VPERMILPS    $0x4e, Z14, Z6
+	VADDPS       Z6, Z14, Z14
+	VPERMILPS    $0xb1, Z14, Z6
+	VADDPS       Z6, Z14, Z14
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z6
+	VMAXPS       Z14, Z6, Z14
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z6
+	VDIVPS       Z14, Z6, Z6
+	VSHUFF64X2   $0x4e, Z15, Z15, Z7
+	VADDPS       Z7, Z15, Z15
+	VSHUFF64X2   $0xb1, Z15, Z15, Z7
+	VADDPS       Z7, Z15, Z15
+	VPERMILPS    $0x4e, Z15, Z7
+	VADDPS       Z7, Z15, Z15
+	VPERMILPS    $0xb1, Z15, Z7
+	VADDPS       Z7, Z15, Z15
+	VBROADCASTSS sv_fltmin_00800000<>+0(SB), Z7
+	VMAXPS       Z15, Z7, Z15
+	VBROADCASTSS sv_one_3f800000<>+0(SB), Z7
+	VDIVPS       Z15, Z7, Z7
+	XORQ         CX, CX
+
+sv_scale_22:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_23
+	VMULPS  (DX)(CX*4), Z0, Z8
+	VMOVUPS Z8, (DX)(CX*4)
+	VMULPS  8192(DX)(CX*4), Z1, Z8
+	VMOVUPS Z8, 8192(DX)(CX*4)
+	VMULPS  16384(DX)(CX*4), Z2, Z8
+	VMOVUPS Z8, 16384(DX)(CX*4)
+	VMULPS  24576(DX)(CX*4), Z3, Z8
+	VMOVUPS Z8, 24576(DX)(CX*4)
+	VMULPS  32768(DX)(CX*4), Z4, Z8
+	VMOVUPS Z8, 32768(DX)(CX*4)
+	VMULPS  40960(DX)(CX*4), Z5, Z8
+	VMOVUPS Z8, 40960(DX)(CX*4)
+	VMULPS  49152(DX)(CX*4), Z6, Z8
+	VMOVUPS Z8, 49152(DX)(CX*4)
+	VMULPS  57344(DX)(CX*4), Z7, Z8
+	VMOVUPS Z8, 57344(DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     sv_scale_22
+
+sv_scale_tail_23:
+	LEAQ      (SI), BX
+	LEAQ      -16(SI), DI
+	MOVQ      DI, R8
+	SARQ      $0x3f, R8
+	NOTQ      R8
+	ANDQ      R8, DI
+	SUBQ      DI, BX
+	MOVL      $0x0000ffff, R8
+	BZHIL     BX, R8, R8
+	KMOVW     R8, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     DI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z (DX)(CX*4), K1, Z8
+	VMULPS    Z8, Z0, Z8
+	VMOVUPS   Z8, K1, (DX)(CX*4)
+	LEAQ      1(SI), BX
+	LEAQ      -15(SI), DI
+	MOVQ      DI, R8
+	SARQ      $0x3f, R8
+	NOTQ      R8
+	ANDQ      R8, DI
+	SUBQ      DI, BX
+	MOVL      $0x0000ffff, R8
+	BZHIL     BX, R8, R8
+	KMOVW     R8, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     DI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 8192(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z1, Z0
+	VMOVUPS   Z0, K1, 8192(DX)(CX*4)
+	CMPQ      DI, $0x00000000
+	JE        sv_scale_one_24
+	VMOVUPS.Z 8256(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z1, Z0
+	VMOVUPS   Z0, K2, 8256(DX)(CX*4)
+
+sv_scale_one_24:
+	LEAQ      2(SI), BX
+	LEAQ      -14(SI), DI
+	MOVQ      DI, R8
+	SARQ      $0x3f, R8
+	NOTQ      R8
+	ANDQ      R8, DI
+	SUBQ      DI, BX
+	MOVL      $0x0000ffff, R8
+	BZHIL     BX, R8, R8
+	KMOVW     R8, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     DI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 16384(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z2, Z0
+	VMOVUPS   Z0, K1, 16384(DX)(CX*4)
+	CMPQ      DI, $0x00000000
+	JE        sv_scale_one_25
+	VMOVUPS.Z 16448(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z2, Z0
+	VMOVUPS   Z0, K2, 16448(DX)(CX*4)
+
+sv_scale_one_25:
+	LEAQ      3(SI), BX
+	LEAQ      -13(SI), DI
+	MOVQ      DI, R8
+	SARQ      $0x3f, R8
+	NOTQ      R8
+	ANDQ      R8, DI
+	SUBQ      DI, BX
+	MOVL      $0x0000ffff, R8
+	BZHIL     BX, R8, R8
+	KMOVW     R8, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     DI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 24576(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z3, Z0
+	VMOVUPS   Z0, K1, 24576(DX)(CX*4)
+	CMPQ      DI, $0x00000000
+	JE        sv_scale_one_26
+	VMOVUPS.Z 24640(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z3, Z0
+	VMOVUPS   Z0, K2, 24640(DX)(CX*4)
+
+sv_scale_one_26:
+	LEAQ      4(SI), BX
+	LEAQ      -12(SI), DI
+	MOVQ      DI, R8
+	SARQ      $0x3f, R8
+	NOTQ      R8
+	ANDQ      R8, DI
+	SUBQ      DI, BX
+	MOVL      $0x0000ffff, R8
+	BZHIL     BX, R8, R8
+	KMOVW     R8, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     DI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 32768(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z4, Z0
+	VMOVUPS   Z0, K1, 32768(DX)(CX*4)
+	CMPQ      DI, $0x00000000
+	JE        sv_scale_one_27
+	VMOVUPS.Z 32832(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z4, Z0
+	VMOVUPS   Z0, K2, 32832(DX)(CX*4)
+
+sv_scale_one_27:
+	LEAQ      5(SI), BX
+	LEAQ      -11(SI), DI
+	MOVQ      DI, R8
+	SARQ      $0x3f, R8
+	NOTQ      R8
+	ANDQ      R8, DI
+	SUBQ      DI, BX
+	MOVL      $0x0000ffff, R8
+	BZHIL     BX, R8, R8
+	KMOVW     R8, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     DI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 40960(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z5, Z0
+	VMOVUPS   Z0, K1, 40960(DX)(CX*4)
+	CMPQ      DI, $0x00000000
+	JE        sv_scale_one_28
+	VMOVUPS.Z 41024(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z5, Z0
+	VMOVUPS   Z0, K2, 41024(DX)(CX*4)
+
+sv_scale_one_28:
+	LEAQ      6(SI), BX
+	LEAQ      -10(SI), DI
+	MOVQ      DI, R8
+	SARQ      $0x3f, R8
+	NOTQ      R8
+	ANDQ      R8, DI
+	SUBQ      DI, BX
+	MOVL      $0x0000ffff, R8
+	BZHIL     BX, R8, R8
+	KMOVW     R8, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     DI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 49152(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z6, Z0
+	VMOVUPS   Z0, K1, 49152(DX)(CX*4)
+	CMPQ      DI, $0x00000000
+	JE        sv_scale_one_29
+	VMOVUPS.Z 49216(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z6, Z0
+	VMOVUPS   Z0, K2, 49216(DX)(CX*4)
+
+sv_scale_one_29:
+	LEAQ      7(SI), BX
+	LEAQ      -9(SI), SI
+	MOVQ      SI, DI
+	SARQ      $0x3f, DI
+	NOTQ      DI
+	ANDQ      DI, SI
+	SUBQ      SI, BX
+	MOVL      $0x0000ffff, DI
+	BZHIL     BX, DI, DI
+	KMOVW     DI, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z 57344(DX)(CX*4), K1, Z0
+	VMULPS    Z0, Z7, Z0
+	VMOVUPS   Z0, K1, 57344(DX)(CX*4)
+	CMPQ      SI, $0x00000000
+	JE        sv_scale_one_30
+	VMOVUPS.Z 57408(DX)(CX*4), K2, Z0
+	VMULPS    Z0, Z7, Z0
+	VMOVUPS   Z0, K2, 57408(DX)(CX*4)
+
+sv_scale_one_30:
+	ADDQ $0x00000008, AX
+	JMP  sr_blocks_1
+
+sr_single_2:
+	MOVQ         t+0(FP), CX
+	CMPQ         AX, CX
+	JGE          sr_zeros_3
+	MOVQ         b_base+8(FP), CX
+	IMUL3Q       $0x00002000, AX, DX
+	ADDQ         DX, CX
+	MOVQ         a_base+32(FP), DX
+	IMUL3Q       $0x00002000, AX, BX
+	ADDQ         BX, DX
+	LEAQ         1(AX), BX
+	MOVQ         BX, SI
+	ANDQ         $0xfffffff0, BX
+	SUBQ         BX, SI
+	VBROADCASTSS sv_ninf_ff800000<>+0(SB), Z0
+	XORQ         DI, DI
+
+sv_max_31:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_32
+	VMAXPS (CX)(DI*4), Z0, Z0
+	ADDQ   $0x00000010, DI
+	JMP    sv_max_31
+
+sv_max_tail_32:
+	LEAQ         (SI), R8
+	LEAQ         -16(SI), R9
+	MOVQ         R9, R10
+	SARQ         $0x3f, R10
+	NOTQ         R10
+	ANDQ         R10, R9
+	SUBQ         R9, R8
+	MOVL         $0x0000ffff, R10
+	BZHIL        R8, R10, R10
+	KMOVW        R10, K1
+	MOVL         $0x0000ffff, R8
+	BZHIL        R9, R8, R8
+	KMOVW        R8, K2
+	VMOVUPS.Z    (CX)(DI*4), K1, Z1
+	VMAXPS       Z1, Z0, K1, Z0
+	VSHUFF64X2   $0x4e, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VSHUFF64X2   $0xb1, Z0, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0x4e, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VPERMILPS    $0xb1, Z0, Z1
+	VMAXPS       Z1, Z0, Z0
+	VBROADCASTSS sv_nmax_ff7fffff<>+0(SB), Z1
+	VMAXPS       Z0, Z1, Z0
+	VXORPS       Z1, Z1, Z1
+	XORQ         DI, DI
+
+sv_exp_33:
+	CMPQ             DI, BX
+	JAE              sv_exp_tail_34
+	VMOVUPS          (CX)(DI*4), Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K1
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z4
+	VRNDSCALEPS      $0x00, Z4, Z4
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z4, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z4, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z3
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z3
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z3
+	VSCALEFPS.Z      Z4, Z3, K1, Z3
+	VADDPS           Z3, Z1, Z1
+	VMOVUPS          Z3, (DX)(DI*4)
+	ADDQ             $0x00000010, DI
+	JMP              sv_exp_33
+
+sv_exp_tail_34:
+	LEAQ             (SI), R8
+	LEAQ             -16(SI), R9
+	MOVQ             R9, R10
+	SARQ             $0x3f, R10
+	NOTQ             R10
+	ANDQ             R10, R9
+	SUBQ             R9, R8
+	MOVL             $0x0000ffff, R10
+	BZHIL            R8, R10, R10
+	KMOVW            R10, K1
+	MOVL             $0x0000ffff, R8
+	BZHIL            R9, R8, R8
+	KMOVW            R8, K2
+	VMOVUPS.Z        (CX)(DI*4), K1, Z2
+	VSUBPS           Z0, Z2, Z2
+	VCMPPS.BCST      $0x05, exp_zcut_c2cff1b4<>+0(SB), Z2, K2
+	VMULPS.BCST      exp_log2e_3fb8aa3b<>+0(SB), Z2, Z3
+	VRNDSCALEPS      $0x00, Z3, Z3
+	VFMADD231PS.BCST exp_mln2hi_bf317218<>+0(SB), Z3, Z2
+	VFMADD231PS.BCST exp_mln2lo_3102e308<>+0(SB), Z3, Z2
+	VBROADCASTSS     exp_c5_3c07cfce<>+0(SB), Z0
+	VFMADD213PS.BCST exp_c4_3d2b9d0d<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c3_3e2aad40<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c2_3efffee3<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_c1_3f7ffffb<>+0(SB), Z2, Z0
+	VFMADD213PS.BCST exp_one_3f800000<>+0(SB), Z2, Z0
+	VSCALEFPS.Z      Z3, Z0, K2, Z0
+	VADDPS           Z0, Z1, K1, Z1
+	VMOVUPS          Z0, K1, (DX)(DI*4)
+	VSHUFF64X2       $0x4e, Z1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VSHUFF64X2       $0xb1, Z1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VPERMILPS        $0x4e, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VPERMILPS        $0xb1, Z1, Z0
+	VADDPS           Z0, Z1, Z1
+	VBROADCASTSS     sv_fltmin_00800000<>+0(SB), Z0
+	VMAXPS           Z1, Z0, Z1
+	VBROADCASTSS     sv_one_3f800000<>+0(SB), Z0
+	VDIVPS           Z1, Z0, Z0
+	XORQ             CX, CX
+
+sv_scale_35:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_36
+	VMULPS  (DX)(CX*4), Z0, Z1
+	VMOVUPS Z1, (DX)(CX*4)
+	ADDQ    $0x00000010, CX
+	JMP     sv_scale_35
+
+sv_scale_tail_36:
+	LEAQ      (SI), BX
+	LEAQ      -16(SI), SI
+	MOVQ      SI, DI
+	SARQ      $0x3f, DI
+	NOTQ      DI
+	ANDQ      DI, SI
+	SUBQ      SI, BX
+	MOVL      $0x0000ffff, DI
+	BZHIL     BX, DI, DI
+	KMOVW     DI, K1
+	MOVL      $0x0000ffff, BX
+	BZHIL     SI, BX, BX
+	KMOVW     BX, K2
+	VMOVUPS.Z (DX)(CX*4), K1, Z1
+	VMULPS    Z1, Z0, Z1
+	VMOVUPS   Z1, K1, (DX)(CX*4)
+	INCQ      AX
+	JMP       sr_single_2
+
+sr_zeros_3:
+	MOVQ   t+0(FP), AX
+	VXORPS Z0, Z0, Z0
+	XORQ   CX, CX
+
+sr_zrow_37:
+	CMPQ   CX, AX
+	JGE    sr_zdone_38
+	MOVQ   a_base+32(FP), DX
+	IMUL3Q $0x00002000, CX, BX
+	ADDQ   BX, DX
+	LEAQ   1(CX), BX
+
+sr_zvec_39:
+	LEAQ    16(BX), SI
+	CMPQ    SI, AX
+	JG      sr_ztail_40
+	VMOVUPS Z0, (DX)(BX*4)
+	ADDQ    $0x00000010, BX
+	JMP     sr_zvec_39
+
+sr_ztail_40:
+	MOVQ    AX, SI
+	SUBQ    BX, SI
+	MOVL    $0x0000ffff, DI
+	BZHIL   SI, DI, DI
+	KMOVW   DI, K1
+	VMOVUPS Z0, K1, (DX)(BX*4)
+	INCQ    CX
+	JMP     sr_zrow_37
+
+sr_zdone_38:
+	VZEROUPPER
+	RET
+
+// func softmaxRowsBackAVX512(t int, a []float32, g []float32, db []float32)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·softmaxRowsBackAVX512(SB), NOSPLIT, $0-80
+	XORQ AX, AX
+
+srb_row_1:
+	MOVQ   t+0(FP), CX
+	CMPQ   AX, CX
+	JGE    srb_done_2
+	LEAQ   1(AX), CX
+	MOVQ   g_base+32(FP), DX
+	IMUL3Q $0x00002000, AX, BX
+	ADDQ   BX, DX
+	MOVQ   a_base+8(FP), BX
+	IMUL3Q $0x00002000, AX, SI
+	ADDQ   SI, BX
+	MOVQ   CX, SI
+	ANDQ   $0x0000000f, CX
+	SUBQ   CX, SI
+	MOVL   $0x0000ffff, DI
+	BZHIL  CX, DI, DI
+	KMOVW  DI, K1
+	VXORPS Z0, Z0, Z0
+	XORQ   CX, CX
+
+svb_dot_3:
+	CMPQ        CX, SI
+	JAE         svb_dot_tail_4
+	VMOVUPS     (DX)(CX*4), Z1
+	VFMADD231PS (BX)(CX*4), Z1, Z0
+	ADDQ        $0x00000010, CX
+	JMP         svb_dot_3
+
+svb_dot_tail_4:
+	VMOVUPS.Z   (DX)(CX*4), K1, Z1
+	VMOVUPS.Z   (BX)(CX*4), K1, Z2
+	VFMADD231PS Z2, Z1, Z0
+	VSHUFF64X2  $0x4e, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF64X2  $0xb1, Z0, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0x4e, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	VPERMILPS   $0xb1, Z0, Z1
+	VADDPS      Z1, Z0, Z0
+	MOVQ        db_base+56(FP), CX
+	IMUL3Q      $0x00002000, AX, DI
+	ADDQ        DI, CX
+	XORQ        DI, DI
+
+svb_db_5:
+	CMPQ    DI, SI
+	JAE     svb_db_tail_6
+	VMOVUPS (DX)(DI*4), Z1
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  (BX)(DI*4), Z1, Z1
+	VMOVUPS Z1, (CX)(DI*4)
+	ADDQ    $0x00000010, DI
+	JMP     svb_db_5
+
+svb_db_tail_6:
+	VMOVUPS.Z (DX)(DI*4), K1, Z1
+	VSUBPS    Z0, Z1, Z1
+	VMOVUPS.Z (BX)(DI*4), K1, Z0
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (CX)(DI*4)
+	INCQ      AX
+	JMP       srb_row_1
+
+srb_done_2:
+	VZEROUPPER
+	RET
+
 // func vanillaLogitsAVX512(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
 TEXT ·vanillaLogitsAVX512(SB), $8384-108
@@ -18414,6 +19774,872 @@ svb_dvout_57:
 	JMP     svb_dvout_57
 
 svb_dvout_done_58:
+	VZEROUPPER
+	RET
+
+// func softmaxRowsAVX2(t int, b []float32, a []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·softmaxRowsAVX2(SB), NOSPLIT, $0-56
+	XORQ AX, AX
+
+sr_blocks_1:
+	MOVQ    t+0(FP), CX
+	LEAQ    4(AX), DX
+	CMPQ    DX, CX
+	JG      sr_single_2
+	MOVQ    b_base+8(FP), CX
+	IMUL3Q  $0x00002000, AX, DX
+	ADDQ    DX, CX
+	MOVQ    a_base+32(FP), DX
+	IMUL3Q  $0x00002000, AX, BX
+	ADDQ    BX, DX
+	LEAQ    1(AX), BX
+	MOVQ    BX, SI
+	ANDQ    $0xfffffff8, BX
+	SUBQ    BX, SI
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y1
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y2
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y3
+	XORQ    DI, DI
+
+sv_max_4:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_5
+	VMAXPS (CX)(DI*4), Y0, Y0
+	VMAXPS 8192(CX)(DI*4), Y1, Y1
+	VMAXPS 16384(CX)(DI*4), Y2, Y2
+	VMAXPS 24576(CX)(DI*4), Y3, Y3
+	ADDQ   $0x00000008, DI
+	JMP    sv_max_4
+
+sv_max_tail_5:
+	LEAQ       (SI), R8
+	LEAQ       -8(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
+	LEAQ       lanemask8<>+0(SB), R10
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       lanemask8<>+0(SB), R8
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y5
+	VMASKMOVPS (CX)(DI*4), Y4, Y5
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y4, Y5, Y6, Y5
+	VMAXPS     Y5, Y0, Y0
+	LEAQ       1(SI), R8
+	LEAQ       -7(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
+	LEAQ       lanemask8<>+0(SB), R10
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(R8)(R10*4), Y5
+	VMASKMOVPS 8192(CX)(DI*4), Y4, Y6
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
+	VBLENDVPS  Y4, Y6, Y7, Y6
+	VMAXPS     Y6, Y1, Y1
+	CMPQ       R9, $0x00000000
+	JE         sv_max_one_6
+	VMASKMOVPS 8224(CX)(DI*4), Y5, Y4
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y5, Y4, Y6, Y4
+	VMAXPS     Y4, Y1, Y1
+
+sv_max_one_6:
+	LEAQ       2(SI), R8
+	LEAQ       -6(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
+	LEAQ       lanemask8<>+0(SB), R10
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(R8)(R10*4), Y5
+	VMASKMOVPS 16384(CX)(DI*4), Y4, Y6
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
+	VBLENDVPS  Y4, Y6, Y7, Y6
+	VMAXPS     Y6, Y2, Y2
+	CMPQ       R9, $0x00000000
+	JE         sv_max_one_7
+	VMASKMOVPS 16416(CX)(DI*4), Y5, Y4
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y5, Y4, Y6, Y4
+	VMAXPS     Y4, Y2, Y2
+
+sv_max_one_7:
+	LEAQ       3(SI), R8
+	LEAQ       -5(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
+	LEAQ       lanemask8<>+0(SB), R10
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y4
+	LEAQ       lanemask8<>+0(SB), R8
+	MOVQ       R9, R10
+	NEGQ       R10
+	VMOVUPS    32(R8)(R10*4), Y5
+	VMASKMOVPS 24576(CX)(DI*4), Y4, Y6
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y7
+	VBLENDVPS  Y4, Y6, Y7, Y6
+	VMAXPS     Y6, Y3, Y3
+	CMPQ       R9, $0x00000000
+	JE         sv_max_one_8
+	VMASKMOVPS 24608(CX)(DI*4), Y5, Y4
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y6
+	VBLENDVPS  Y5, Y4, Y6, Y4
+	VMAXPS     Y4, Y3, Y3
+
+sv_max_one_8:
+	VPERM2F128 $0x01, Y0, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y4
+	VMAXPS     Y4, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y0, Y4, Y0
+	VPERM2F128 $0x01, Y1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0x4e, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VPERMILPS  $0xb1, Y1, Y4
+	VMAXPS     Y4, Y1, Y1
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y1, Y4, Y1
+	VPERM2F128 $0x01, Y2, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0x4e, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERMILPS  $0xb1, Y2, Y4
+	VMAXPS     Y4, Y2, Y2
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y2, Y4, Y2
+	VPERM2F128 $0x01, Y3, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0x4e, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VPERMILPS  $0xb1, Y3, Y4
+	VMAXPS     Y4, Y3, Y3
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y4
+	VMAXPS     Y3, Y4, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	XORQ       DI, DI
+
+sv_exp_9:
+	CMPQ        DI, BX
+	JAE         sv_exp_tail_10
+	VMOVUPS     (CX)(DI*4), Y8
+	VSUBPS      Y0, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y4, Y4
+	VMOVUPS     Y9, (DX)(DI*4)
+	VMOVUPS     8192(CX)(DI*4), Y8
+	VSUBPS      Y1, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y5, Y5
+	VMOVUPS     Y9, 8192(DX)(DI*4)
+	VMOVUPS     16384(CX)(DI*4), Y8
+	VSUBPS      Y2, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y6, Y6
+	VMOVUPS     Y9, 16384(DX)(DI*4)
+	VMOVUPS     24576(CX)(DI*4), Y8
+	VSUBPS      Y3, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VADDPS      Y9, Y7, Y7
+	VMOVUPS     Y9, 24576(DX)(DI*4)
+	ADDQ        $0x00000008, DI
+	JMP         sv_exp_9
+
+sv_exp_tail_10:
+	LEAQ        (SI), R8
+	LEAQ        -8(SI), R9
+	MOVQ        R9, R10
+	SARQ        $0x3f, R10
+	NOTQ        R10
+	ANDQ        R10, R9
+	SUBQ        R9, R8
+	LEAQ        lanemask8<>+0(SB), R10
+	NEGQ        R8
+	VMOVUPS     32(R10)(R8*4), Y8
+	LEAQ        lanemask8<>+0(SB), R8
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y9
+	VMASKMOVPS  (CX)(DI*4), Y8, Y9
+	VSUBPS      Y0, Y9, Y9
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y10
+	VPSLLD      $0x17, Y10, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y9
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y9
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y10
+	VMULPS      Y0, Y9, Y9
+	VFMADD231PS Y10, Y9, Y0
+	VANDNPS     Y0, Y11, Y0
+	VANDPS      Y8, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VMASKMOVPS  Y0, Y8, (DX)(DI*4)
+	LEAQ        1(SI), R8
+	LEAQ        -7(SI), R9
+	MOVQ        R9, R10
+	SARQ        $0x3f, R10
+	NOTQ        R10
+	ANDQ        R10, R9
+	SUBQ        R9, R8
+	LEAQ        lanemask8<>+0(SB), R10
+	NEGQ        R8
+	VMOVUPS     32(R10)(R8*4), Y0
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        R9, R10
+	NEGQ        R10
+	VMOVUPS     32(R8)(R10*4), Y8
+	VMASKMOVPS  8192(CX)(DI*4), Y0, Y9
+	VSUBPS      Y1, Y9, Y9
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y9, Y12
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y11
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y9, Y11
+	VPSLLD      $0x17, Y11, Y10
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y11, Y11
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y11, Y9
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y11, Y9
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y11
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y9, Y11
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y9, Y11
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y9, Y11
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y9, Y11
+	VMULPS      Y10, Y9, Y9
+	VFMADD231PS Y11, Y9, Y10
+	VANDNPS     Y10, Y12, Y10
+	VANDPS      Y0, Y10, Y10
+	VADDPS      Y10, Y5, Y5
+	VMASKMOVPS  Y10, Y0, 8192(DX)(DI*4)
+	CMPQ        R9, $0x00000000
+	JE          sv_exp_one_11
+	VMASKMOVPS  8224(CX)(DI*4), Y8, Y0
+	VSUBPS      Y1, Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y10
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y9
+	VPSLLD      $0x17, Y9, Y1
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y9
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y9
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y9
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y9
+	VMULPS      Y1, Y0, Y0
+	VFMADD231PS Y9, Y0, Y1
+	VANDNPS     Y1, Y10, Y1
+	VANDPS      Y8, Y1, Y1
+	VADDPS      Y1, Y5, Y5
+	VMASKMOVPS  Y1, Y8, 8224(DX)(DI*4)
+
+sv_exp_one_11:
+	LEAQ        2(SI), R8
+	LEAQ        -6(SI), R9
+	MOVQ        R9, R10
+	SARQ        $0x3f, R10
+	NOTQ        R10
+	ANDQ        R10, R9
+	SUBQ        R9, R8
+	LEAQ        lanemask8<>+0(SB), R10
+	NEGQ        R8
+	VMOVUPS     32(R10)(R8*4), Y0
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        R9, R10
+	NEGQ        R10
+	VMOVUPS     32(R8)(R10*4), Y1
+	VMASKMOVPS  16384(CX)(DI*4), Y0, Y8
+	VSUBPS      Y2, Y8, Y8
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y8, Y11
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y10
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y8, Y10
+	VPSLLD      $0x17, Y10, Y9
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y10, Y10
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y10, Y8
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y10, Y8
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y10
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y8, Y10
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y8, Y10
+	VMULPS      Y9, Y8, Y8
+	VFMADD231PS Y10, Y8, Y9
+	VANDNPS     Y9, Y11, Y9
+	VANDPS      Y0, Y9, Y9
+	VADDPS      Y9, Y6, Y6
+	VMASKMOVPS  Y9, Y0, 16384(DX)(DI*4)
+	CMPQ        R9, $0x00000000
+	JE          sv_exp_one_12
+	VMASKMOVPS  16416(CX)(DI*4), Y1, Y0
+	VSUBPS      Y2, Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y9
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y8
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y8
+	VPSLLD      $0x17, Y8, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y8, Y8
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y8, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y8, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y8
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y8
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y8
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y8
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y8
+	VMULPS      Y2, Y0, Y0
+	VFMADD231PS Y8, Y0, Y2
+	VANDNPS     Y2, Y9, Y2
+	VANDPS      Y1, Y2, Y2
+	VADDPS      Y2, Y6, Y6
+	VMASKMOVPS  Y2, Y1, 16416(DX)(DI*4)
+
+sv_exp_one_12:
+	LEAQ        3(SI), R8
+	LEAQ        -5(SI), R9
+	MOVQ        R9, R10
+	SARQ        $0x3f, R10
+	NOTQ        R10
+	ANDQ        R10, R9
+	SUBQ        R9, R8
+	LEAQ        lanemask8<>+0(SB), R10
+	NEGQ        R8
+	VMOVUPS     32(R10)(R8*4), Y0
+	LEAQ        lanemask8<>+0(SB), R8
+	MOVQ        R9, R10
+	NEGQ        R10
+	VMOVUPS     32(R8)(R10*4), Y1
+	VMASKMOVPS  24576(CX)(DI*4), Y0, Y2
+	VSUBPS      Y3, Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y10
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y9
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y9
+	VPSLLD      $0x17, Y9, Y8
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y9, Y9
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y9, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y9, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y9
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y9
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y9
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y9
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y9
+	VMULPS      Y8, Y2, Y2
+	VFMADD231PS Y9, Y2, Y8
+	VANDNPS     Y8, Y10, Y8
+	VANDPS      Y0, Y8, Y8
+	VADDPS      Y8, Y7, Y7
+	VMASKMOVPS  Y8, Y0, 24576(DX)(DI*4)
+	CMPQ        R9, $0x00000000
+	JE          sv_exp_one_13
+	VMASKMOVPS  24608(CX)(DI*4), Y1, Y0
+	VSUBPS      Y3, Y0, Y0
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y0, Y8
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y3
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y0, Y3
+	VPSLLD      $0x17, Y3, Y2
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y3, Y3
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y3, Y0
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y3, Y0
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y3
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y0, Y3
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y0, Y3
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y0, Y3
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y0, Y3
+	VMULPS      Y2, Y0, Y0
+	VFMADD231PS Y3, Y0, Y2
+	VANDNPS     Y2, Y8, Y2
+	VANDPS      Y1, Y2, Y2
+	VADDPS      Y2, Y7, Y7
+	VMASKMOVPS  Y2, Y1, 24608(DX)(DI*4)
+
+sv_exp_one_13:
+	VPERM2F128 $0x01, Y4, Y4, Y0
+	VADDPS     Y0, Y4, Y4
+	VPERMILPS  $0x4e, Y4, Y0
+	VADDPS     Y0, Y4, Y4
+	VPERMILPS  $0xb1, Y4, Y0
+	VADDPS     Y0, Y4, Y4
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS     Y4, Y0, Y4
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS     Y4, Y0, Y0
+	VPERM2F128 $0x01, Y5, Y5, Y1
+	VADDPS     Y1, Y5, Y5
+	VPERMILPS  $0x4e, Y5, Y1
+	VADDPS     Y1, Y5, Y5
+	VPERMILPS  $0xb1, Y5, Y1
+	VADDPS     Y1, Y5, Y5
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y1
+	VMAXPS     Y5, Y1, Y5
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y1
+	VDIVPS     Y5, Y1, Y1
+	VPERM2F128 $0x01, Y6, Y6, Y2
+	VADDPS     Y2, Y6, Y6
+	VPERMILPS  $0x4e, Y6, Y2
+	VADDPS     Y2, Y6, Y6
+	VPERMILPS  $0xb1, Y6, Y2
+	VADDPS     Y2, Y6, Y6
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y2
+	VMAXPS     Y6, Y2, Y6
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y2
+	VDIVPS     Y6, Y2, Y2
+	VPERM2F128 $0x01, Y7, Y7, Y3
+	VADDPS     Y3, Y7, Y7
+	VPERMILPS  $0x4e, Y7, Y3
+	VADDPS     Y3, Y7, Y7
+	VPERMILPS  $0xb1, Y7, Y3
+	VADDPS     Y3, Y7, Y7
+	VMOVUPS    sv_fltmin_v8_00800000<>+0(SB), Y3
+	VMAXPS     Y7, Y3, Y7
+	VMOVUPS    sv_one_v8_3f800000<>+0(SB), Y3
+	VDIVPS     Y7, Y3, Y3
+	XORQ       CX, CX
+
+sv_scale_14:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_15
+	VMULPS  (DX)(CX*4), Y0, Y4
+	VMOVUPS Y4, (DX)(CX*4)
+	VMULPS  8192(DX)(CX*4), Y1, Y4
+	VMOVUPS Y4, 8192(DX)(CX*4)
+	VMULPS  16384(DX)(CX*4), Y2, Y4
+	VMOVUPS Y4, 16384(DX)(CX*4)
+	VMULPS  24576(DX)(CX*4), Y3, Y4
+	VMOVUPS Y4, 24576(DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     sv_scale_14
+
+sv_scale_tail_15:
+	LEAQ       (SI), BX
+	LEAQ       -8(SI), DI
+	MOVQ       DI, R8
+	SARQ       $0x3f, R8
+	NOTQ       R8
+	ANDQ       R8, DI
+	SUBQ       DI, BX
+	LEAQ       lanemask8<>+0(SB), R8
+	NEGQ       BX
+	VMOVUPS    32(R8)(BX*4), Y4
+	LEAQ       lanemask8<>+0(SB), BX
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y5
+	VMASKMOVPS (DX)(CX*4), Y4, Y5
+	VMULPS     Y5, Y0, Y5
+	VMASKMOVPS Y5, Y4, (DX)(CX*4)
+	LEAQ       1(SI), BX
+	LEAQ       -7(SI), DI
+	MOVQ       DI, R8
+	SARQ       $0x3f, R8
+	NOTQ       R8
+	ANDQ       R8, DI
+	SUBQ       DI, BX
+	LEAQ       lanemask8<>+0(SB), R8
+	NEGQ       BX
+	VMOVUPS    32(R8)(BX*4), Y0
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       DI, R8
+	NEGQ       R8
+	VMOVUPS    32(BX)(R8*4), Y4
+	VMASKMOVPS 8192(DX)(CX*4), Y0, Y5
+	VMULPS     Y5, Y1, Y5
+	VMASKMOVPS Y5, Y0, 8192(DX)(CX*4)
+	CMPQ       DI, $0x00000000
+	JE         sv_scale_one_16
+	VMASKMOVPS 8224(DX)(CX*4), Y4, Y0
+	VMULPS     Y0, Y1, Y0
+	VMASKMOVPS Y0, Y4, 8224(DX)(CX*4)
+
+sv_scale_one_16:
+	LEAQ       2(SI), BX
+	LEAQ       -6(SI), DI
+	MOVQ       DI, R8
+	SARQ       $0x3f, R8
+	NOTQ       R8
+	ANDQ       R8, DI
+	SUBQ       DI, BX
+	LEAQ       lanemask8<>+0(SB), R8
+	NEGQ       BX
+	VMOVUPS    32(R8)(BX*4), Y0
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       DI, R8
+	NEGQ       R8
+	VMOVUPS    32(BX)(R8*4), Y1
+	VMASKMOVPS 16384(DX)(CX*4), Y0, Y4
+	VMULPS     Y4, Y2, Y4
+	VMASKMOVPS Y4, Y0, 16384(DX)(CX*4)
+	CMPQ       DI, $0x00000000
+	JE         sv_scale_one_17
+	VMASKMOVPS 16416(DX)(CX*4), Y1, Y0
+	VMULPS     Y0, Y2, Y0
+	VMASKMOVPS Y0, Y1, 16416(DX)(CX*4)
+
+sv_scale_one_17:
+	LEAQ       3(SI), BX
+	LEAQ       -5(SI), SI
+	MOVQ       SI, DI
+	SARQ       $0x3f, DI
+	NOTQ       DI
+	ANDQ       DI, SI
+	SUBQ       SI, BX
+	LEAQ       lanemask8<>+0(SB), DI
+	NEGQ       BX
+	VMOVUPS    32(DI)(BX*4), Y0
+	LEAQ       lanemask8<>+0(SB), BX
+	MOVQ       SI, DI
+	NEGQ       DI
+	VMOVUPS    32(BX)(DI*4), Y1
+	VMASKMOVPS 24576(DX)(CX*4), Y0, Y2
+	VMULPS     Y2, Y3, Y2
+	VMASKMOVPS Y2, Y0, 24576(DX)(CX*4)
+	CMPQ       SI, $0x00000000
+	JE         sv_scale_one_18
+	VMASKMOVPS 24608(DX)(CX*4), Y1, Y0
+	VMULPS     Y0, Y3, Y0
+	VMASKMOVPS Y0, Y1, 24608(DX)(CX*4)
+
+sv_scale_one_18:
+	ADDQ $0x00000004, AX
+	JMP  sr_blocks_1
+
+sr_single_2:
+	MOVQ    t+0(FP), CX
+	CMPQ    AX, CX
+	JGE     sr_zeros_3
+	MOVQ    b_base+8(FP), CX
+	IMUL3Q  $0x00002000, AX, DX
+	ADDQ    DX, CX
+	MOVQ    a_base+32(FP), DX
+	IMUL3Q  $0x00002000, AX, BX
+	ADDQ    BX, DX
+	LEAQ    1(AX), BX
+	MOVQ    BX, SI
+	ANDQ    $0xfffffff8, BX
+	SUBQ    BX, SI
+	VMOVUPS sv_ninf_v8_ff800000<>+0(SB), Y0
+	XORQ    DI, DI
+
+sv_max_19:
+	CMPQ   DI, BX
+	JAE    sv_max_tail_20
+	VMAXPS (CX)(DI*4), Y0, Y0
+	ADDQ   $0x00000008, DI
+	JMP    sv_max_19
+
+sv_max_tail_20:
+	LEAQ       (SI), R8
+	LEAQ       -8(SI), R9
+	MOVQ       R9, R10
+	SARQ       $0x3f, R10
+	NOTQ       R10
+	ANDQ       R10, R9
+	SUBQ       R9, R8
+	LEAQ       lanemask8<>+0(SB), R10
+	NEGQ       R8
+	VMOVUPS    32(R10)(R8*4), Y1
+	LEAQ       lanemask8<>+0(SB), R8
+	NEGQ       R9
+	VMOVUPS    32(R8)(R9*4), Y2
+	VMASKMOVPS (CX)(DI*4), Y1, Y2
+	VMOVUPS    sv_ninf_v8_ff800000<>+0(SB), Y3
+	VBLENDVPS  Y1, Y2, Y3, Y2
+	VMAXPS     Y2, Y0, Y0
+	VPERM2F128 $0x01, Y0, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VPERMILPS  $0x4e, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VPERMILPS  $0xb1, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VMOVUPS    sv_nmax_v8_ff7fffff<>+0(SB), Y1
+	VMAXPS     Y0, Y1, Y0
+	VXORPS     Y1, Y1, Y1
+	XORQ       DI, DI
+
+sv_exp_21:
+	CMPQ        DI, BX
+	JAE         sv_exp_tail_22
+	VMOVUPS     (CX)(DI*4), Y2
+	VSUBPS      Y0, Y2, Y2
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y2, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y2, Y4
+	VPSLLD      $0x17, Y4, Y3
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y2
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y2
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y2, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y2, Y4
+	VMULPS      Y3, Y2, Y2
+	VFMADD231PS Y4, Y2, Y3
+	VANDNPS     Y3, Y5, Y3
+	VADDPS      Y3, Y1, Y1
+	VMOVUPS     Y3, (DX)(DI*4)
+	ADDQ        $0x00000008, DI
+	JMP         sv_exp_21
+
+sv_exp_tail_22:
+	LEAQ        (SI), R8
+	LEAQ        -8(SI), R9
+	MOVQ        R9, R10
+	SARQ        $0x3f, R10
+	NOTQ        R10
+	ANDQ        R10, R9
+	SUBQ        R9, R8
+	LEAQ        lanemask8<>+0(SB), R10
+	NEGQ        R8
+	VMOVUPS     32(R10)(R8*4), Y2
+	LEAQ        lanemask8<>+0(SB), R8
+	NEGQ        R9
+	VMOVUPS     32(R8)(R9*4), Y3
+	VMASKMOVPS  (CX)(DI*4), Y2, Y3
+	VSUBPS      Y0, Y3, Y3
+	VCMPPS      $0x01, exp_dcut_v8_c2aeac4f<>+0(SB), Y3, Y5
+	VMOVUPS     exp_magic_v8_4b40007f<>+0(SB), Y4
+	VFMADD231PS exp_log2e_v8_3fb8aa3b<>+0(SB), Y3, Y4
+	VPSLLD      $0x17, Y4, Y0
+	VSUBPS      exp_magic_v8_4b40007f<>+0(SB), Y4, Y4
+	VFMADD231PS exp_mln2hi_v8_bf317218<>+0(SB), Y4, Y3
+	VFMADD231PS exp_mln2lo_v8_3102e308<>+0(SB), Y4, Y3
+	VMOVUPS     exp_c5_v8_3c07cfce<>+0(SB), Y4
+	VFMADD213PS exp_c4_v8_3d2b9d0d<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c3_v8_3e2aad40<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c2_v8_3efffee3<>+0(SB), Y3, Y4
+	VFMADD213PS exp_c1_v8_3f7ffffb<>+0(SB), Y3, Y4
+	VMULPS      Y0, Y3, Y3
+	VFMADD231PS Y4, Y3, Y0
+	VANDNPS     Y0, Y5, Y0
+	VANDPS      Y2, Y0, Y0
+	VADDPS      Y0, Y1, Y1
+	VMASKMOVPS  Y0, Y2, (DX)(DI*4)
+	VPERM2F128  $0x01, Y1, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y0
+	VADDPS      Y0, Y1, Y1
+	VMOVUPS     sv_fltmin_v8_00800000<>+0(SB), Y0
+	VMAXPS      Y1, Y0, Y1
+	VMOVUPS     sv_one_v8_3f800000<>+0(SB), Y0
+	VDIVPS      Y1, Y0, Y0
+	XORQ        CX, CX
+
+sv_scale_23:
+	CMPQ    CX, BX
+	JAE     sv_scale_tail_24
+	VMULPS  (DX)(CX*4), Y0, Y1
+	VMOVUPS Y1, (DX)(CX*4)
+	ADDQ    $0x00000008, CX
+	JMP     sv_scale_23
+
+sv_scale_tail_24:
+	LEAQ       (SI), BX
+	LEAQ       -8(SI), SI
+	MOVQ       SI, DI
+	SARQ       $0x3f, DI
+	NOTQ       DI
+	ANDQ       DI, SI
+	SUBQ       SI, BX
+	LEAQ       lanemask8<>+0(SB), DI
+	NEGQ       BX
+	VMOVUPS    32(DI)(BX*4), Y1
+	LEAQ       lanemask8<>+0(SB), BX
+	NEGQ       SI
+	VMOVUPS    32(BX)(SI*4), Y2
+	VMASKMOVPS (DX)(CX*4), Y1, Y2
+	VMULPS     Y2, Y0, Y2
+	VMASKMOVPS Y2, Y1, (DX)(CX*4)
+	INCQ       AX
+	JMP        sr_single_2
+
+sr_zeros_3:
+	MOVQ   t+0(FP), AX
+	VXORPS Y0, Y0, Y0
+	XORQ   CX, CX
+
+sr_zrow_25:
+	CMPQ   CX, AX
+	JGE    sr_zdone_26
+	MOVQ   a_base+32(FP), DX
+	IMUL3Q $0x00002000, CX, BX
+	ADDQ   BX, DX
+	LEAQ   1(CX), BX
+
+sr_zvec_27:
+	LEAQ    8(BX), SI
+	CMPQ    SI, AX
+	JG      sr_ztail_28
+	VMOVUPS Y0, (DX)(BX*4)
+	ADDQ    $0x00000008, BX
+	JMP     sr_zvec_27
+
+sr_ztail_28:
+	MOVQ       AX, SI
+	SUBQ       BX, SI
+	LEAQ       lanemask8<>+0(SB), DI
+	NEGQ       SI
+	VMOVUPS    32(DI)(SI*4), Y1
+	VMASKMOVPS Y0, Y1, (DX)(BX*4)
+	INCQ       CX
+	JMP        sr_zrow_25
+
+sr_zdone_26:
+	VZEROUPPER
+	RET
+
+// func softmaxRowsBackAVX2(t int, a []float32, g []float32, db []float32)
+// Requires: AVX, FMA3
+TEXT ·softmaxRowsBackAVX2(SB), NOSPLIT, $0-80
+	XORQ AX, AX
+
+srb_row_1:
+	MOVQ    t+0(FP), CX
+	CMPQ    AX, CX
+	JGE     srb_done_2
+	LEAQ    1(AX), CX
+	MOVQ    g_base+32(FP), DX
+	IMUL3Q  $0x00002000, AX, BX
+	ADDQ    BX, DX
+	MOVQ    a_base+8(FP), BX
+	IMUL3Q  $0x00002000, AX, SI
+	ADDQ    SI, BX
+	MOVQ    CX, SI
+	ANDQ    $0x00000007, CX
+	SUBQ    CX, SI
+	LEAQ    lanemask8<>+0(SB), DI
+	NEGQ    CX
+	VMOVUPS 32(DI)(CX*4), Y0
+	VXORPS  Y1, Y1, Y1
+	XORQ    CX, CX
+
+svb_dot_3:
+	CMPQ        CX, SI
+	JAE         svb_dot_tail_4
+	VMOVUPS     (DX)(CX*4), Y2
+	VFMADD231PS (BX)(CX*4), Y2, Y1
+	ADDQ        $0x00000008, CX
+	JMP         svb_dot_3
+
+svb_dot_tail_4:
+	VMASKMOVPS  (DX)(CX*4), Y0, Y2
+	VMASKMOVPS  (BX)(CX*4), Y0, Y3
+	VFMADD231PS Y3, Y2, Y1
+	VPERM2F128  $0x01, Y1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0x4e, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERMILPS   $0xb1, Y1, Y2
+	VADDPS      Y2, Y1, Y1
+	MOVQ        db_base+56(FP), CX
+	IMUL3Q      $0x00002000, AX, DI
+	ADDQ        DI, CX
+	XORQ        DI, DI
+
+svb_db_5:
+	CMPQ    DI, SI
+	JAE     svb_db_tail_6
+	VMOVUPS (DX)(DI*4), Y2
+	VSUBPS  Y1, Y2, Y2
+	VMULPS  (BX)(DI*4), Y2, Y2
+	VMOVUPS Y2, (CX)(DI*4)
+	ADDQ    $0x00000008, DI
+	JMP     svb_db_5
+
+svb_db_tail_6:
+	VMASKMOVPS (DX)(DI*4), Y0, Y2
+	VSUBPS     Y1, Y2, Y2
+	VMASKMOVPS (BX)(DI*4), Y0, Y1
+	VMULPS     Y1, Y2, Y2
+	VMASKMOVPS Y2, Y0, (CX)(DI*4)
+	INCQ       AX
+	JMP        srb_row_1
+
+srb_done_2:
 	VZEROUPPER
 	RET
 

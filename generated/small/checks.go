@@ -45,6 +45,35 @@ func checkSoftmaxValueBack(t int, a []float32, v []float32, dy []float32, db []f
 	}
 }
 
+// checkSoftmaxRows panics unless t and the slices fit SoftmaxRows's sizes.
+func checkSoftmaxRows(t int, b []float32, a []float32) {
+	if t < 0 || t > N {
+		panic(fmt.Sprintf("small.SoftmaxRows: t = %d, want 0 ≤ t ≤ %d", t, N))
+	}
+	if len(b) < need(t, t, 64, t) {
+		panic(fmt.Sprintf("small.SoftmaxRows: len(b) = %d, need %d at t = %d", len(b), need(t, t, 64, t), t))
+	}
+	if len(a) < need(t, t, 64, t) {
+		panic(fmt.Sprintf("small.SoftmaxRows: len(a) = %d, need %d at t = %d", len(a), need(t, t, 64, t), t))
+	}
+}
+
+// checkSoftmaxRowsBack panics unless t and the slices fit SoftmaxRowsBack's sizes.
+func checkSoftmaxRowsBack(t int, a []float32, g []float32, db []float32) {
+	if t < 0 || t > N {
+		panic(fmt.Sprintf("small.SoftmaxRowsBack: t = %d, want 0 ≤ t ≤ %d", t, N))
+	}
+	if len(a) < need(t, t, 64, t) {
+		panic(fmt.Sprintf("small.SoftmaxRowsBack: len(a) = %d, need %d at t = %d", len(a), need(t, t, 64, t), t))
+	}
+	if len(g) < need(t, t, 64, t) {
+		panic(fmt.Sprintf("small.SoftmaxRowsBack: len(g) = %d, need %d at t = %d", len(g), need(t, t, 64, t), t))
+	}
+	if len(db) < need(t, t, 64, t) {
+		panic(fmt.Sprintf("small.SoftmaxRowsBack: len(db) = %d, need %d at t = %d", len(db), need(t, t, 64, t), t))
+	}
+}
+
 // checkTriScale panics unless t and the slices fit TriScale's sizes.
 func checkTriScale(t int, alpha float32, x []float32, y []float32) {
 	if t < 0 || t > N {

@@ -81,7 +81,7 @@ func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]f
 		a[p.Name] = RandSlice(r, p.Shape.Need(t), 1)
 	}
 	switch op.Kind {
-	case catalog.SoftmaxValueBack:
+	case catalog.SoftmaxValueBack, catalog.SoftmaxRowsBack:
 		probabilities(a["a"], spec.N, t, spec.Bidirectional)
 	case catalog.Linear, catalog.LinearBack:
 		for _, name := range []string{"fq", "fk"} {
