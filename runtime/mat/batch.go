@@ -40,8 +40,8 @@ const (
 )
 
 // BatchProd is one product of MulBatchBF16: C [M×N] (row stride LDC) =
-// alpha·Σ_s A[s]·B[s]ᵀ over its segments s, each A[s] [M×K] and B[s]
-// [N×K] (the batch's sizes), overwriting C.
+// Σ_s A[s]·B[s]ᵀ over its segments s, each A[s] [M×K] and B[s] [N×K] (the
+// batch's sizes), overwriting C.
 type BatchProd struct {
 	C    []float32
 	LDC  int
@@ -49,8 +49,7 @@ type BatchProd struct {
 }
 
 // MulBatchBF16 computes every product of prods, all of the same sizes m, n
-// and segments' inner length k and the same factor alpha (applied to the
-// float32 sums), with bf16 operands (rounded to nearest
+// and segments' inner length k, with bf16 operands (rounded to nearest
 // even) and float32 sums, skipping what tri says is zero or unwanted (a
 // triangle of A or of C, which then has one segment). An operand that
 // several products read (the same Data, strides and length) is packed once.
@@ -58,7 +57,7 @@ type BatchProd struct {
 // are bit-identical for any number of workers. It returns an error, and
 // computes nothing, without a bf16 kernel (SetBF16) or with operands that
 // do not fit the sizes.
-func (e *Engine) MulBatchBF16(m, n, k int, tri Tri, alpha float32, prods []BatchProd) error {
+func (e *Engine) MulBatchBF16(m, n, k int, tri Tri, prods []BatchProd) error {
 	if e.bf.k == nil {
 		return fmt.Errorf("mat: MulBatchBF16 without a bf16 kernel")
 	}
@@ -88,7 +87,7 @@ func (e *Engine) MulBatchBF16(m, n, k int, tri Tri, alpha float32, prods []Batch
 	j.begin(e.bf.k)
 	keys := e.bf.keys[:0]
 	side := func(ops []Strided, b bool, rows int) int {
-		kk := bfKey{&ops[0].Data[0], len(ops[0].Data), ops[0].RS, ops[0].CS, b}
+		kk := bfKey{&ops[0].Data[0], len(ops[0].Data), ops[0].RS, ops[0].CS, b, tri}
 		if len(ops) == 1 {
 			for _, x := range keys {
 				if x.bfKey == kk {
@@ -100,6 +99,9 @@ func (e *Engine) MulBatchBF16(m, n, k int, tri Tri, alpha float32, prods []Batch
 			j.seg(operand{o.Data, o.RS, o.CS}, k)
 		}
 		s := j.side(b, rows)
+		if !b && (tri == LowerA || tri == UpperA) {
+			j.sides[s].tri = tri
+		}
 		if len(ops) == 1 {
 			keys = append(keys, bfKeyed{kk, s})
 		}
@@ -110,7 +112,6 @@ func (e *Engine) MulBatchBF16(m, n, k int, tri Tri, alpha float32, prods []Batch
 		sb := side(p.B, true, n)
 		j.prod(sa, sb, p.C, nil, nil, nil, p.LDC, false)
 		j.prods[len(j.prods)-1].tri = tri
-		j.prods[len(j.prods)-1].alpha = alpha
 	}
 	clear(keys)
 	e.bf.keys = keys[:0]
@@ -125,6 +126,7 @@ type bfKey struct {
 	n      int
 	rs, cs int
 	b      bool
+	tri    Tri
 }
 
 type bfKeyed struct {
@@ -138,6 +140,22 @@ func fits(o Strided, r, k int) bool {
 		return false
 	}
 	return (r-1)*o.RS+(k-1)*o.CS < len(o.Data)
+}
+
+// triPack is the inner indices [k0, k1) of A that the rows of the
+// bfBlockM-row block holding row r may read under tri (triRange of any C
+// block holding r: C's blocks are bfBlockM rows or that halved, so they
+// lie within one bfBlockM-row block), of a padded inner dimension kp: the
+// part of those rows that packing must write.
+func triPack(tri Tri, r, kp int) (k0, k1 int) {
+	b0 := r / bfBlockM * bfBlockM
+	switch tri {
+	case LowerA:
+		return 0, min(kp, bf16.Pad(b0+bfBlockM))
+	case UpperA:
+		return min(kp, b0), kp
+	}
+	return 0, kp
 }
 
 // triRange is the inner indices [k0, k1) that rows i0 ≤ i < i1 of a

@@ -33,7 +33,8 @@ func causalP(r *rand.Rand, t, ld int) []float32 {
 // against the float64 reference on bf16-rounded operands: P·V (LowerA),
 // Pᵀ·dY (UpperA), dY·Vᵀ (LowerC, the triangle only), a full product of
 // several segments and a product whose A is shared, at lengths that are
-// not multiples of the tiles, with 1 and 3 workers bit-identical.
+// not multiples of the tiles, after products that leave other values in
+// the packing buffers, with 1 and 3 workers bit-identical.
 func TestMulBatchBF16(t *testing.T) {
 	pool := parallel.New(3)
 	defer pool.Close()
@@ -61,6 +62,17 @@ func TestMulBatchBF16(t *testing.T) {
 						dvp = append(dvp, BatchProd{C: dv[h*dh:], LDC: d, A: []Strided{{ps[h], 1, ld}}, B: []Strided{headT(dy, h)}})
 						gp = append(gp, BatchProd{C: g[h], LDC: ld, A: []Strided{head(dy, h)}, B: []Strided{head(v, h)}})
 					}
+					// Fill the engine's packing buffers with other values first:
+					// what the triangles leave unpacked must never be read.
+					junk := randSlice(r, tt*ld)
+					var pollute []BatchProd
+					for h := 0; h < 2; h++ {
+						pollute = append(pollute, BatchProd{C: make([]float32, tt*d), LDC: d, A: []Strided{{junk, ld, 1}}, B: []Strided{headT(v, h)}},
+							BatchProd{C: make([]float32, tt*d), LDC: d, A: []Strided{{junk, 1, ld}}, B: []Strided{headT(dy, h)}})
+					}
+					if err := e.MulBatchBF16(tt, dh, tt, Full, pollute); err != nil {
+						t.Fatal(err)
+					}
 					// A shared A (head 0's P for both): packed once.
 					shared := []BatchProd{fwd[0], {C: make([]float32, tt*d), LDC: d, A: fwd[0].A, B: []Strided{headT(v, 1)}}}
 					for _, c := range []struct {
@@ -69,12 +81,12 @@ func TestMulBatchBF16(t *testing.T) {
 						k     int
 						prods []BatchProd
 					}{{LowerA, tt, dh, tt, fwd}, {UpperA, tt, dh, tt, dvp}, {LowerC, tt, tt, dh, gp}, {LowerA, tt, dh, tt, shared}} {
-						if err := e.MulBatchBF16(c.m, c.n, c.k, c.tri, 1, c.prods); err != nil {
+						if err := e.MulBatchBF16(c.m, c.n, c.k, c.tri, c.prods); err != nil {
 							t.Fatal(err)
 						}
 					}
 					// Both heads' dY·Vᵀ summed: two segments, full.
-					if err := e.MulBatchBF16(tt, tt, dh, Full, 0.5, []BatchProd{{C: full, LDC: tt, A: []Strided{head(dy, 0), head(dy, 1)}, B: []Strided{head(v, 0), head(v, 1)}}}); err != nil {
+					if err := e.MulBatchBF16(tt, tt, dh, Full, []BatchProd{{C: full, LDC: tt, A: []Strided{head(dy, 0), head(dy, 1)}, B: []Strided{head(v, 0), head(v, 1)}}}); err != nil {
 						t.Fatal(err)
 					}
 					for h := 0; h < 2; h++ {
@@ -99,7 +111,7 @@ func TestMulBatchBF16(t *testing.T) {
 						}
 						for j := 0; j < tt; j++ {
 							s, abs := bfRef(func(i, q int) float32 { return dy[i*d+q/dh*dh+q%dh] }, func(j, q int) float32 { return v[j*d+q/dh*dh+q%dh] }, i, j, 2*dh)
-							check(t, name+" two segments, α ½", full[i*tt+j], s/2, bfTol(abs/2, 2*dh))
+							check(t, name+" two segments", full[i*tt+j], s, bfTol(abs, 2*dh))
 						}
 					}
 					outs := [4][]float32{y, dv, slices.Concat(g[0], g[1]), full}
@@ -128,19 +140,19 @@ func TestMulBatchBF16(t *testing.T) {
 func TestMulBatchBF16Errors(t *testing.T) {
 	e := NewEngine(nil)
 	p := []BatchProd{{C: make([]float32, 4), LDC: 2, A: []Strided{{make([]float32, 4), 2, 1}}, B: []Strided{{make([]float32, 4), 2, 1}}}}
-	if err := e.MulBatchBF16(2, 2, 2, Full, 1, p); err == nil {
+	if err := e.MulBatchBF16(2, 2, 2, Full, p); err == nil {
 		t.Error("no error without a bf16 kernel")
 	}
 	kns := bfKernels(t)
 	e.SetBF16(kns[0])
-	if err := e.MulBatchBF16(2, 2, 2, Full, 1, p); err != nil {
+	if err := e.MulBatchBF16(2, 2, 2, Full, p); err != nil {
 		t.Error(err)
 	}
 	for _, c := range []struct {
 		m, n, k int
 		tri     Tri
 	}{{3, 2, 2, Full}, {2, 2, 3, Full}, {0, 2, 2, Full}, {2, 1, 1, LowerA}, {2, 1, 2, LowerC}} {
-		if err := e.MulBatchBF16(c.m, c.n, c.k, c.tri, 1, p); err == nil {
+		if err := e.MulBatchBF16(c.m, c.n, c.k, c.tri, p); err == nil {
 			t.Errorf("%v: no error", c)
 		}
 	}

@@ -86,6 +86,9 @@ type bfSide struct {
 	ready  bool      // packed already: no packing tasks
 	sums   []float32 // A's row sums, formed while packing (PackATRows)
 	tasks  int
+	// tri: A's triangle that is zero (LowerA, UpperA: MulBatchBF16's),
+	// whose products never read it: packed only where they do (triPack).
+	tri Tri
 }
 
 // bfTerm is one term of a product: A·Bᵀ of sides sa and sb (their kp
@@ -105,10 +108,9 @@ type bfProd struct {
 	m, n, ldc           int
 	t0, t1              int
 	acc                 bool
-	then                Rows    // run on each block's rows, which span C's width
-	mc, nc, tilesN, cnt int     // C's blocks: mc × nc, tilesN across, cnt in all
-	tri                 Tri     // the triangle skipped (MulBatchBF16's; one term)
-	alpha               float32 // C's factor, after the sums (MulBatchBF16's; 0: none)
+	then                Rows // run on each block's rows, which span C's width
+	mc, nc, tilesN, cnt int  // C's blocks: mc × nc, tilesN across, cnt in all
+	tri                 Tri  // the triangle skipped (MulBatchBF16's; one term)
 }
 
 // bfJob is a bf16 job: its packed operands, its products and their terms.
@@ -432,21 +434,30 @@ func (j *bfJob) pack(sd *bfSide, worker, t int) {
 		return
 	}
 	if sg := j.segs[sd.s0]; transposedA(sg.o) {
+		rowsPad := ceilDiv(sd.rows, kn.MR) * kn.MR
 		if bf16.PackATSums() {
 			r0 := t * packRowsAT
-			rowsPad := ceilDiv(sd.rows, kn.MR) * kn.MR
-			kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, 0, sd.kp, r0, min(r0+packRowsAT, rowsPad), j.tmp[worker], sd.sums)
+			p0, _ := triPack(sd.tri, r0, sd.kp)
+			kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, sd.kp, r0, min(r0+packRowsAT, rowsPad), j.tmp[worker], sd.sums)
 			return
 		}
 		p0 := t * packRowsBF
-		kn.PackAT(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, min(p0+packRowsBF, sd.kp), j.tmp[worker])
+		r1 := rowsPad
+		if sd.tri == UpperA { // rows past the 128-row block of p0 read no p < p0 + packRowsBF
+			r1 = min(rowsPad, (p0/bfBlockM+1)*bfBlockM)
+		}
+		kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, min(p0+packRowsBF, sd.kp), 0, r1, j.tmp[worker], nil)
 		return
 	}
 	// A block of MR rows, all segments.
 	lda := bf16.LDA(sd.kp)
 	blk := sd.dst[t*kn.ABlock(sd.kp):][:kn.ABlock(sd.kp)]
 	for _, sg := range j.segs[sd.s0:sd.s1] {
-		kn.PackASeg(blk, lda, sg.off, sg.o.data, sg.o.rs, sg.o.cs, t*kn.MR, sd.rows, sg.kk, bf16.Pad(sg.kk))
+		kk, kp := sg.kk, bf16.Pad(sg.kk)
+		if _, k1 := triPack(sd.tri, t*kn.MR, kp); k1 < kp {
+			kk, kp = min(kk, k1), k1
+		}
+		kn.PackASeg(blk, lda, sg.off, sg.o.data, sg.o.rs, sg.o.cs, t*kn.MR, sd.rows, kk, kp)
 	}
 	if lda > sd.kp {
 		for r := 0; r < kn.MR; r++ { // the rows' padding
@@ -498,14 +509,6 @@ func (j *bfJob) block(p *bfProd, task int) {
 				}
 				// All the block's rows down the panel in one call.
 				kn.Tile(kp, kb, kl, a, bpan, c[i0*ldc+jr:], ldc, ti1-i0, nr, load, bias)
-			}
-		}
-	}
-	if p.alpha != 0 && p.alpha != 1 {
-		for i := i0; i < i1; i++ {
-			row := c[i*ldc+j0 : i*ldc+j1]
-			for x := range row {
-				row[x] *= p.alpha
 			}
 		}
 	}

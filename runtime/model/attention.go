@@ -40,17 +40,6 @@ func (m *Model) compLogits(c comp, ly *layer, lw *layerWS, t, s, h int, dst []fl
 	return dst
 }
 
-// logits returns component c's logits for task (s, h): computed into dst,
-// or where the bf16 path's products put them before the job (vanilla's).
-func (j *attnFwdJob) logits(c comp, ly *layer, lw *layerWS, task int, dst []float32) []float32 {
-	m := j.m
-	if j.rows && c == compVanilla {
-		nn := m.n * m.n
-		return j.ws.attnG[task*nn : task*nn+nn]
-	}
-	return m.compLogits(c, ly, lw, j.ws.t, task/m.heads, task%m.heads, dst)
-}
-
 func (j *attnFwdJob) Run(worker, task int) {
 	m, ws := j.m, j.ws
 	ly, lw := &m.layers[j.l], &ws.lay[j.l]
@@ -60,7 +49,7 @@ func (j *attnFwdJob) Run(worker, task int) {
 	a := lw.a[task*nn : task*nn+nn]
 	base := s*t*m.d + h*m.dh
 	if len(m.comps) == 1 {
-		b := j.logits(m.comps[0], ly, lw, task, a)
+		b := m.compLogits(m.comps[0], ly, lw, t, s, h, a)
 		if j.rows {
 			k.SoftmaxRows(t, b, a)
 			return
@@ -70,16 +59,12 @@ func (j *attnFwdJob) Run(worker, task int) {
 	}
 	scr := m.scratch[worker]
 	for mi, c := range m.comps {
-		b := j.logits(c, ly, lw, task, scr)
+		b := m.compLogits(c, ly, lw, t, s, h, scr)
 		if mi == 0 {
 			k.TriScale(t, lw.w[mi], b, a)
 		} else {
 			k.TriAxpy(t, lw.w[mi], b, a)
 		}
-	}
-	if j.rows {
-		k.SoftmaxRows(t, a, a)
-		return
 	}
 	k.SoftmaxValue(t, a, a, lw.v[base:], lw.y[base:])
 }
@@ -88,9 +73,6 @@ type attnBackJob struct {
 	m  *Model
 	ws *Workspace
 	l  int
-	// g: the bf16 path's ∂loss/∂P per task (attention_bf16.go), for
-	// SoftmaxRowsBack; nil: SoftmaxValueBack from the values.
-	g []float32
 }
 
 // compBack propagates dc = ∂loss/∂B^(c) (already scaled by the mixture
@@ -140,24 +122,16 @@ func (j *attnBackJob) Run(worker, task int) {
 	a := lw.a[task*nn : task*nn+nn]
 	base := s*t*m.d + h*m.dh
 	// a becomes dB = ∂loss/∂B in place.
-	if j.g != nil {
-		k.SoftmaxRowsBack(t, a, j.g[task*nn:task*nn+nn], a)
-	} else {
-		k.SoftmaxValueBack(t, a, lw.v[base:], ws.dy[base:], a, ws.dv[base:])
-	}
-	// On the bf16 path vanilla's backward (and its share of the mixture's
-	// gradient) follows the job, on the bf16 kernel.
-	bfVanilla := func(c comp) bool { return j.g != nil && c == compVanilla }
+	k.SoftmaxValueBack(t, a, lw.v[base:], ws.dy[base:], a, ws.dv[base:])
 	if len(m.comps) == 1 {
-		if !bfVanilla(m.comps[0]) {
-			m.compBack(m.comps[0], ly, lw, ws, t, task, a)
-		}
+		m.compBack(m.comps[0], ly, lw, ws, t, task, a)
 		return
 	}
 	scr := m.scratch[worker]
 	nc := len(m.comps)
 	for mi, c := range m.comps {
-		if bfVanilla(c) {
+		if c == compVanilla {
+			ws.pMix[task*nc+mi] = m.vanillaMixBack(lw, ws, t, task, a, lw.w[mi])
 			continue
 		}
 		b := m.compLogits(c, ly, lw, t, s, h, scr)
@@ -168,6 +142,36 @@ func (j *attnBackJob) Run(worker, task int) {
 		k.TriScale(t, lw.w[mi], a, scr)
 		m.compBack(c, ly, lw, ws, t, task, scr)
 	}
+}
+
+// vanillaMixBack is vanilla's backward in a mixture for task (s, h), from
+// the mixture's dB (db) and vanilla's weight w: dq = w·X and dk = w·Y for
+// X = scale·dB·K and Y = scale·dBᵀ·Q, and it returns ⟨dB, B^(vanilla)⟩ =
+// ⟨X, Q⟩ (B^(vanilla) = scale·Q·Kᵀ), the mixture weight's term, which
+// thus needs no second product for vanilla's logits.
+func (m *Model) vanillaMixBack(lw *layerWS, ws *Workspace, t, task int, db []float32, w float32) float32 {
+	k := m.Kernels
+	d, dh := m.d, m.dh
+	base := task/m.heads*t*d + task%m.heads*dh
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	k.VanillaLogitsBackX(t, db, lw.k[base:], ws.dq[base:], scale)
+	for i := 0; i < t; i++ {
+		clear(ws.dk[base+i*d : base+i*d+dh])
+	}
+	k.VanillaLogitsBackW(t, db, lw.q[base:], ws.dk[base:], nil, scale)
+	var dot float64
+	for i := 0; i < t; i++ {
+		o := base + i*d
+		dq, q, dk := ws.dq[o:o+dh], lw.q[o:o+dh], ws.dk[o:o+dh]
+		var r float32
+		for c, x := range dq {
+			r += x * q[c]
+			dq[c] = w * x
+			dk[c] *= w
+		}
+		dot += float64(r)
+	}
+	return float32(dot)
 }
 
 // reduceJob sums the per-task partial gradients of the parameters that are
@@ -182,11 +186,10 @@ type reduceJob struct {
 type reduceOp int
 
 const (
-	reduceR       reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
-	reduceR12                     // task = head: dR1[h], dR2[h] over s
-	reduceW2                      // task = block of rowBlock rows j of w2: over all (s, h)
-	reduceShared                  // task = head: dR[h] from the shared P and G summed over s (bf16 path)
-	reduceVanilla                 // task = (s, h): vanilla's mixture gradient and weight (bf16 path)
+	reduceR      reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
+	reduceR12                    // task = head: dR1[h], dR2[h] over s
+	reduceW2                     // task = block of rowBlock rows j of w2: over all (s, h)
+	reduceShared                 // task = head: dR[h] from the shared P and G summed over s (bf16 path)
 )
 
 func (j *reduceJob) Run(_, task int) {
@@ -207,8 +210,6 @@ func (j *reduceJob) Run(_, task int) {
 			tk := s*heads + h
 			m.Kernels.TriAxpy(t, w, lw.a[tk*n*n:tk*n*n+n*n], g)
 		}
-	case reduceVanilla:
-		m.vanillaMixBF16(ws, lw, task)
 	case reduceShared:
 		h, nn := task, n*n
 		m.Kernels.SoftmaxRowsBack(t, lw.a[h*nn:h*nn+nn], ws.attnG[h*nn:h*nn+nn], ly.r.Grad[h*nn:h*nn+nn])
@@ -257,11 +258,11 @@ func (m *Model) attentionForward(ws *Workspace, l int) {
 		m.attnFreeForward(ws, l)
 		return
 	}
-	if m.bfAttention() {
-		m.attentionForwardBF16(ws, l)
+	ws.sharedP = m.bfAttention()
+	if ws.sharedP {
+		m.sharedForwardBF16(ws, l)
 		return
 	}
-	ws.bfAttn, ws.sharedP = false, false
 	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l}
 	m.run(ws.b*m.heads, &m.jobs.attnF)
 	m.jobs.attnF = attnFwdJob{}
@@ -274,21 +275,14 @@ func (m *Model) attentionBackward(ws *Workspace, l int) {
 		m.attnFreeBackward(ws, l)
 		return
 	}
-	ly, lw := &m.layers[l], &ws.lay[l]
-	if ws.bfAttn && !m.bfAttention() {
-		panic("model: Backward on the float32 path after a Forward on the bf16 path (SetBF16 between them)")
-	}
-	switch {
-	case ws.sharedP:
+	if ws.sharedP {
 		m.sharedBackwardBF16(ws, l)
 		return
-	case ws.bfAttn:
-		m.attentionBackwardBF16(ws, l)
-	default:
-		m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l}
-		m.run(ws.b*m.heads, &m.jobs.attnB)
-		m.jobs.attnB = attnBackJob{}
 	}
+	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l}
+	m.run(ws.b*m.heads, &m.jobs.attnB)
+	m.jobs.attnB = attnBackJob{}
+	ly, lw := &m.layers[l], &ws.lay[l]
 	if ly.r != nil && !ly.r.Frozen {
 		m.reduce(ws, l, reduceR, m.heads)
 	}

@@ -19,11 +19,11 @@ type Workspace struct {
 	hasTargets bool
 	fwdDone    bool
 	backDone   bool // a Backward has run since: the attention blocks hold dB
-	// bfAttn: the last Forward ran the attention on the bf16 path, and
-	// sharedP: it kept one P per head, in sequence 0's blocks, shared by
-	// the sequences (attention_bf16.go).
-	bfAttn, sharedP bool
-	attnG           []float32 // the bf16 path's ∂loss/∂P blocks, allocated on first use
+	// sharedP: the last Forward ran the attention on the bf16 path and
+	// kept one P per head, in sequence 0's blocks, shared by the
+	// sequences (attention_bf16.go).
+	sharedP bool
+	attnG   []float32 // its backward's ∂loss/∂P per head, allocated on first use
 
 	interrupt   func() bool // SetInterrupt's: checked between layers
 	interrupted bool        // the last pass returned early
