@@ -27,11 +27,12 @@ type Tri int
 const (
 	// Full: every operand entry counts and every entry of C is computed.
 	Full Tri = iota
-	// LowerA: A(i, p) = 0 for p > i (the causal probabilities P in P·V):
-	// row i's inner dimension is cut after p = i, rounded up to bf16.Step.
+	// LowerA: A(i, p) is taken as 0 for p > i, whatever the operand holds
+	// there (the causal probabilities P in P·V): row i's inner dimension
+	// is cut after p = i, rounded up to bf16.Step.
 	LowerA
-	// UpperA: A(i, p) = 0 for p < i (Pᵀ in Pᵀ·dY): row i's inner
-	// dimension starts at i, rounded down to bf16.Step.
+	// UpperA: A(i, p) is taken as 0 for p < i (Pᵀ in Pᵀ·dY): row i's
+	// inner dimension starts at i, rounded down to bf16.Step.
 	UpperA
 	// LowerC: only C(i, j) with j ≤ i is wanted (dY·Vᵀ over the causal
 	// triangle): blocks of C wholly above the diagonal are not computed,

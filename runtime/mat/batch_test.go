@@ -11,9 +11,9 @@ import (
 )
 
 // causalP fills the [t, t] block (row stride ld) of p with a causal
-// probability-like matrix: positive below and on the diagonal, zero above
-// (as SoftmaxRows leaves it), and NaN beyond column t, which no product may
-// read.
+// probability-like matrix: positive below and on the diagonal, other
+// values above it (which LowerA and UpperA take as zeros), and NaN beyond
+// column t, which no product may read.
 func causalP(r *rand.Rand, t, ld int) []float32 {
 	p := make([]float32, t*ld)
 	for i := 0; i < t; i++ {
@@ -23,10 +23,22 @@ func causalP(r *rand.Rand, t, ld int) []float32 {
 				p[i*ld+j] = float32(math.NaN())
 			case j <= i:
 				p[i*ld+j] = r.Float32()
+			default:
+				p[i*ld+j] = 1e3 * float32(r.NormFloat64())
 			}
 		}
 	}
 	return p
+}
+
+// lower reads p's causal triangle, zero above it.
+func lower(p []float32, ld int) func(i, j int) float32 {
+	return func(i, j int) float32 {
+		if j > i {
+			return 0
+		}
+		return p[i*ld+j]
+	}
 }
 
 // TestMulBatchBF16 checks attention's batched products at every bf16 level
@@ -93,9 +105,9 @@ func TestMulBatchBF16(t *testing.T) {
 						p := ps[h]
 						for i := 0; i < tt; i++ {
 							for c := 0; c < dh; c++ {
-								s, abs := bfRef(func(i, j int) float32 { return p[i*ld+j] }, func(c, j int) float32 { return v[j*d+h*dh+c] }, i, c, tt)
+								s, abs := bfRef(lower(p, ld), func(c, j int) float32 { return v[j*d+h*dh+c] }, i, c, tt)
 								check(t, name+" P·V", y[i*d+h*dh+c], s, bfTol(abs, tt))
-								s, abs = bfRef(func(j, i int) float32 { return p[i*ld+j] }, func(c, i int) float32 { return dy[i*d+h*dh+c] }, i, c, tt)
+								s, abs = bfRef(func(j, i int) float32 { return lower(p, ld)(i, j) }, func(c, i int) float32 { return dy[i*d+h*dh+c] }, i, c, tt)
 								check(t, name+" Pᵀ·dY", dv[i*d+h*dh+c], s, bfTol(abs, tt))
 							}
 							for j := 0; j <= i; j++ {
@@ -106,7 +118,7 @@ func TestMulBatchBF16(t *testing.T) {
 					}
 					for i := 0; i < tt; i++ {
 						for c := 0; c < dh; c++ {
-							s, abs := bfRef(func(i, j int) float32 { return ps[0][i*ld+j] }, func(c, j int) float32 { return v[j*d+dh+c] }, i, c, tt)
+							s, abs := bfRef(lower(ps[0], ld), func(c, j int) float32 { return v[j*d+dh+c] }, i, c, tt)
 							check(t, name+" shared P·V", shared[1].C[i*d+c], s, bfTol(abs, tt))
 						}
 						for j := 0; j < tt; j++ {

@@ -86,8 +86,9 @@ type bfSide struct {
 	ready  bool      // packed already: no packing tasks
 	sums   []float32 // A's row sums, formed while packing (PackATRows)
 	tasks  int
-	// tri: A's triangle that is zero (LowerA, UpperA: MulBatchBF16's),
-	// whose products never read it: packed only where they do (triPack).
+	// tri: A's triangle taken as zero (LowerA, UpperA: MulBatchBF16's):
+	// packed only where its products read (triPack), as zeros, whatever
+	// the operand holds there.
 	tri Tri
 }
 
@@ -438,15 +439,19 @@ func (j *bfJob) pack(sd *bfSide, worker, t int) {
 		if bf16.PackATSums() {
 			r0 := t * packRowsAT
 			p0, _ := triPack(sd.tri, r0, sd.kp)
-			kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, sd.kp, r0, min(r0+packRowsAT, rowsPad), j.tmp[worker], sd.sums)
+			r1 := min(r0+packRowsAT, rowsPad)
+			kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, sd.kp, r0, r1, j.tmp[worker], sd.sums)
+			j.maskUpper(sd, p0, sd.kp, r0, r1)
 			return
 		}
 		p0 := t * packRowsBF
+		p1 := min(p0+packRowsBF, sd.kp)
 		r1 := rowsPad
 		if sd.tri == UpperA { // rows past the 128-row block of p0 read no p < p0 + packRowsBF
 			r1 = min(rowsPad, (p0/bfBlockM+1)*bfBlockM)
 		}
-		kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, min(p0+packRowsBF, sd.kp), 0, r1, j.tmp[worker], nil)
+		kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, p1, 0, r1, j.tmp[worker], nil)
+		j.maskUpper(sd, p0, p1, 0, r1)
 		return
 	}
 	// A block of MR rows, all segments.
@@ -458,10 +463,32 @@ func (j *bfJob) pack(sd *bfSide, worker, t int) {
 			kk, kp = min(kk, k1), k1
 		}
 		kn.PackASeg(blk, lda, sg.off, sg.o.data, sg.o.rs, sg.o.cs, t*kn.MR, sd.rows, kk, kp)
+		if sd.tri == LowerA { // A(i, p) = 0 for p > i, whatever the operand holds there
+			for r := 0; r < kn.MR; r++ {
+				if i := t*kn.MR + r; i+1 < kp {
+					clear(blk[r*lda+i+1 : r*lda+kp])
+				}
+			}
+		}
 	}
 	if lda > sd.kp {
 		for r := 0; r < kn.MR; r++ { // the rows' padding
 			clear(blk[r*lda+sd.kp : r*lda+lda])
+		}
+	}
+}
+
+// maskUpper zeroes A(i, p) for p < i of an UpperA side, for the packed
+// inner indices p0 ≤ p < p1 of rows r0 ≤ i < r1 (one packing task's),
+// whatever the operand holds there.
+func (j *bfJob) maskUpper(sd *bfSide, p0, p1, r0, r1 int) {
+	if sd.tri != UpperA {
+		return
+	}
+	lda := bf16.LDA(sd.kp)
+	for i := r0; i < r1; i++ {
+		if e := min(p1, i); e > p0 {
+			clear(sd.dst[i*lda+p0 : i*lda+e])
 		}
 	}
 }

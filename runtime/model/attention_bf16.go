@@ -25,10 +25,13 @@ import (
 // gradient is the same function of the inputs, summed in another order.
 // Fixed random has no gradient: its backward is dV alone.
 //
-// Mixtures and the other components keep the fused float32 kernels on the
-// bf16 path: with a P per sequence, rounding and packing P (and dB) for
-// each product costs more memory traffic than the fused kernels' float32
-// arithmetic (docs/bf16.md, "Attention in bf16").
+// Everything else (mixtures, vanilla, dense, the factorized components)
+// keeps the fused float32 kernels on the bf16 path. With a P (or logits,
+// or dB) per sequence, rounding and packing that [t, t] matrix for a bf16
+// product costs as much memory traffic as the float32 kernels' arithmetic
+// at a head width of 64: running P·V, dV, G, vanilla's logits, dQ and dK
+// on the bf16 kernel measured no faster at long1024_vanilla and slower at
+// mid (docs/bf16.md, "Attention in bf16").
 
 // bfAttention reports whether the attention runs on the bf16 path: one
 // random or fixed random component, a bf16 kernel and the spec's
@@ -127,9 +130,7 @@ func (m *Model) sharedBackwardBF16(ws *Workspace, l int) {
 		return
 	}
 	nn := n * n
-	if len(ws.attnG) < m.heads*nn { // first use: the float32 path has none
-		ws.attnG = mat.Alloc(m.heads * nn)
-	}
+	ws.attnBlocks(m.heads)
 	prods = m.batchProds(m.heads, ws.b)
 	for h := 0; h < m.heads; h++ {
 		p := &prods[h]
@@ -142,4 +143,12 @@ func (m *Model) sharedBackwardBF16(ws *Workspace, l int) {
 	}
 	m.mulBatch(t, t, dh, lowerC, prods)
 	m.reduce(ws, l, reduceShared, m.heads)
+}
+
+// attnBlocks makes ws.attnG hold at least n blocks of [N, N], allocated on
+// first use (the float32 path has none).
+func (ws *Workspace) attnBlocks(n int) {
+	if nn := ws.m.n * ws.m.n; len(ws.attnG) < n*nn {
+		ws.attnG = mat.Alloc(n * nn)
+	}
 }
