@@ -451,17 +451,25 @@ const (
 // GemvPack packs w (n × k, row-major, the layout of the model's linear
 // weights) into dst (n·k floats) as GemvFunc reads it.
 func GemvPack(dst, w []float32, n, k int) {
+	// Transposed tile by tile (gemvPackTile inner indices at a time): a
+	// tile's rows of dst stay in cache while the block's columns fill them.
 	for j0 := 0; j0 < n; j0 += GemvCols {
 		cols := min(GemvCols, n-j0)
 		blk := dst[j0*k : j0*k+cols*k]
-		for j := 0; j < cols; j++ {
-			row := w[(j0+j)*k : (j0+j)*k+k]
-			for p, v := range row {
-				blk[p*cols+j] = v
+		for p0 := 0; p0 < k; p0 += gemvPackTile {
+			pn := min(gemvPackTile, k-p0)
+			for j := 0; j < cols; j++ {
+				row := w[(j0+j)*k+p0 : (j0+j)*k+p0+pn]
+				for p, v := range row {
+					blk[(p0+p)*cols+j] = v
+				}
 			}
 		}
 	}
 }
+
+// gemvPackTile is the inner indices GemvPack transposes at a time.
+const gemvPackTile = 16
 
 // GemmShapeFunc returns the tile shape MR×NR of the GemmTileFunc of the same
 // level.

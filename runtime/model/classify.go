@@ -74,7 +74,7 @@ func (m *Model) forwardClassify(ws *Workspace, inputs, labels []int32, batch int
 	if ws.hasTargets {
 		copy(ws.labels, labels)
 	}
-	if !m.forwardBody(ws, inputs, batch) {
+	if !m.forwardBody(ws, inputs, batch, false) {
 		return math.NaN()
 	}
 	ws.ceDiv = float64(batch)

@@ -59,11 +59,17 @@ import (
 //     z = Σ φ(K_j); row i is φ(Q_i)ᵀS_i / (φ(Q_i)·z_i + 1e-6), exactly the
 //     kernel's recurrence ("Transformers are RNNs").
 //
-// Prefill: Prefill runs the tokens as one batched Forward (the spec's
-// kernels, on the model's workers) and copies K, V of every layer out of
-// the forward's workspace (for linear attention the workspace holds φ(K)
-// in place of K), from which the running sums above are formed in
-// position order, as the steps would have formed them.
+// Prefill: Prefill runs all the tokens but the last as one batched
+// forward pass (the spec's kernels, on the model's workers) and copies K,
+// V of every layer out of its workspace (for linear attention the
+// workspace holds φ(K) in place of K), from which the running sums above
+// are formed in position order, as the steps would have formed them; then
+// the last token is one step, whose logits Prefill returns. The forward
+// pass stops in the last layer once K and V are formed (forwardKV): the
+// rest of that layer, lnf and the logits are needed at the last position
+// only, which the step computes: a prefill of t tokens costs the first
+// L − 1 layers of a Forward at t − 1, the last layer's K and V products,
+// and one step (of a 4-layer model's Forward, about three quarters).
 //
 // Steps run on the decoder's own matrix engine. A decoder's own step (one
 // row) runs its linear layers (D→D, D→FFN, FFN→D, D→Vocab) on the spec's
@@ -87,7 +93,7 @@ import (
 // token at position p of a long text is then predicted from the last c
 // tokens, where c cycles through n/2 … n (never fewer than n/2, or the
 // whole text when it is shorter), and the logits are exactly those of
-// Forward on those c tokens. The cost of a re-encode, one Forward at n/2,
+// Forward on those c tokens. The cost of a re-encode, one prefill at n/2,
 // is spread over the n/2 tokens that follow it. Forward on the last n
 // tokens for every token (the old sampler, kept in runtime/synth as the
 // tests' oracle) sees c = n always, at the cost of a full Forward per token.
@@ -103,7 +109,7 @@ import (
 // safe for concurrent use, but any number of Decoders of one Model may
 // step concurrently: a step reads the parameters and runs on its own
 // goroutine (one core), without the model's workers. Prefill runs a
-// Forward on the model's workers under a lock the model's Decoders share;
+// forward pass on the model's workers under a lock the model's Decoders share;
 // it must not run while the caller runs Forward or Backward on the same
 // Model. A Decoder reads the parameters as they are when it is made (the
 // linear layers' weights are packed for the one-row products): after
@@ -232,8 +238,8 @@ func (dc *Decoder) Reset() {
 }
 
 // Prefill empties the decoder, then encodes the last min(len(tokens), N)
-// tokens at positions 0, 1, … with one batched Forward, and returns the
-// logits at the last of them (vocab floats, valid until the decoder's
+// tokens at positions 0, 1, … (all but the last with one batched forward
+// pass, the last with a step), and returns the logits at the last of them (vocab floats, valid until the decoder's
 // next call). Misuse (no tokens, a token outside the vocabulary) panics.
 func (dc *Decoder) Prefill(tokens []int32) []float32 {
 	m := dc.m
@@ -249,7 +255,17 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 	copy(dc.toks, tokens) // tokens may alias dc.toks (Next's re-encode): copy handles overlap
 	t := len(tokens)
 	dc.Reset()
-	dc.pos = t
+	if t > 1 {
+		dc.prefillKV(t - 1)
+	}
+	dc.pos = t - 1
+	return dc.step(dc.toks[t-1])
+}
+
+// prefillKV fills the caches with positions 0 … t−1 of dc.toks, from one
+// batched forward (forwardKV) on the model's workers.
+func (dc *Decoder) prefillKV(t int) {
+	m := dc.m
 	sh := &m.prefill
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -257,7 +273,7 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 		sh.ws = m.NewWorkspace(1)
 	}
 	ws := sh.ws
-	m.Forward(ws, dc.toks[:t], nil, 1)
+	m.forwardKV(ws, dc.toks[:t])
 	d := m.d
 	for l := range dc.lay {
 		dl, lw := &dc.lay[l], &ws.lay[l]
@@ -272,7 +288,14 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 			for j := 0; j < t-dc.win(); j++ {
 				dc.aftAdd(dl, lw.k[j*d:j*d+d], lw.v[j*d:j*d+d])
 			}
-		case kindLinear: // lw.k holds φ(K)
+		case kindLinear:
+			// lw.k holds φ(K) (the attention applies φ in place), but for
+			// the last layer, where forwardKV stopped before it: K.
+			if l == len(dc.lay)-1 {
+				for c, x := range lw.k[:t*d] {
+					lw.k[c] = elu1(x)
+				}
+			}
 			for j := 0; j < t; j++ {
 				dc.linAdd(dl, lw.k[j*d:j*d+d], lw.v[j*d:j*d+d])
 			}
@@ -289,8 +312,6 @@ func (dc *Decoder) Prefill(tokens []int32) []float32 {
 			}
 		}
 	}
-	copy(dc.logits, ws.Logits(0, t-1))
-	return dc.logits
 }
 
 // Next appends tok to the window and returns the logits at its position

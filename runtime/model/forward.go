@@ -27,7 +27,7 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 	if ws.hasTargets {
 		copy(ws.targets, targets)
 	}
-	if !m.forwardBody(ws, inputs, batch) {
+	if !m.forwardBody(ws, inputs, batch, false) {
 		return math.NaN()
 	}
 	rows := ws.rows
@@ -45,10 +45,25 @@ func (m *Model) Forward(ws *Workspace, inputs, targets []int32, batch int) float
 	return sum / float64(rows)
 }
 
+// forwardKV runs the blocks on one sequence as Forward does, up to the
+// last block's products of h1 that a Decoder's caches hold (v, and k where
+// the layer has one; ws.lay[l].v and .k of every block l as Forward leaves
+// them, but for linear attention the last block's k is K, not φ(K)), and
+// nothing after them (the last block's attention, output projection and
+// feed-forward, lnf and the logits): a Decoder's prefill of all but the
+// last token (decode.go).
+func (m *Model) forwardKV(ws *Workspace, inputs []int32) {
+	m.checkForward(ws, inputs, nil, 1)
+	defer runtime.KeepAlive(m) // as in Forward
+	ws.hasTargets = false
+	m.forwardBody(ws, inputs, 1, true)
+}
+
 // forwardBody runs the embedding, the blocks and lnf (into ws.xf) on batch
 // sequences of len(inputs)/batch tokens, and reports false when the
-// workspace's interrupt stopped it.
-func (m *Model) forwardBody(ws *Workspace, inputs []int32, batch int) bool {
+// workspace's interrupt stopped it. With kvOnly it stops in the last
+// block after v and k (forwardKV).
+func (m *Model) forwardBody(ws *Workspace, inputs []int32, batch int, kvOnly bool) bool {
 	d := m.d
 	t := len(inputs) / batch
 	rows := batch * t
@@ -67,13 +82,17 @@ func (m *Model) forwardBody(ws *Workspace, inputs []int32, batch int) bool {
 		// The layers that read h1 (v, q and k, w1), h1 packed once in bf16.
 		var outs [4]mat.LinearOut
 		n := 0
-		for _, h := range m.h1Layers(ws, ly, lw) {
-			if h.l != nil {
+		kvStop := kvOnly && l == len(m.layers)-1
+		for i, h := range m.h1Layers(ws, ly, lw) {
+			if h.l != nil && !(kvStop && (i == 1 || i == 3)) { // kvStop: v and k only
 				outs[n] = mat.LinearOut{Y: h.y, W: h.l.w.Data, B: h.l.b.Data, N: d}
 				n++
 			}
 		}
 		e.LinearShared(lw.h1, rows, d, outs[:n])
+		if kvStop {
+			return true
+		}
 		if m.hasG {
 			m.elementwise(ewRelu, lw.g, nil, rows*d)
 		}
