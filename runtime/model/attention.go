@@ -21,18 +21,28 @@ type attnFwdJob struct {
 // compLogits writes component c's logits for (s, h) into dst and returns
 // dst, or returns R's head slice itself for random and fixed_random.
 func (m *Model) compLogits(c comp, ly *layer, lw *layerWS, t, s, h int, dst []float32) []float32 {
+	return m.compLogitsTimes(c, ly, lw, t, s, h, dst, 1)
+}
+
+// scalable reports whether compLogitsTimes can fold a factor into
+// component c's kernel (its scale; no bias after it).
+func scalable(c comp) bool { return c == compVanilla || c == compFactRandom }
+
+// compLogitsTimes is compLogits times w, which the kernel's scale takes for
+// the scalable components (w must be 1 for the others).
+func (m *Model) compLogitsTimes(c comp, ly *layer, lw *layerWS, t, s, h int, dst []float32, w float32) []float32 {
 	k := m.Kernels
 	base := s*t*m.d + h*m.dh
 	switch c {
 	case compVanilla:
-		k.VanillaLogits(t, lw.q[base:], lw.k[base:], nil, dst, float32(1/math.Sqrt(float64(m.dh))))
+		k.VanillaLogits(t, lw.q[base:], lw.k[base:], nil, dst, w*float32(1/math.Sqrt(float64(m.dh))))
 	case compDense:
 		k.DenseLogits(t, lw.g[base:], ly.w2.w.Data, ly.w2.b.Data, dst, 1)
 	case compRandom, compFixedRandom:
 		return ly.r.Data[h*m.n*m.n:]
 	case compFactRandom:
 		nk := m.n * m.fk
-		k.FactRandomLogits(t, ly.r1.Data[h*nk:], ly.r2.Data[h*nk:], nil, dst, 1)
+		k.FactRandomLogits(t, ly.r1.Data[h*nk:], ly.r2.Data[h*nk:], nil, dst, w)
 	case compFactDense:
 		st := s * t * m.heads
 		k.FactDenseLogits(t, lw.fa[st*m.fa+h*m.fa:], lw.fb[st*m.fb+h*m.fb:], dst)
@@ -59,6 +69,11 @@ func (j *attnFwdJob) Run(worker, task int) {
 	}
 	scr := m.scratch[worker]
 	for mi, c := range m.comps {
+		if mi == 0 && scalable(c) {
+			// Straight into a, the weight in the kernel's scale.
+			m.compLogitsTimes(c, ly, lw, t, s, h, a, lw.w[mi])
+			continue
+		}
 		b := m.compLogits(c, ly, lw, t, s, h, scr)
 		if mi == 0 {
 			k.TriScale(t, lw.w[mi], b, a)
