@@ -95,17 +95,23 @@ func (m *Model) sharedForwardBF16(ws *Workspace, l int) {
 	m.run(m.heads, &m.jobs.attnF) // task h: sequence 0's
 	m.jobs.attnF = attnFwdJob{}
 	lowerA, _, _ := m.triangles()
+	m.mulBatch(t, dh, t, lowerA, m.perHead(ws, func(p *mat.BatchProd, s, h, base int) {
+		p.C, p.LDC = lw.y[base:], d
+		p.A[0] = mat.Strided{Data: m.probs(ws, lw, s, h), RS: n, CS: 1}
+		p.B[0] = mat.Strided{Data: lw.v[base:], RS: 1, CS: d}
+	}))
+}
+
+// perHead returns a product for each (sequence, head), in task order,
+// filled by fill (base: the head's offset in the [rows, d] activations).
+func (m *Model) perHead(ws *Workspace, fill func(p *mat.BatchProd, s, h, base int)) []mat.BatchProd {
 	prods := m.batchProds(ws.b*m.heads, 1)
 	for s := 0; s < ws.b; s++ {
 		for h := 0; h < m.heads; h++ {
-			base := s*t*d + h*dh
-			p := &prods[s*m.heads+h]
-			p.C, p.LDC = lw.y[base:], d
-			p.A[0] = mat.Strided{Data: m.probs(ws, lw, s, h), RS: n, CS: 1}
-			p.B[0] = mat.Strided{Data: lw.v[base:], RS: 1, CS: d}
+			fill(&prods[s*m.heads+h], s, h, s*ws.t*m.d+h*m.dh)
 		}
 	}
-	m.mulBatch(t, dh, t, lowerA, prods)
+	return prods
 }
 
 // sharedBackwardBF16 is the backward: dV from the shared P, and R's
@@ -115,23 +121,17 @@ func (m *Model) sharedBackwardBF16(ws *Workspace, l int) {
 	ly, lw := &m.layers[l], &ws.lay[l]
 	t, d, dh, n := ws.t, m.d, m.dh, m.n
 	_, upperA, lowerC := m.triangles()
-	prods := m.batchProds(ws.b*m.heads, 1)
-	for s := 0; s < ws.b; s++ {
-		for h := 0; h < m.heads; h++ {
-			base := s*t*d + h*dh
-			p := &prods[s*m.heads+h]
-			p.C, p.LDC = ws.dv[base:], d
-			p.A[0] = mat.Strided{Data: m.probs(ws, lw, s, h), RS: 1, CS: n}
-			p.B[0] = mat.Strided{Data: ws.dy[base:], RS: 1, CS: d}
-		}
-	}
-	m.mulBatch(t, dh, t, upperA, prods)
+	m.mulBatch(t, dh, t, upperA, m.perHead(ws, func(p *mat.BatchProd, s, h, base int) {
+		p.C, p.LDC = ws.dv[base:], d
+		p.A[0] = mat.Strided{Data: m.probs(ws, lw, s, h), RS: 1, CS: n}
+		p.B[0] = mat.Strided{Data: ws.dy[base:], RS: 1, CS: d}
+	}))
 	if ly.r == nil || ly.r.Frozen {
 		return
 	}
 	nn := n * n
 	ws.attnBlocks(m.heads)
-	prods = m.batchProds(m.heads, ws.b)
+	prods := m.batchProds(m.heads, ws.b)
 	for h := 0; h < m.heads; h++ {
 		p := &prods[h]
 		p.C, p.LDC = ws.attnG[h*nn:], n

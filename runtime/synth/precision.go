@@ -16,10 +16,11 @@ const (
 	// F32 runs every product in float32 (the default).
 	F32 PrecisionKind = iota
 	// BF16 runs the linear layers' products (forward and both backward
-	// products) and aft_full's (its weights' product with the keys and
-	// values, forward, and both backward products) with bf16 operands,
-	// rounded to nearest even, and float32 accumulation and output, on AMX
-	// or AVX512-BF16. The weights (the
+	// products), aft_full's (its weights' product with the keys and
+	// values, forward, and both backward products) and random's and fixed
+	// random's attention products (P·V, forward, and both backward
+	// products) with bf16 operands, rounded to nearest even, and float32
+	// accumulation and output, on AMX or AVX512-BF16. The weights (the
 	// float32 master copy), gradients, optimizer state, softmax, LayerNorm,
 	// losses and checkpoints stay float32. On a CPU with neither (or with
 	// SYNTHGEN_ISA below avx512, or SYNTHGEN_BF16=none) the run stays
