@@ -52,8 +52,9 @@ type BatchProd struct {
 // MulBatchBF16 computes every product of prods, all of the same sizes m, n
 // and segments' inner length k, with bf16 operands (rounded to nearest
 // even) and float32 sums, skipping what tri says is zero or unwanted (a
-// triangle of A or of C, which then has one segment). An operand that
-// several products read (the same Data, strides and length) is packed once.
+// triangle of A, whose products then have one segment, or of C). An
+// operand of one segment that several products read (the same Data,
+// strides and length) is packed once.
 // Each element of C is summed in an order fixed by the sizes, so results
 // are bit-identical for any number of workers. It returns an error, and
 // computes nothing, without a bf16 kernel (SetBF16) or with operands that
