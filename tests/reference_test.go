@@ -57,14 +57,21 @@ func exactly(es ...*expect) {
 // and a = 0, y = 0 on a row of b that is all −Inf. The keys of row i are
 // those of b's layout: j ≤ i in the causal triangle, every j < t in the
 // square of a bidirectional spec (the same for every reference below).
+// rowMax returns the number of keys of row i of b (its layout's) and
+// their largest logit (−Inf for none, or all masked).
+func rowMax(b mat, i int) (int, float64) {
+	L := b.lay.rowLen(i)
+	m := math.Inf(-1)
+	for j := 0; j < L; j++ {
+		m = math.Max(m, float64(b.at(i, j)))
+	}
+	return L, m
+}
+
 func refSoftmaxValue(t, dh int, b, v mat, la, ly layout) (a, y *expect) {
 	a, y = newExpect("a", la), newExpect("y", ly)
 	for i := 0; i < t; i++ {
-		L := b.lay.rowLen(i)
-		m := math.Inf(-1)
-		for j := 0; j < L; j++ {
-			m = math.Max(m, float64(b.at(i, j)))
-		}
+		L, m := rowMax(b, i)
 		if math.IsInf(m, -1) {
 			continue // a = 0 and y = 0 exactly: newExpect's zeros, tolerance 0
 		}
