@@ -57,48 +57,49 @@ func exactly(es ...*expect) {
 // and a = 0, y = 0 on a row of b that is all −Inf. The keys of row i are
 // those of b's layout: j ≤ i in the causal triangle, every j < t in the
 // square of a bidirectional spec (the same for every reference below).
-// rowMax returns the number of keys of row i of b (its layout's) and
-// their largest logit (−Inf for none, or all masked).
-func rowMax(b mat, i int) (int, float64) {
-	L := b.lay.rowLen(i)
-	m := math.Inf(-1)
-	for j := 0; j < L; j++ {
-		m = math.Max(m, float64(b.at(i, j)))
-	}
-	return L, m
-}
-
 func refSoftmaxValue(t, dh int, b, v mat, la, ly layout) (a, y *expect) {
 	a, y = newExpect("a", la), newExpect("y", ly)
 	for i := 0; i < t; i++ {
-		L, m := rowMax(b, i)
-		if math.IsInf(m, -1) {
-			continue // a = 0 and y = 0 exactly: newExpect's zeros, tolerance 0
-		}
-		p := make([]float64, L)
-		pt := make([]float64, L)
-		sum := 0.0
-		for j := 0; j < L; j++ {
-			p[j] = math.Exp(float64(b.at(i, j)) - m)
-			sum += p[j]
-		}
-		for j := 0; j < L; j++ {
-			p[j] /= sum
-			pt[j] = probTol(L, float64(b.at(i, j))-m, p[j])
-			a.set(i, j, p[j], pt[j])
-		}
+		p, pt := refSoftmaxRow(a, b, i)
 		for c := 0; c < dh; c++ {
 			s, mag, errA := 0.0, 0.0, 0.0
-			for j := 0; j < L; j++ {
+			for j := range p {
 				vj := float64(v.at(j, c))
 				s += p[j] * vj
 				mag += math.Abs(p[j] * vj)
 				errA += pt[j] * math.Abs(vj)
 			}
-			y.set(i, c, s, errA+sumTol(L, mag))
+			y.set(i, c, s, errA+sumTol(len(p), mag))
 		}
 	}
 	return a, y
+}
+
+// refSoftmaxRow sets row i of a to the softmax of row i of b over its keys
+// and returns the probabilities and their tolerances; a row of b that is
+// all −Inf leaves a's row 0 (newExpect's zeros, tolerance 0) and returns
+// none.
+func refSoftmaxRow(a *expect, b mat, i int) (p, pt []float64) {
+	L := b.lay.rowLen(i)
+	m := math.Inf(-1)
+	for j := 0; j < L; j++ {
+		m = math.Max(m, float64(b.at(i, j)))
+	}
+	if math.IsInf(m, -1) {
+		return nil, nil
+	}
+	p, pt = make([]float64, L), make([]float64, L)
+	sum := 0.0
+	for j := range p {
+		p[j] = math.Exp(float64(b.at(i, j)) - m)
+		sum += p[j]
+	}
+	for j := range p {
+		p[j] /= sum
+		pt[j] = probTol(L, float64(b.at(i, j))-m, p[j])
+		a.set(i, j, p[j], pt[j])
+	}
+	return p, pt
 }
 
 // refSoftmaxValueBack:

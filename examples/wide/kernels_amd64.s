@@ -3648,7 +3648,7 @@ sv_scale_one_30:
 sr_single_2:
 	MOVQ         t+0(FP), CX
 	CMPQ         AX, CX
-	JGE          sr_zeros_3
+	JGE          sr_done_3
 	MOVQ         b_base+8(FP), CX
 	IMUL3Q       $0x00000180, AX, DX
 	ADDQ         DX, CX
@@ -3792,38 +3792,7 @@ sv_scale_tail_36:
 	INCQ      AX
 	JMP       sr_single_2
 
-sr_zeros_3:
-	MOVQ   t+0(FP), AX
-	VXORPS Z0, Z0, Z0
-	XORQ   CX, CX
-
-sr_zrow_37:
-	CMPQ   CX, AX
-	JGE    sr_zdone_38
-	MOVQ   a_base+32(FP), DX
-	IMUL3Q $0x00000180, CX, BX
-	ADDQ   BX, DX
-	LEAQ   1(CX), BX
-
-sr_zvec_39:
-	LEAQ    16(BX), SI
-	CMPQ    SI, AX
-	JG      sr_ztail_40
-	VMOVUPS Z0, (DX)(BX*4)
-	ADDQ    $0x00000010, BX
-	JMP     sr_zvec_39
-
-sr_ztail_40:
-	MOVQ    AX, SI
-	SUBQ    BX, SI
-	MOVL    $0x0000ffff, DI
-	BZHIL   SI, DI, DI
-	KMOVW   DI, K1
-	VMOVUPS Z0, K1, (DX)(BX*4)
-	INCQ    CX
-	JMP     sr_zrow_37
-
-sr_zdone_38:
+sr_done_3:
 	VZEROUPPER
 	RET
 
@@ -15713,7 +15682,7 @@ sv_scale_one_18:
 sr_single_2:
 	MOVQ    t+0(FP), CX
 	CMPQ    AX, CX
-	JGE     sr_zeros_3
+	JGE     sr_done_3
 	MOVQ    b_base+8(FP), CX
 	IMUL3Q  $0x00000180, AX, DX
 	ADDQ    DX, CX
@@ -15862,38 +15831,7 @@ sv_scale_tail_24:
 	INCQ       AX
 	JMP        sr_single_2
 
-sr_zeros_3:
-	MOVQ   t+0(FP), AX
-	VXORPS Y0, Y0, Y0
-	XORQ   CX, CX
-
-sr_zrow_25:
-	CMPQ   CX, AX
-	JGE    sr_zdone_26
-	MOVQ   a_base+32(FP), DX
-	IMUL3Q $0x00000180, CX, BX
-	ADDQ   BX, DX
-	LEAQ   1(CX), BX
-
-sr_zvec_27:
-	LEAQ    8(BX), SI
-	CMPQ    SI, AX
-	JG      sr_ztail_28
-	VMOVUPS Y0, (DX)(BX*4)
-	ADDQ    $0x00000008, BX
-	JMP     sr_zvec_27
-
-sr_ztail_28:
-	MOVQ       AX, SI
-	SUBQ       BX, SI
-	LEAQ       lanemask8<>+0(SB), DI
-	NEGQ       SI
-	VMOVUPS    32(DI)(SI*4), Y1
-	VMASKMOVPS Y0, Y1, (DX)(BX*4)
-	INCQ       CX
-	JMP        sr_zrow_25
-
-sr_zdone_26:
+sr_done_3:
 	VZEROUPPER
 	RET
 

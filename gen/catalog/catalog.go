@@ -29,9 +29,8 @@ type Shape struct {
 	Rows, Stride, Width int
 	Optional            bool
 	// Square marks a Rows −1, Width −1 shape whose every row has t active
-	// entries (the [t, t] block of a bidirectional spec's matrix, or of
-	// SoftmaxRows' output, zeros above the diagonal included) rather than
-	// the causal triangle's r + 1; it needs as many elements.
+	// entries (the [t, t] block of a bidirectional spec's matrix) rather
+	// than the causal triangle's r + 1; it needs as many elements.
 	Square bool
 }
 
@@ -111,17 +110,14 @@ func Ops(s *specs.Spec) []Op {
 	// The logit matrices: the causal triangle, or the square of a
 	// bidirectional spec.
 	tri := Shape{Rows: -1, Stride: c.N, Width: -1, Square: c.Bidirectional}
-	block := Shape{Rows: -1, Stride: c.N, Width: -1, Square: true} // the [t, t] block, every spec
 	head := Shape{Rows: -1, Stride: c.D, Width: c.DH}
 	ops := []Op{
 		{Field: "SoftmaxValue", Func: "softmaxValue", Kind: SoftmaxValue,
 			Slices: []Param{{"b", tri}, {"a", tri}, {"v", head}, {"y", head}}},
 		{Field: "SoftmaxValueBack", Func: "softmaxValueBack", Kind: SoftmaxValueBack,
 			Slices: []Param{{"a", tri}, {"v", head}, {"dy", head}, {"db", tri}, {"dv", head}}},
-		// SoftmaxRows writes the whole [t, t] block of a, zeros above the
-		// diagonal included: a square, causal spec or not.
 		{Field: "SoftmaxRows", Func: "softmaxRows", Kind: SoftmaxRows,
-			Slices: []Param{{"b", tri}, {"a", block}}},
+			Slices: []Param{{"b", tri}, {"a", tri}}},
 		{Field: "SoftmaxRowsBack", Func: "softmaxRowsBack", Kind: SoftmaxRowsBack,
 			Slices: []Param{{"a", tri}, {"g", tri}, {"db", tri}}},
 	}

@@ -74,30 +74,19 @@ func softmaxRow(zeros string, masked ...jen.Code) []jen.Code {
 }
 
 // emitSoftmaxRows emits the softmax alone: SoftmaxValue's rows without the
-// value product, and (causal) the zeros of a's row i at columns i < j < t,
-// written first: b's entries there are never read, so a may be b.
+// value product.
 func emitSoftmaxRows(f *jen.File, op catalog.Op, cfg catalog.Config) {
-	zeros := ""
-	if !cfg.Bidirectional {
-		zeros = "\n\ta[i·N+j] = 0,  i < j < t"
-	}
 	doc := fmt.Sprintf(`%s is the causal softmax alone (kernels.SoftmaxRowsFunc)
 for N = %d: for every row i < t,
 
-	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]%s
+	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]
 
 a may be b. A row of b that is all −Inf gives a = 0. The exponentials are
 computed in float64 to within 6e-9 relative (so a is within two float32
-ulps of exact); entries with j ≥ t are never touched.`, Name(op), cfg.N, zeros)
+ulps of exact); entries with j > i are never touched.`, Name(op), cfg.N)
 	row := []jen.Code{
 		jen.Id("br").Op(":=").Add(triRow("b", rowLen(cfg))),
 		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
-	}
-	if !cfg.Bidirectional {
-		row = append(row,
-			jen.Comment("The zeros above the diagonal, up to column t."),
-			jen.Clear(jen.Id("a").Index(jen.Id("i").Op("*").Id("N").Op("+").Id("i").Op("+").Lit(1), jen.Id("i").Op("*").Id("N").Op("+").Id("t"))),
-		)
 	}
 	row = append(row, softmaxRow("a = 0")...)
 	funcDecl(f, op, maskDoc(cfg, doc),

@@ -2331,7 +2331,7 @@ sv_scale_tail_9:
 sr_single_2:
 	MOVQ         t+0(FP), CX
 	CMPQ         AX, CX
-	JGE          sr_zeros_3
+	JGE          sr_done_3
 	MOVQ         b_base+8(FP), CX
 	IMUL3Q       $0x00000200, AX, DX
 	ADDQ         DX, CX
@@ -2445,7 +2445,7 @@ sv_scale_tail_15:
 	INCQ      AX
 	JMP       sr_single_2
 
-sr_zeros_3:
+sr_done_3:
 	VZEROUPPER
 	RET
 
@@ -8131,7 +8131,7 @@ sv_scale_tail_9:
 sr_single_2:
 	MOVQ    t+0(FP), CX
 	CMPQ    AX, CX
-	JGE     sr_zeros_3
+	JGE     sr_done_3
 	MOVQ    b_base+8(FP), CX
 	IMUL3Q  $0x00000200, AX, DX
 	ADDQ    DX, CX
@@ -8252,7 +8252,7 @@ sv_scale_tail_15:
 	INCQ       AX
 	JMP        sr_single_2
 
-sr_zeros_3:
+sr_done_3:
 	VZEROUPPER
 	RET
 

@@ -2335,7 +2335,7 @@ sv_scale_tail_9:
 sr_single_2:
 	MOVQ         t+0(FP), CX
 	CMPQ         AX, CX
-	JGE          sr_zeros_3
+	JGE          sr_done_3
 	MOVQ         b_base+8(FP), CX
 	IMUL3Q       $0x000000f0, AX, DX
 	ADDQ         DX, CX
@@ -2449,7 +2449,7 @@ sv_scale_tail_15:
 	INCQ      AX
 	JMP       sr_single_2
 
-sr_zeros_3:
+sr_done_3:
 	VZEROUPPER
 	RET
 
@@ -12472,7 +12472,7 @@ sv_scale_tail_9:
 sr_single_2:
 	MOVQ    t+0(FP), CX
 	CMPQ    AX, CX
-	JGE     sr_zeros_3
+	JGE     sr_done_3
 	MOVQ    b_base+8(FP), CX
 	IMUL3Q  $0x000000f0, AX, DX
 	ADDQ    DX, CX
@@ -12593,7 +12593,7 @@ sv_scale_tail_15:
 	INCQ       AX
 	JMP        sr_single_2
 
-sr_zeros_3:
+sr_done_3:
 	VZEROUPPER
 	RET
 

@@ -210,11 +210,10 @@ func softmaxValueBackGo(t int, a, v, dy, db, dv []float32) {
 // for N = 64: for every row i < t,
 //
 //	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]
-//	a[i·N+j] = 0,  i < j < t
 //
 // a may be b. A row of b that is all −Inf gives a = 0. The exponentials are
 // computed in float64 to within 6e-9 relative (so a is within two float32
-// ulps of exact); entries with j ≥ t are never touched.
+// ulps of exact); entries with j > i are never touched.
 func softmaxRowsGo(t int, b, a []float32) {
 	const (
 		N = 64 // row stride of b and a
@@ -222,8 +221,6 @@ func softmaxRowsGo(t int, b, a []float32) {
 	for i := 0; i < t; i++ {
 		br := b[i*N : i*N+i+1 : i*N+i+1]
 		ar := a[i*N : i*N+i+1 : i*N+i+1]
-		// The zeros above the diagonal, up to column t.
-		clear(a[i*N+i+1 : i*N+t])
 		// m is the row maximum; a fully masked row (all −Inf) gives a = 0.
 		m := br[0]
 		for _, bj := range br[1:] {

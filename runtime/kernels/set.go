@@ -46,13 +46,11 @@ type SoftmaxValueBackFunc func(t int, a, v, dy, db, dv []float32)
 // i < t,
 //
 //	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]
-//	a[i·N+j] = 0,                                                    i < j < t
 //
-// so that rows 0..t−1 of a, t columns wide, are the whole [t, t] matrix of
-// probabilities, zeros above the diagonal (the bf16 packers read it as
-// it is). a may be the same slice as b. Entries of b may be −Inf (an extra
-// mask); a row whose entries are all −Inf gives a = 0. Unmasked (a
-// bidirectional spec) every row runs over j < t and nothing is zeroed.
+// writing only j ≤ i (the bf16 packers take the rest of a product's
+// triangle as zero themselves). a may be the same slice as b. Entries of b
+// may be −Inf (an extra mask); a row whose entries are all −Inf gives a =
+// 0. Unmasked (a bidirectional spec) every row runs over j < t.
 type SoftmaxRowsFunc func(t int, b, a []float32)
 
 // SoftmaxRowsBackFunc is the backward of SoftmaxRowsFunc: from the kept
