@@ -48,6 +48,13 @@ var synTestConfigs = []synTestConfig{
 	{name: "w40", N: 60, W: 40, LX: 41, LW: 43, FA: 60, FB: 1, LA: 60, LB: 2, skipTri: true},
 	{name: "w100", N: 33, W: 100, LX: 100, LW: 101, FA: 3, FB: 11, LA: 3, LB: 11, skipTri: true},
 	{name: "w1", N: 17, W: 1, LX: 3, LW: 1, FA: 17, FB: 1, LA: 17, LB: 1},
+	// N ≥ backWRowsN: BackW's row blocks (emitProductBackWRows), at
+	// specs/long512_vanilla.json's sizes and with tails (three vectors on
+	// AVX-512, five on AVX2; two and three for W 17).
+	{name: "long_vanilla", N: 512, W: 64, LX: 256, LW: 256, FA: 16, FB: 32, LA: 64, LB: 128, skipTri: true, skipTile: true},
+	{name: "long_w40", N: 520, W: 40, LX: 41, LW: 43, FA: 20, FB: 26, LA: 20, LB: 26, skipTri: true, skipTile: true},
+	{name: "long_w17_bidi", N: 512, W: 17, LX: 19, LW: 17, FA: 16, FB: 32, LA: 16, LB: 32, skipTri: true, skipTile: true, bidi: true},
+	{name: "long_vanilla_bidi", N: 512, W: 64, LX: 256, LW: 256, FA: 16, FB: 32, LA: 64, LB: 128, skipTri: true, skipTile: true, bidi: true},
 	// The unmasked kernels of bidirectional specs, at the same awkward sizes.
 	{name: "odd_k5_bidi", N: 60, W: 5, LX: 5, LW: 5, FA: 6, FB: 10, LA: 18, LB: 30, bidi: true},
 	{name: "odd_vanilla_bidi", N: 60, W: 12, LX: 36, LW: 36, FA: 4, FB: 15, LA: 4, LB: 15, bidi: true},
