@@ -23,7 +23,7 @@ func (m *Model) Backward(ws *Workspace) {
 	if ws.stopHere() {
 		return
 	}
-	m.zeroGrads()
+	m.zeroGrads(ws)
 	d, rows, heads := m.d, ws.rows, m.heads
 	e := m.eng
 

@@ -306,27 +306,82 @@ const zeroChunk = 1 << 16
 // zeroGradJob clears every parameter's gradient, chunk by chunk over the
 // model's workers (task k is the k-th chunk of zeroChunk floats in
 // parameter order): at the long specs the gradients are hundreds of
-// megabytes a step, which one core clears at half the pace two do.
-type zeroGradJob struct{ m *Model }
+// megabytes a step, which one core clears at half the pace two do. It
+// leaves alone what is 0 already or what Backward overwrites: a CausalTri
+// gradient's strict upper triangle (no pass writes it: it is 0 since the
+// gradient was allocated), and, when the layer's attention runs on the
+// shared bf16 path (t > 0), R's rows i < t that SoftmaxRowsBack writes
+// (j ≤ i; every j < t for a bidirectional spec). At long2048_random R's
+// gradients are 268 MB a step.
+type zeroGradJob struct {
+	m *Model
+	t int // the rows of R's gradient Backward overwrites (0: none)
+}
 
 func (j *zeroGradJob) Run(_, task int) {
 	for _, p := range j.m.Params {
 		n := (len(p.Grad) + zeroChunk - 1) / zeroChunk
 		if task < n {
-			clear(p.Grad[task*zeroChunk : min((task+1)*zeroChunk, len(p.Grad))])
+			j.clear(p, task*zeroChunk, min((task+1)*zeroChunk, len(p.Grad)))
 			return
 		}
 		task -= n
 	}
 }
 
-// zeroGrads clears every parameter's gradient on the model's workers.
-func (m *Model) zeroGrads() {
+// clear clears the elements [lo, hi) of p's gradient that need it.
+func (j *zeroGradJob) clear(p *Param, lo, hi int) {
+	over := j.t > 0 && j.m.isR(p)
+	if !p.CausalTri && !over {
+		clear(p.Grad[lo:hi])
+		return
+	}
+	n := p.Shape[len(p.Shape)-1] // a stack of n×n matrices
+	for r0 := lo - lo%n; r0 < hi; r0 += n {
+		c0, c1 := zeroCols(r0/n%n, n, j.t, p.CausalTri, over)
+		if a, b := max(lo, r0+c0), min(hi, r0+c1); a < b {
+			clear(p.Grad[a:b])
+		}
+	}
+}
+
+// zeroCols is the columns [c0, c1) of row i of an n×n gradient block that
+// zeroGradJob clears: of a CausalTri block the causal ones (j ≤ i), of
+// those none in the rows i < t Backward overwrites (over); of a
+// bidirectional spec's overwritten R, the columns j ≥ t of the rows i < t.
+func zeroCols(i, n, t int, causalTri, over bool) (c0, c1 int) {
+	switch {
+	case over && i < t && causalTri:
+		return 0, 0
+	case over && i < t:
+		return t, n
+	case causalTri:
+		return 0, i + 1
+	}
+	return 0, n
+}
+
+// isR reports whether p is a layer's trained R.
+func (m *Model) isR(p *Param) bool {
+	for l := range m.layers {
+		if m.layers[l].r == p {
+			return true
+		}
+	}
+	return false
+}
+
+// zeroGrads clears every parameter's gradient on the model's workers (but
+// the parts zeroGradJob leaves alone), before Backward on ws.
+func (m *Model) zeroGrads(ws *Workspace) {
 	tasks := 0
 	for _, p := range m.Params {
 		tasks += (len(p.Grad) + zeroChunk - 1) / zeroChunk
 	}
-	m.jobs.zero = zeroGradJob{m}
+	m.jobs.zero = zeroGradJob{m: m}
+	if ws.sharedP {
+		m.jobs.zero.t = ws.t // sharedBackwardBF16 writes R's rows i < t
+	}
 	m.run(tasks, &m.jobs.zero)
 	m.jobs.zero = zeroGradJob{}
 }
