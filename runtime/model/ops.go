@@ -306,13 +306,11 @@ const zeroChunk = 1 << 16
 // zeroGradJob clears every parameter's gradient, chunk by chunk over the
 // model's workers (task k is the k-th chunk of zeroChunk floats in
 // parameter order): at the long specs the gradients are hundreds of
-// megabytes a step, which one core clears at half the pace two do. It
-// leaves alone what is 0 already or what Backward overwrites: a CausalTri
-// gradient's strict upper triangle (no pass writes it: it is 0 since the
-// gradient was allocated), and, when the layer's attention runs on the
-// shared bf16 path (t > 0), R's rows i < t that SoftmaxRowsBack writes
-// (j ≤ i; every j < t for a bidirectional spec). At long2048_random R's
-// gradients are 268 MB a step.
+// megabytes a step, which one core clears at half the pace two do. When
+// the attention runs on the shared bf16 path (t > 0), it leaves alone
+// what Backward overwrites there: R's rows i < t, columns j ≤ i (j < t for
+// a bidirectional spec), which SoftmaxRowsBack writes (at long2048_random
+// half of R's 268 MB of gradients a step).
 type zeroGradJob struct {
 	m *Model
 	t int // the rows of R's gradient Backward overwrites (0: none)
@@ -329,36 +327,33 @@ func (j *zeroGradJob) Run(_, task int) {
 	}
 }
 
-// clear clears the elements [lo, hi) of p's gradient that need it.
+// clear clears the elements [lo, hi) of p's gradient that Backward does
+// not overwrite.
 func (j *zeroGradJob) clear(p *Param, lo, hi int) {
-	over := j.t > 0 && j.m.isR(p)
-	if !p.CausalTri && !over {
+	if j.t == 0 || !j.m.isR(p) {
 		clear(p.Grad[lo:hi])
 		return
 	}
-	n := p.Shape[len(p.Shape)-1] // a stack of n×n matrices
+	n := j.m.n // R is a stack of n×n matrices
 	for r0 := lo - lo%n; r0 < hi; r0 += n {
-		c0, c1 := zeroCols(r0/n%n, n, j.t, p.CausalTri, over)
-		if a, b := max(lo, r0+c0), min(hi, r0+c1); a < b {
+		c0 := zeroFrom(r0/n%n, n, j.t, j.m.Spec.Causal())
+		if a, b := max(lo, r0+c0), min(hi, r0+n); a < b {
 			clear(p.Grad[a:b])
 		}
 	}
 }
 
-// zeroCols is the columns [c0, c1) of row i of an n×n gradient block that
-// zeroGradJob clears: of a CausalTri block the causal ones (j ≤ i), of
-// those none in the rows i < t Backward overwrites (over); of a
-// bidirectional spec's overwritten R, the columns j ≥ t of the rows i < t.
-func zeroCols(i, n, t int, causalTri, over bool) (c0, c1 int) {
+// zeroFrom is the first column of row i of an n×n block of R's gradient
+// that zeroGradJob clears on the shared bf16 path, SoftmaxRowsBack having
+// written rows i < t up to the diagonal (causal) or up to t.
+func zeroFrom(i, n, t int, causal bool) int {
 	switch {
-	case over && i < t && causalTri:
-		return 0, 0
-	case over && i < t:
-		return t, n
-	case causalTri:
-		return 0, i + 1
+	case i >= t:
+		return 0
+	case causal:
+		return i + 1
 	}
-	return 0, n
+	return t
 }
 
 // isR reports whether p is a layer's trained R.

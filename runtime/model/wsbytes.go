@@ -3,6 +3,7 @@ package model
 import (
 	"unsafe"
 
+	"github.com/synthgen/synthgen/runtime/bf16"
 	"github.com/synthgen/synthgen/runtime/mat"
 )
 
@@ -12,10 +13,35 @@ import (
 // the same code sizes both (buildWorkspace), so the estimate cannot drift
 // from the allocation. Callers use it to refuse a batch the machine cannot
 // hold before allocating it.
+//
+// With a bf16 kernel (SetBF16, before WorkspaceBytes is called) it also
+// counts the bf16 engine's packed operands and, on the bf16 path of
+// random's attention, ∂loss/∂P of every head (Heads·N² floats,
+// attnBlocks) that the backward allocates on first use.
 func (m *Model) WorkspaceBytes(batch int) int64 {
 	a := &wsAlloc{count: true}
 	m.buildWorkspace(batch, a)
+	if m.eng.BF16() != bf16.None {
+		// The bf16 engine's packed operands, A and B of the largest
+		// product (a linear layer's backward on batch·N rows), which it
+		// allocates on first use: 2 bytes each.
+		rows, wide := max(batch, 1)*m.n, bf16.Pad(max(m.d, m.ffn, m.vocab))
+		a.lazy(rows * wide)
+	}
+	if m.bfAttention() && m.trainsR() {
+		a.f32(m.heads * m.n * m.n)
+	}
 	return a.bytes
+}
+
+// trainsR reports whether a layer has a trained (not frozen) R.
+func (m *Model) trainsR() bool {
+	for l := range m.layers {
+		if r := m.layers[l].r; r != nil && !r.Frozen {
+			return true
+		}
+	}
+	return false
 }
 
 // ParamBytes is the memory of m's parameters: their values and gradients.

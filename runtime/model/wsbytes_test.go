@@ -2,7 +2,10 @@ package model_test
 
 import (
 	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/runtime/bf16"
 )
 
 // TestWorkspaceBytes checks that WorkspaceBytes is what NewWorkspace (and
@@ -10,10 +13,21 @@ import (
 // for specs of every kind of attention and a few batches. A step on a
 // workspace of one sequence runs first: the matrix engine's per-worker
 // packing buffers, which do not depend on the batch, are then in place.
+//
+// "random/bf16" runs random's attention on the bf16 path (Go level), whose
+// backward allocates ∂loss/∂P per head on first use.
 func TestWorkspaceBytes(t *testing.T) {
-	for _, name := range []string{"small", "dense", "factorized_dense", "factorized_random", "linear", "aft_full", "aft_local", "aft_conv", "odd_aft_full"} {
+	for _, name := range []string{"small", "dense", "factorized_dense", "factorized_random", "linear", "aft_full", "aft_local", "aft_conv", "odd_aft_full", "random/bf16"} {
 		for _, batch := range []int{2, 5, 16} {
-			m := newModel(t, name, 1)
+			spec, bf := strings.CutSuffix(name, "/bf16")
+			m := newModel(t, spec, 1)
+			if bf {
+				k, err := bf16.New(bf16.Go)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.SetBF16(k)
+			}
 			in := make([]int32, batch*m.Spec.N)
 			ws1 := m.NewWorkspace(1)
 			m.Forward(ws1, in[:m.Spec.N], in[:m.Spec.N], 1)

@@ -325,6 +325,12 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The precision first: on the bf16 path the workspace grows (see
+	// model.WorkspaceBytes), and the memory check must see it.
+	prec, note, err := setPrecision(m, o.precision)
+	if err != nil {
+		return nil, err
+	}
 	if !o.set["large-memory"] {
 		need, ws := runBytes(m.net, cfg.Batch)
 		if rule := overMemory(need, ws); rule != "" {
@@ -380,7 +386,6 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 		ds         *data.Dataset
 		cset, cval *data.LabelledSet
 		t          *train.Trainer
-		err        error
 	)
 	if s.IsClassifier() {
 		cset, cval, err = o.classData(m.net, path)
@@ -411,10 +416,6 @@ func (o options) finish(ctx context.Context, m *Model, cfg Config, plan Plan, re
 		abs = path
 	}
 	plan.Spec, plan.NumParams, plan.ISA = s, m.net.NumParams(), m.net.Kernels.ISA.String()
-	prec, note, err := setPrecision(m, o.precision)
-	if err != nil {
-		return nil, err
-	}
 	plan.Precision = prec
 	if note != "" {
 		plan.Notes = append(plan.Notes, note)
