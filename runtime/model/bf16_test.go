@@ -25,18 +25,7 @@ import (
 // maps of the last sequence then match float32's to 1e-6 (the same
 // float32 softmax of R), and within 10% (relative, 2-norm) otherwise.
 func TestBF16Gradients(t *testing.T) {
-	var levels []*bf16.Kernel
-	for _, l := range []bf16.Level{bf16.Go, bf16.AVX512BF16, bf16.AMX} {
-		k, err := bf16.New(l)
-		if errors.Is(err, bf16.ErrNoFeature) {
-			t.Logf("bf16 level %s not tested: %v", l, err)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		levels = append(levels, k)
-	}
+	levels := bf16Levels(t, bf16.Go, bf16.AVX512BF16, bf16.AMX)
 	for _, sc := range []struct {
 		name string
 		tol  float64
@@ -154,4 +143,23 @@ func checkMaps(t *testing.T, level bf16.Level, got, want [][]float32, exact bool
 			t.Fatalf("%s: attention map %d (layer·heads + head) of the last sequence %.3g from float32's (relative, 2-norm)", level, i, rel)
 		}
 	}
+}
+
+// bf16Levels returns the kernels of the levels this CPU runs, logging the
+// others as not tested.
+func bf16Levels(t *testing.T, ls ...bf16.Level) []*bf16.Kernel {
+	t.Helper()
+	var levels []*bf16.Kernel
+	for _, l := range ls {
+		k, err := bf16.New(l)
+		if errors.Is(err, bf16.ErrNoFeature) {
+			t.Logf("bf16 level %s not tested: %v", l, err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		levels = append(levels, k)
+	}
+	return levels
 }

@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -18,20 +17,7 @@ import (
 // give bit for bit the gradients of a fresh model's, and R's gradient must
 // be 0 above the diagonal (causal) and in the rows and columns ≥ t.
 func TestZeroGradsSkips(t *testing.T) {
-	var levels []*bf16.Kernel
-	for _, l := range []bf16.Level{bf16.Go, bf16.AMX} {
-		k, err := bf16.New(l)
-		if errors.Is(err, bf16.ErrNoFeature) {
-			t.Logf("bf16 level %s not tested: %v", l, err)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		levels = append(levels, k)
-	}
-	precisions := []*bf16.Kernel{nil}
-	precisions = append(precisions, levels...)
+	precisions := append([]*bf16.Kernel{nil}, bf16Levels(t, bf16.Go, bf16.AMX)...)
 	for _, name := range []string{"random", "enc_random", "random_vanilla", "odd"} {
 		for _, first := range precisions {
 			for _, second := range precisions {
