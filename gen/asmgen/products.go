@@ -26,7 +26,9 @@ import (
 // (dw) as Σ_j dc[i,j]·w[j,:] (Σ_i dc[i,j]·x[i,:]) with broadcasts of dc,
 // blocked over several rows and up to two vectors of p; the triangle
 // corner of each row block is unrolled so that dc is never read above the
-// diagonal. Columns p ≥ W of x, w, dx and dw (other heads' columns) are
+// diagonal. From N = backWRowsN BackW turns its loops round
+// (emitProductBackWRows): rows of x stay in registers and each row of dw
+// is loaded, updated and stored, so that dc is read along its rows. Columns p ≥ W of x, w, dx and dw (other heads' columns) are
 // never read or written: the last vector of a row is masked.
 //
 // For a bidirectional spec (Config.Bidirectional) the three kernels run
