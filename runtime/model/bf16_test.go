@@ -163,3 +163,20 @@ func bf16Levels(t *testing.T, ls ...bf16.Level) []*bf16.Kernel {
 	}
 	return levels
 }
+
+// fastestBF16 is the kernel of the best bf16 level this CPU runs (AMX,
+// then AVX512-BF16), or the Go level on a CPU with neither: the tests
+// that need one bf16 kernel, not every level, take it (the Go level is
+// slow under the race detector).
+func fastestBF16(t *testing.T) *bf16.Kernel {
+	t.Helper()
+	l, err := bf16.Best(bf16.AMX)
+	if err != nil {
+		l = bf16.Go
+	}
+	k, err := bf16.New(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
