@@ -1,6 +1,7 @@
 // Package bf16 holds the bf16 GEMM micro-kernels of mixed-precision
 // training: the linear layers' products (and aft_full's, and random's
-// attention products) with bf16 operands (rounded to nearest even) and float32 accumulation and output.
+// attention products) with bf16 operands (rounded to nearest even) and
+// float32 accumulation and output.
 // runtime/mat drives them (Engine.SetBF16); this package holds the levels,
 // the packed layouts and the kernels.
 //

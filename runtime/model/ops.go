@@ -334,9 +334,9 @@ func (j *zeroGradJob) clear(p *Param, lo, hi int) {
 		clear(p.Grad[lo:hi])
 		return
 	}
-	n := j.m.n // R is a stack of n×n matrices
+	n, causal := j.m.n, j.m.Spec.Causal() // R is a stack of n×n matrices
 	for r0 := lo - lo%n; r0 < hi; r0 += n {
-		c0 := zeroFrom(r0/n%n, n, j.t, j.m.Spec.Causal())
+		c0 := zeroFrom(r0/n%n, n, j.t, causal)
 		if a, b := max(lo, r0+c0), min(hi, r0+n); a < b {
 			clear(p.Grad[a:b])
 		}
