@@ -4,6 +4,8 @@
 // then cosine decay to a fraction of the peak).
 package optim
 
+//go:generate go run ../../gen/optimgen
+
 import (
 	"fmt"
 	"math"
@@ -280,6 +282,14 @@ func addSquares(g, far []float32, first int, acc *[4]float64) {
 	for ; j < len(g) && (first+j)&3 != 0; j++ {
 		acc[(first+j)&3] += float64(g[j]) * float64(g[j])
 	}
+	if n := (len(g) - j) &^ 3; n > 0 && vecAVX {
+		sumSquaresAVX(&g[j], n, acc) // lanes in order, as below, bit for bit
+		j += n
+		for k := 0; j < len(g); j, k = j+1, k+1 {
+			acc[k] += float64(g[j]) * float64(g[j])
+		}
+		return
+	}
 	s0, s1, s2, s3 := acc[0], acc[1], acc[2], acc[3]
 	var touch uint32
 	for ; j+16 <= len(g); j += 16 {
@@ -452,7 +462,12 @@ func (j *stepJob) update(decay float64, data, grad, m, v []float32) {
 func (j *stepJob) decayOnly(decay float64, data []float32) {
 	if j.o.Kernel != nil {
 		d := float32(decay)
-		for i := range data {
+		i := 0
+		if n := len(data) &^ 7; n > 0 && vecAVX {
+			scaleAVX(&data[0], n, d) // the same float32 products
+			i = n
+		}
+		for ; i < len(data); i++ {
 			data[i] *= d
 		}
 		return
