@@ -1,18 +1,17 @@
 // Command optimgen writes the assembly of package runtime/optim: the
 // optimizer's two passes that no spec's kernel set covers, at the AVX
-// level (every amd64 CPU with AVX2 has them). Run by go generate in
-// runtime/optim:
+// level. Run by go generate in runtime/optim:
 //
 //	go run ../../gen/optimgen
 //
-//   - sumSquaresAVX: the gradient norm's float64 sum of squares, four
-//     lanes, element k of the run to lane k mod 4, each lane summed in
-//     order: bit for bit Go's four running sums (a float32 squared in
-//     float64 is exact, so the product's rounding never differs). Each
-//     lane is one chain of additions, two cycles each on cores with a
-//     fast adder: the chain, not the multiplications, sets the pace.
-//   - scaleAVX: p ← p·d in float32, the decay-only update of weights
-//     whose gradient and moments are zero (a causal R's upper triangle).
+// sumSquaresAVX is the gradient norm's float64 sum of squares in four
+// lanes, element k of the run to lane k mod 4, each lane summed in order:
+// bit for bit Go's four running sums (a float32 squared in float64 is
+// exact, so the product's rounding never differs). Each lane is one chain
+// of additions: the chain, not the multiplications, sets the pace.
+//
+// scaleAVX is p ← p·d in float32: the decay-only update of weights whose
+// gradient and moments are zero (a causal R's upper triangle).
 package main
 
 import (
