@@ -98,21 +98,22 @@ func tileConfig(ctx *build.Context) Mem {
 	return m
 }
 
-// gemmAMX: C (32×32 float32 tiles, row stride ldc bytes) = or += A·Bᵀ
+// gemmAMX: C (32×32 float32 tiles, row stride ldc bytes) = src + A·Bᵀ
 // over 32·steps of the inner dimension, A a row-major block of 32 rows of
 // bf16 (row stride lda bytes), B a packed panel (2048 bytes per step), for
 // tiles ≥ 1 tiles down the panel: tile t reads A at a + t·as and writes C
-// at c + t·cs (bytes). Without load, C starts from the row bias (32
-// floats, each tile row the same), or from zero when bias is nil. Four accumulator tiles tmm0–3 (the 2×2 16×16
+// at c + t·cs (bytes). C starts from src (C's layout; src may be c; it
+// moves on by cs too) or, when src is nil, from the row bias (32 floats,
+// each tile row the same), or from zero when bias is nil as well. Four accumulator tiles tmm0–3 (the 2×2 16×16
 // quarters of C), A in tmm4–5, B in tmm6–7. The tile state is configured
 // once and released inside the call; between tiles the call moves its
 // arguments on in their frame slots, keeping nothing in registers.
 func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Function("gemmAMX")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles, as, cs int, bias *float32)")
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles, as, cs int, bias *float32)")
 	ctx.Pragma("noescape")
-	doc := "gemmAMX computes C (+)= A·Bᵀ for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16)."
+	doc := "gemmAMX computes C = src + A·Bᵀ (src nil: bias or zero) for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16)."
 	ctx.LEAQ(cfg, RAX)
 	e.Add(x86enc.LDTILECFG(x86enc.M(x86enc.AX, 0)))
 	ctx.Label("amx_tile")
@@ -122,7 +123,7 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Load(ctx.Param("steps"), R8)
 	ctx.Load(ctx.Param("lda"), RCX)
 	ctx.Load(ctx.Param("ldc"), RBX)
-	ctx.Load(ctx.Param("load"), R9B)
+	ctx.Load(ctx.Param("src"), R9)
 	ctx.MOVQ(RCX, R12)
 	ctx.SHLQ(U8(4), R12)
 	ctx.ADDQ(RSI, R12) // A rows 16–31
@@ -131,12 +132,15 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.ADDQ(RDI, R10)     // C rows 16–31
 	ctx.MOVQ(U32(64), RDX) // B tile row stride: one half is 16 rows of 64 bytes
 	mi := x86enc.MI
-	ctx.TESTB(R9B, R9B)
+	ctx.TESTQ(R9, R9)
 	ctx.JZ(LabelRef("amx_zero"))
-	e.Add(x86enc.TILELOADD(x86enc.T(0), mi(x86enc.DI, x86enc.BX, 1, 0)))
-	e.Add(x86enc.TILELOADD(x86enc.T(1), mi(x86enc.DI, x86enc.BX, 1, 64)))
-	e.Add(x86enc.TILELOADD(x86enc.T(2), mi(x86enc.R10, x86enc.BX, 1, 0)))
-	e.Add(x86enc.TILELOADD(x86enc.T(3), mi(x86enc.R10, x86enc.BX, 1, 64)))
+	ctx.MOVQ(RBX, R11)
+	ctx.SHLQ(U8(4), R11)
+	ctx.ADDQ(R9, R11) // src rows 16–31
+	e.Add(x86enc.TILELOADD(x86enc.T(0), mi(x86enc.R9, x86enc.BX, 1, 0)))
+	e.Add(x86enc.TILELOADD(x86enc.T(1), mi(x86enc.R9, x86enc.BX, 1, 64)))
+	e.Add(x86enc.TILELOADD(x86enc.T(2), mi(x86enc.R11, x86enc.BX, 1, 0)))
+	e.Add(x86enc.TILELOADD(x86enc.T(3), mi(x86enc.R11, x86enc.BX, 1, 64)))
 	ctx.JMP(LabelRef("amx_loop"))
 	ctx.Label("amx_zero")
 	ctx.Comment("Not loading C: start from the bias row (a tile load of stride 0), or zero.")
@@ -171,7 +175,7 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	e.Add(x86enc.TILESTORED(mi(x86enc.DI, x86enc.BX, 1, 64), x86enc.T(1)))
 	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 0), x86enc.T(2)))
 	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 64), x86enc.T(3)))
-	ctx.Comment("Next tile: move a and c on by as and cs in their frame slots.")
+	ctx.Comment("Next tile: move a on by as, and c (and src, unless nil) by cs, in their frame slots.")
 	ctx.Load(ctx.Param("tiles"), R11)
 	ctx.DECQ(R11)
 	ctx.JZ(LabelRef("amx_done"))
@@ -184,6 +188,11 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Load(ctx.Param("cs"), RAX)
 	ctx.ADDQ(RAX, RDI)
 	ctx.Store(RDI, ctx.Param("c"))
+	ctx.Load(ctx.Param("src"), RDI)
+	ctx.TESTQ(RDI, RDI)
+	ctx.JZ(LabelRef("amx_tile"))
+	ctx.ADDQ(RAX, RDI)
+	ctx.Store(RDI, ctx.Param("src"))
 	ctx.JMP(LabelRef("amx_tile"))
 	ctx.Label("amx_done")
 	e.Add(x86enc.TILERELEASE(), nil)
@@ -193,10 +202,11 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 
 // gemmAVX512: C (mr×32 float32 corner of an 8×32 tile, row stride ldc
 // bytes, columns masked by k0 and k1, the lane masks of its two halves)
-// = or += A·Bᵀ over 32·steps of the inner dimension, A a row-major block
+// = src + A·Bᵀ over 32·steps of the inner dimension, A a row-major block
 // of 8 rows of bf16 (row stride lda bytes), B a packed panel. Sixteen
 // accumulators zmm8–23 (row i's halves in 8+2i and 9+2i), starting from
-// C (load), or else from the row bias (masked; nil: zero); per q the two
+// src (C's layout, masked alike; src may be c), or when src is nil from
+// the row bias (masked; nil: zero); per q the two
 // halves of B's pairs in zmm0–1 and each row's pair broadcast into a
 // register (VPBROADCASTD) for its two VDPBF16PS. Row i of A is addressed
 // from three bases (rows 0, 3 and 6) and the row stride as an index with
@@ -204,9 +214,9 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Function("gemmAVX512")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, load bool, bias *float32)")
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, src, bias *float32)")
 	ctx.Pragma("noescape")
-	doc := "gemmAVX512 computes C (+)= A·Bᵀ for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F)."
+	doc := "gemmAVX512 computes C = src + A·Bᵀ (src nil: bias or zero) for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F)."
 	acc := func(i, h int) VecPhysical {
 		return []VecPhysical{Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23}[2*i+h]
 	}
@@ -221,7 +231,7 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.KMOVW(EAX, K1)
 	ctx.Load(ctx.Param("k1"), AX)
 	ctx.KMOVW(EAX, K2)
-	ctx.Load(ctx.Param("load"), R11B)
+	ctx.Load(ctx.Param("src"), R11)
 	ctx.LEAQ(Mem{Base: RCX, Index: RCX, Scale: 2}, RDX)
 	ctx.ADDQ(RSI, RDX) // A row 3
 	ctx.LEAQ(Mem{Base: RCX, Index: RCX, Scale: 2}, R12)
@@ -231,7 +241,7 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 			ctx.VPXORD(acc(i, h), acc(i, h), acc(i, h))
 		}
 	}
-	ctx.TESTB(R11B, R11B)
+	ctx.TESTQ(R11, R11)
 	ctx.JNZ(LabelRef("avx_loadc"))
 	ctx.Comment("Not loading C: start every row from the bias row, if any (masked).")
 	ctx.Load(ctx.Param("bias"), R10)
@@ -245,7 +255,7 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	}
 	ctx.JMP(LabelRef("avx_loop"))
 	ctx.Label("avx_loadc")
-	ctx.MOVQ(RDI, R10)
+	ctx.MOVQ(R11, R10)
 	for i := 0; i < 8; i++ {
 		ctx.CMPQ(R9, U8(i))
 		ctx.JLE(LabelRef("avx_loop"))

@@ -26,7 +26,7 @@ func BenchmarkTile(b *testing.B) {
 				}
 				c := make([]float32, m*NR)
 				for b.Loop() {
-					kn.Tile(kp, 0, kp, a, bp, c, NR, m, NR, false, nil)
+					kn.Tile(kp, 0, kp, a, bp, c, NR, m, NR, nil, nil)
 				}
 				b.ReportMetric(2*float64(m*NR*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})

@@ -165,7 +165,7 @@ func Pad(k int) int { return (k + Step - 1) / Step * Step }
 type Kernel struct {
 	Level Level
 	MR    int // rows of A per packed block and per call
-	tile  func(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32)
+	tile  func(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32)
 }
 
 // New returns level l's kernel, or an error wrapping ErrNoFeature when it
@@ -201,39 +201,45 @@ func (k *Kernel) ABlock(kp int) int { return k.MR * LDA(kp) }
 // dimension kp.
 func BPanel(kp int) int { return NR * kp }
 
-// Tile computes C (+)= A·Bᵀ on the mr×nr corner (nr ≤ NR; mr rows, in
+// Tile computes C = S + A·Bᵀ on the mr×nr corner (nr ≤ NR; mr rows, in
 // ⌈mr/MR⌉ tiles) of c (row stride ldc floats) over the inner indices [kb,
 // kb+kl) (multiples of Step) of packed A blocks (back to back, ABlock(kp)
-// each) and a B panel of padded depth kp: C = Σ_p A(i, p)·B(j, p), added
-// to c's values when load, else to bias[j] (nil: to zero) and overwriting
-// them. Elements of c outside the corner are neither read nor written.
-func (k *Kernel) Tile(kp, kb, kl int, a, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+// each) and a B panel of padded depth kp: C(i, j) = S(i, j) + Σ_p A(i,
+// p)·B(j, p). S is src's corner (laid out as c's, row stride ldc; src may
+// be c itself, which adds to C), or when src is nil the row bias[j] (nil:
+// zero). Elements of c outside the corner are neither read nor written.
+func (k *Kernel) Tile(kp, kb, kl int, a, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	tiles := (mr + k.MR - 1) / k.MR
 	if kb%Step != 0 || kl%Step != 0 || kl <= 0 || kb+kl > kp || mr < 1 || nr < 1 || nr > NR ||
-		len(a) < tiles*k.ABlock(kp) || len(b) < BPanel(kp) || ldc < nr || len(c) < (mr-1)*ldc+nr || bias != nil && len(bias) < nr {
-		panic(fmt.Sprintf("bf16: Tile(kp %d, kb %d, kl %d, len(a) %d, len(b) %d, len(c) %d, ldc %d, mr %d, nr %d, len(bias) %d) outside the %s kernel's %d×%d contract",
-			kp, kb, kl, len(a), len(b), len(c), ldc, mr, nr, len(bias), k.Level, k.MR, NR))
+		len(a) < tiles*k.ABlock(kp) || len(b) < BPanel(kp) || ldc < nr || len(c) < (mr-1)*ldc+nr ||
+		src != nil && len(src) < (mr-1)*ldc+nr || bias != nil && len(bias) < nr {
+		panic(fmt.Sprintf("bf16: Tile(kp %d, kb %d, kl %d, len(a) %d, len(b) %d, len(c) %d, ldc %d, mr %d, nr %d, len(src) %d, len(bias) %d) outside the %s kernel's %d×%d contract",
+			kp, kb, kl, len(a), len(b), len(c), ldc, mr, nr, len(src), len(bias), k.Level, k.MR, NR))
 	}
-	if load {
+	if src != nil {
 		bias = nil
 	}
-	k.tile(kl/Step, a[kb:], LDA(kp), b[kb*NR:], c, ldc, mr, nr, load, bias)
+	k.tile(kl/Step, a[kb:], LDA(kp), b[kb*NR:], c, ldc, mr, nr, src, bias)
 }
 
 // tileGo is the Go level: each pair's two products added to the float32
 // sum in order, a tile of 8 rows at a time.
-func tileGo(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+func tileGo(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	for i0 := 0; i0 < mr; i0 += 8 {
-		tileGo8(steps, a[i0*lda:], lda, b, c[i0*ldc:], ldc, min(8, mr-i0), nr, load, bias)
+		var s []float32
+		if src != nil {
+			s = src[i0*ldc:]
+		}
+		tileGo8(steps, a[i0*lda:], lda, b, c[i0*ldc:], ldc, min(8, mr-i0), nr, s, bias)
 	}
 }
 
-func tileGo8(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+func tileGo8(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	var acc [8][NR]float32
 	for i := 0; i < mr; i++ {
 		switch {
-		case load:
-			copy(acc[i][:nr], c[i*ldc:i*ldc+nr])
+		case src != nil:
+			copy(acc[i][:nr], src[i*ldc:i*ldc+nr])
 		case bias != nil:
 			copy(acc[i][:nr], bias[:nr])
 		}

@@ -109,12 +109,17 @@ func tol(abs float64, k int) float64 { return 2*float64(k+1)*0x1p-24*abs + 1e-30
 // Step): a call per tile of MR rows, or with whole, a call per B panel
 // over all rows.
 func gemm(kn *Kernel, c, a, b []float32, m, n, k, kc int, load, whole bool) {
-	gemmBias(kn, c, a, b, nil, m, n, k, kc, load, whole)
+	var src []float32
+	if load {
+		src = c
+	}
+	gemmFrom(kn, c, src, a, b, nil, m, n, k, kc, whole)
 }
 
-// gemmBias is gemm starting from bias (nil: zero) rather than from C when
-// not load.
-func gemmBias(kn *Kernel, c, a, b, bias []float32, m, n, k, kc int, load, whole bool) {
+// gemmFrom is C = S + A·Bᵀ through kernel kn, S the [m, n] src (which may
+// be c), or when src is nil the bias row (nil: zero): the first block of
+// k starts from S, the others add to C.
+func gemmFrom(kn *Kernel, c, src, a, b, bias []float32, m, n, k, kc int, whole bool) {
 	kp := Pad(k)
 	blocks := (m + kn.MR - 1) / kn.MR
 	ap := make([]uint16, blocks*kn.ABlock(kp))
@@ -129,12 +134,22 @@ func gemmBias(kn *Kernel, c, a, b, bias []float32, m, n, k, kc int, load, whole 
 			bs = bias[j0:]
 		}
 		for kb := 0; kb < kp; kb += kc {
+			from := src
+			if kb > 0 {
+				from = c
+			}
+			at := func(x []float32, off int) []float32 {
+				if x == nil {
+					return nil
+				}
+				return x[off:]
+			}
 			if whole {
-				kn.Tile(kp, kb, min(kc, kp-kb), ap, bp, c[j0:], n, m, min(NR, n-j0), load || kb > 0, bs)
+				kn.Tile(kp, kb, min(kc, kp-kb), ap, bp, c[j0:], n, m, min(NR, n-j0), at(from, j0), bs)
 				continue
 			}
 			for i0 := 0; i0 < m; i0 += kn.MR {
-				kn.Tile(kp, kb, min(kc, kp-kb), ap[i0/kn.MR*kn.ABlock(kp):], bp, c[i0*n+j0:], n, min(kn.MR, m-i0), min(NR, n-j0), load || kb > 0, bs)
+				kn.Tile(kp, kb, min(kc, kp-kb), ap[i0/kn.MR*kn.ABlock(kp):], bp, c[i0*n+j0:], n, min(kn.MR, m-i0), min(NR, n-j0), at(from, i0*n+j0), bs)
 			}
 		}
 	}
@@ -142,7 +157,7 @@ func gemmBias(kn *Kernel, c, a, b, bias []float32, m, n, k, kc int, load, whole 
 
 // TestTile checks every level's kernel against the float64 reference on
 // bf16-rounded inputs, for shapes with edge tiles in m, n and k, k blocked
-// or not, overwriting and accumulating.
+// or not, overwriting, accumulating and starting from another matrix.
 func TestTile(t *testing.T) {
 	for _, kn := range levels(t) {
 		t.Run(kn.Level.String(), func(t *testing.T) {
@@ -150,13 +165,16 @@ func TestTile(t *testing.T) {
 			for _, sh := range [][3]int{{1, 1, 1}, {8, 32, 32}, {32, 32, 32}, {7, 31, 33}, {33, 33, 63}, {40, 70, 100}, {65, 64, 256}, {31, 17, 1000}, {64, 96, 512}, {100, 64, 64}, {96, 33, 40}} {
 				m, n, k := sh[0], sh[1], sh[2]
 				for _, kc := range []int{Pad(k), 64} {
-					for _, mode := range []int{0, 1, 2, 3, 4, 6} {
-						load, whole, withBias := mode&1 == 1, mode&2 == 2, mode&4 == 4
-						name := fmt.Sprintf("m%d n%d k%d kc%d load %v whole %v bias %v", m, n, k, kc, load, whole, withBias)
+					for _, mode := range []int{0, 1, 2, 3, 4, 6, 8, 10} {
+						load, whole, withBias, fromRes := mode&1 == 1, mode&2 == 2, mode&4 == 4, mode&8 == 8
+						name := fmt.Sprintf("m%d n%d k%d kc%d load %v whole %v bias %v res %v", m, n, k, kc, load, whole, withBias, fromRes)
 						a, b, c0 := randn(r, m*k), randn(r, n*k), randn(r, m*n)
-						var bias []float32
+						var bias, res []float32
 						ref, abs := gemmRef(c0, a, b, m, n, k)
 						switch {
+						case fromRes: // C = res + A·Bᵀ, whatever C held
+							res = randn(r, m*n)
+							ref, abs = gemmRef(res, a, b, m, n, k)
 						case withBias: // C starts from the bias row
 							bias = randn(r, n)
 							start := make([]float32, m*n)
@@ -168,7 +186,15 @@ func TestTile(t *testing.T) {
 							ref, abs = gemmRef(make([]float32, m*n), a, b, m, n, k)
 						}
 						c := append([]float32(nil), c0...)
-						gemmBias(kn, c, a, b, bias, m, n, k, kc, load, whole)
+						src := res
+						if load {
+							src = c
+						}
+						resCopy := slices.Clone(res)
+						gemmFrom(kn, c, src, a, b, bias, m, n, k, kc, whole)
+						if !slices.Equal(res, resCopy) {
+							t.Fatalf("%s: the kernel wrote to its source", name)
+						}
 						for i := range c {
 							if d := math.Abs(float64(c[i]) - ref[i]); !(d <= tol(abs[i], k)) {
 								t.Fatalf("%s: c[%d] = %v, reference %v, bound %v", name, i, c[i], ref[i], tol(abs[i], k))
@@ -196,12 +222,17 @@ func TestTileCorner(t *testing.T) {
 		bias := randn(r, NR)
 		for _, mn := range [][2]int{{1, 1}, {kn.MR - 1, 17}, {3, 16}, {kn.MR, NR - 1}, {2, NR}} {
 			mr, nr := mn[0], mn[1]
-			c := make([]float32, kn.MR*ldc)
+			c, src := make([]float32, kn.MR*ldc), make([]float32, kn.MR*ldc)
 			for i := range c {
-				c[i] = -7
+				c[i], src[i] = -7, 3
 			}
-			for _, load := range []bool{false, true} {
-				kn.Tile(kp, 0, kp, a, b, c[:(mr-1)*ldc+nr], ldc, mr, nr, load, bias[:nr])
+			for _, from := range [][]float32{nil, c[:(mr-1)*ldc+nr], src[:(mr-1)*ldc+nr]} {
+				kn.Tile(kp, 0, kp, a, b, c[:(mr-1)*ldc+nr], ldc, mr, nr, from, bias[:nr])
+			}
+			for i, v := range src {
+				if v != 3 {
+					t.Fatalf("%s: mr %d nr %d: the kernel wrote src[%d]", kn.Level, mr, nr, i)
+				}
 			}
 			for i := 0; i < kn.MR; i++ {
 				for j := 0; j < ldc; j++ {

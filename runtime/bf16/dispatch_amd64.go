@@ -30,48 +30,59 @@ func hasAMX() error { return amxOnce() }
 // tileAMX runs gemmAMX on the mr×nr corner: its full 32×32 tiles in one
 // call, in place; a partial tile (rows or columns) through a 32×32 buffer
 // (the packed A and B are zero past the edge, so the buffer's other
-// elements are products of zeros), which starts from C or the bias.
-func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+// elements are products of zeros), which starts from src or the bias.
+func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	full := 0
 	if nr == 32 {
 		full = mr / 32
 	}
 	if full > 0 {
-		var bp *float32
-		if !load && bias != nil {
+		var bp, sp *float32
+		if src != nil {
+			sp = &src[0]
+		} else if bias != nil {
 			bp = &bias[:32][0]
 		}
-		gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, load, full, 2*32*lda, 4*32*ldc, bp)
+		gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, sp, full, 2*32*lda, 4*32*ldc, bp)
 	}
 	for i0 := full * 32; i0 < mr; i0 += 32 {
 		rows := min(32, mr-i0)
 		var buf [32 * 32]float32
 		cs := c[i0*ldc:]
 		switch {
-		case load:
+		case src != nil:
+			ss := src[i0*ldc:]
 			for i := 0; i < rows; i++ {
-				copy(buf[i*32:i*32+nr], cs[i*ldc:i*ldc+nr])
+				copy(buf[i*32:i*32+nr], ss[i*ldc:i*ldc+nr])
 			}
 		case bias != nil:
 			for i := 0; i < rows; i++ {
 				copy(buf[i*32:i*32+nr], bias[:nr])
 			}
 		}
-		gemmAMX(steps, &a[i0*lda], 2*lda, &b[0], &buf[0], 128, load || bias != nil, 1, 0, 0, nil)
+		var bsrc *float32
+		if src != nil || bias != nil {
+			bsrc = &buf[0]
+		}
+		gemmAMX(steps, &a[i0*lda], 2*lda, &b[0], &buf[0], 128, bsrc, 1, 0, 0, nil)
 		for i := 0; i < rows; i++ {
 			copy(cs[i*ldc:i*ldc+nr], buf[i*32:i*32+nr])
 		}
 	}
 }
 
-func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	k0 := uint16(1<<min(nr, 16) - 1)
 	k1 := uint16(1<<max(nr-16, 0) - 1)
 	var bp *float32
-	if !load && bias != nil {
+	if src == nil && bias != nil {
 		bp = &bias[:nr][0]
 	}
 	for i0 := 0; i0 < mr; i0 += 8 {
-		gemmAVX512(steps, &a[i0*lda], 2*lda, &b[0], &c[i0*ldc], 4*ldc, min(8, mr-i0), k0, k1, load, bp)
+		var sp *float32
+		if src != nil {
+			sp = &src[i0*ldc]
+		}
+		gemmAVX512(steps, &a[i0*lda], 2*lda, &b[0], &c[i0*ldc], 4*ldc, min(8, mr-i0), k0, k1, sp, bp)
 	}
 }

@@ -15,11 +15,11 @@ func hasAVX512BF16() error { return avx512Err }
 
 func hasAMX() error { return amxErr }
 
-func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	panic("bf16: AMX kernel in a build without it")
 }
 
-func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, load bool, bias []float32) {
+func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	panic("bf16: AVX512-BF16 kernel in a build without it")
 }
 

@@ -4,19 +4,19 @@
 
 package bf16
 
-// gemmAMX computes C (+)= A·Bᵀ for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16).
+// gemmAMX computes C = src + A·Bᵀ (src nil: bias or zero) for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16).
 //
 // Requires (encoded by x86enc, checked by the caller): AMX_BF16, AMX_TILE.
 //
 //go:noescape
-func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int, bias *float32)
+func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles int, as int, cs int, bias *float32)
 
-// gemmAVX512 computes C (+)= A·Bᵀ for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F).
+// gemmAVX512 computes C = src + A·Bᵀ (src nil: bias or zero) for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F).
 //
 // Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
 //
 //go:noescape
-func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool, bias *float32)
+func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, src *float32, bias *float32)
 
 // toBF16AVX512 rounds n float32 to bf16, nearest even (AVX512-BF16, AVX512BW).
 //

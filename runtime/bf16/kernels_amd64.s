@@ -14,7 +14,7 @@ DATA bf16tilecfg<>+48(SB)/8, $0x1010101010101010
 DATA bf16tilecfg<>+56(SB)/8, $0x0000000000000000
 GLOBL bf16tilecfg<>(SB), RODATA|NOPTR, $64
 
-// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, load bool, tiles int, as int, cs int, bias *float32)
+// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles int, as int, cs int, bias *float32)
 TEXT ·gemmAMX(SB), NOSPLIT, $0-88
 	LEAQ bf16tilecfg<>+0(SB), AX
 
@@ -32,7 +32,7 @@ amx_tile:
 	MOVQ  steps+0(FP), R8
 	MOVQ  lda+16(FP), CX
 	MOVQ  ldc+40(FP), BX
-	MOVB  load+48(FP), R9
+	MOVQ  src+48(FP), R9
 	MOVQ  CX, R12
 	SHLQ  $0x04, R12
 	ADDQ  SI, R12
@@ -40,41 +40,44 @@ amx_tile:
 	SHLQ  $0x04, R10
 	ADDQ  DI, R10
 	MOVQ  $0x00000040, DX
-	TESTB R9, R9
+	TESTQ R9, R9
 	JZ    amx_zero
+	MOVQ  BX, R11
+	SHLQ  $0x04, R11
+	ADDQ  R9, R11
 
-	// tileloadd tmm0, [rdi+rbx*1] (AMX_TILE)
+	// tileloadd tmm0, [r9+rbx*1] (AMX_TILE)
 	BYTE $0xc4
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7b
 	BYTE $0x4b
 	BYTE $0x04
-	BYTE $0x1f
+	BYTE $0x19
 
-	// tileloadd tmm1, [rdi+rbx*1+64] (AMX_TILE)
+	// tileloadd tmm1, [r9+rbx*1+64] (AMX_TILE)
 	BYTE $0xc4
-	BYTE $0xe2
+	BYTE $0xc2
 	BYTE $0x7b
 	BYTE $0x4b
 	BYTE $0x4c
-	BYTE $0x1f
+	BYTE $0x19
 	BYTE $0x40
 
-	// tileloadd tmm2, [r10+rbx*1] (AMX_TILE)
+	// tileloadd tmm2, [r11+rbx*1] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7b
 	BYTE $0x4b
 	BYTE $0x14
-	BYTE $0x1a
+	BYTE $0x1b
 
-	// tileloadd tmm3, [r10+rbx*1+64] (AMX_TILE)
+	// tileloadd tmm3, [r11+rbx*1+64] (AMX_TILE)
 	BYTE $0xc4
 	BYTE $0xc2
 	BYTE $0x7b
 	BYTE $0x4b
 	BYTE $0x5c
-	BYTE $0x1a
+	BYTE $0x1b
 	BYTE $0x40
 	JMP  amx_loop
 
@@ -254,20 +257,25 @@ amx_loop:
 	BYTE $0x1a
 	BYTE $0x40
 
-	// Next tile: move a and c on by as and cs in their frame slots.
-	MOVQ tiles+56(FP), R11
-	DECQ R11
-	JZ   amx_done
-	MOVQ R11, tiles+56(FP)
-	MOVQ a+8(FP), SI
-	MOVQ as+64(FP), AX
-	ADDQ AX, SI
-	MOVQ SI, a+8(FP)
-	MOVQ c+32(FP), DI
-	MOVQ cs+72(FP), AX
-	ADDQ AX, DI
-	MOVQ DI, c+32(FP)
-	JMP  amx_tile
+	// Next tile: move a on by as, and c (and src, unless nil) by cs, in their frame slots.
+	MOVQ  tiles+56(FP), R11
+	DECQ  R11
+	JZ    amx_done
+	MOVQ  R11, tiles+56(FP)
+	MOVQ  a+8(FP), SI
+	MOVQ  as+64(FP), AX
+	ADDQ  AX, SI
+	MOVQ  SI, a+8(FP)
+	MOVQ  c+32(FP), DI
+	MOVQ  cs+72(FP), AX
+	ADDQ  AX, DI
+	MOVQ  DI, c+32(FP)
+	MOVQ  src+48(FP), DI
+	TESTQ DI, DI
+	JZ    amx_tile
+	ADDQ  AX, DI
+	MOVQ  DI, src+48(FP)
+	JMP   amx_tile
 
 amx_done:
 	// tilerelease (AMX_TILE)
@@ -278,9 +286,9 @@ amx_done:
 	BYTE $0xc0
 	RET
 
-// func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, load bool, bias *float32)
+// func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, src *float32, bias *float32)
 // Requires: AVX, AVX512F
-TEXT ·gemmAVX512(SB), NOSPLIT, $0-72
+TEXT ·gemmAVX512(SB), NOSPLIT, $0-80
 	MOVQ   c+32(FP), DI
 	MOVQ   a+8(FP), SI
 	MOVQ   lda+16(FP), CX
@@ -292,7 +300,7 @@ TEXT ·gemmAVX512(SB), NOSPLIT, $0-72
 	KMOVW  AX, K1
 	MOVW   k1+58(FP), AX
 	KMOVW  AX, K2
-	MOVB   load+60(FP), R11
+	MOVQ   src+64(FP), R11
 	LEAQ   (CX)(CX*2), DX
 	ADDQ   SI, DX
 	LEAQ   (CX)(CX*2), R12
@@ -313,11 +321,11 @@ TEXT ·gemmAVX512(SB), NOSPLIT, $0-72
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	TESTB  R11, R11
+	TESTQ  R11, R11
 	JNZ    avx_loadc
 
 	// Not loading C: start every row from the bias row, if any (masked).
-	MOVQ      bias+64(FP), R10
+	MOVQ      bias+72(FP), R10
 	TESTQ     R10, R10
 	JZ        avx_loop
 	VMOVUPS.Z (R10), K1, Z8
@@ -339,7 +347,7 @@ TEXT ·gemmAVX512(SB), NOSPLIT, $0-72
 	JMP       avx_loop
 
 avx_loadc:
-	MOVQ      DI, R10
+	MOVQ      R11, R10
 	CMPQ      R9, $0x00
 	JLE       avx_loop
 	VMOVUPS.Z (R10), K1, Z8

@@ -505,15 +505,11 @@ func (j *bfJob) block(p *bfProd, task int) {
 	if p.tri == LowerC && j0 >= i1 {
 		return // wholly above the diagonal: not wanted
 	}
-	if p.res != nil {
-		for i := i0; i < i1; i++ {
-			copy(c[i*ldc+j0:i*ldc+j1], p.res[i*ldc+j0:i*ldc+j1])
-		}
-	}
-	// An overwritten C starts from the bias in the kernel (its first
-	// term's first call); one that is added to (or starts from res) gets
-	// the bias added after.
+	// The block's first calls (one per panel) start C from res, or
+	// overwrite it from the bias; the later ones add to it. A C that is
+	// added to (or starts from res) gets the bias added after.
 	biasIn := p.bias != nil && !p.acc && p.res == nil
+	started := p.acc && p.res == nil // C holds what the product adds to
 	for ti := p.t0; ti < p.t1; ti++ {
 		sa, sb := &j.sides[j.terms[ti].sa], &j.sides[j.terms[ti].sb]
 		if sa.rows <= i0 {
@@ -526,17 +522,27 @@ func (j *bfJob) block(p *bfProd, task int) {
 		k0, k1 := triRange(p.tri, i0, ti1, kp)
 		for kb := k0; kb < k1; kb += bfBlockK {
 			kl := min(bfBlockK, k1-kb)
-			load := p.acc || p.res != nil || kb > k0 || ti > p.t0
 			for jr := j0; jr < j1; jr += bf16.NR {
 				bpan := sb.dst[jr/bf16.NR*sb.ps:][:bb]
 				nr := min(bf16.NR, j1-jr)
-				var bias []float32
-				if biasIn && !load {
+				var src, bias []float32
+				switch {
+				case started:
+					src = c[i0*ldc+jr:]
+				case p.res != nil:
+					src = p.res[i0*ldc+jr:]
+				case biasIn:
 					bias = p.bias[jr : jr+nr]
 				}
 				// All the block's rows down the panel in one call.
-				kn.Tile(kp, kb, kl, a, bpan, c[i0*ldc+jr:], ldc, ti1-i0, nr, load, bias)
+				kn.Tile(kp, kb, kl, a, bpan, c[i0*ldc+jr:], ldc, ti1-i0, nr, src, bias)
 			}
+			started = true
+		}
+	}
+	if !started && p.res != nil { // no term reached the block: C is res
+		for i := i0; i < i1; i++ {
+			copy(c[i*ldc+j0:i*ldc+j1], p.res[i*ldc+j0:i*ldc+j1])
 		}
 	}
 	if p.bias != nil && !biasIn {
