@@ -20,16 +20,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/printer"
 	. "github.com/mmcloughlin/avo/reg"
 
+	"github.com/synthgen/synthgen/gen/avofile"
 	"github.com/synthgen/synthgen/gen/x86enc"
 )
 
@@ -55,26 +53,7 @@ func run(dir string) error {
 		}
 		ctx.Doc(doc, "", "Requires (encoded by x86enc, checked by the caller): "+strings.Join(e.ISA(), ", ")+".")
 	}
-	asmFile, err := os.Create(filepath.Join(dir, "kernels_amd64.s"))
-	if err != nil {
-		return err
-	}
-	defer asmFile.Close()
-	stubFile, err := os.Create(filepath.Join(dir, "kernels_amd64.go"))
-	if err != nil {
-		return err
-	}
-	defer stubFile.Close()
-	pc := printer.Config{Argv: []string{"go", "run", "../../gen/bf16gemm"}, Pkg: "bf16"}
-	bc := &build.Config{ErrOut: os.Stderr, MaxErrors: 10, Passes: []pass.Interface{
-		pass.Compile,
-		&pass.Output{Writer: asmFile, Printer: printer.NewGoAsm(pc)},
-		&pass.Output{Writer: stubFile, Printer: printer.NewStubs(pc)},
-	}}
-	if build.Main(bc, ctx) != 0 {
-		return fmt.Errorf("avo build failed")
-	}
-	return nil
+	return avofile.Write(ctx, dir, "bf16", "go", "run", "../../gen/bf16gemm")
 }
 
 // tileConfig emits the 64-byte tile configuration: palette 1, all eight

@@ -18,14 +18,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
-	"github.com/mmcloughlin/avo/pass"
-	"github.com/mmcloughlin/avo/printer"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/synthgen/synthgen/gen/avofile"
 )
 
 func main() {
@@ -42,26 +41,7 @@ func run(dir string) error {
 	ctx.ConstraintExpr("!purego")
 	sumSquares(ctx)
 	scale(ctx)
-	asmFile, err := os.Create(filepath.Join(dir, "kernels_amd64.s"))
-	if err != nil {
-		return err
-	}
-	defer asmFile.Close()
-	stubFile, err := os.Create(filepath.Join(dir, "kernels_amd64.go"))
-	if err != nil {
-		return err
-	}
-	defer stubFile.Close()
-	pc := printer.Config{Argv: []string{"go", "run", "../../gen/optimgen"}, Pkg: "optim"}
-	bc := &build.Config{ErrOut: os.Stderr, MaxErrors: 10, Passes: []pass.Interface{
-		pass.Compile,
-		&pass.Output{Writer: asmFile, Printer: printer.NewGoAsm(pc)},
-		&pass.Output{Writer: stubFile, Printer: printer.NewStubs(pc)},
-	}}
-	if build.Main(bc, ctx) != 0 {
-		return fmt.Errorf("avo build failed")
-	}
-	return nil
+	return avofile.Write(ctx, dir, "optim", "go", "run", "../../gen/optimgen")
 }
 
 // prefetchAhead is how far ahead of the sum sumSquaresAVX prefetches,
