@@ -276,7 +276,8 @@ const touchAhead = 1024
 var touched uint32
 
 // addSquares adds g[j]² to acc[(first+j) mod 4] for every j, in order.
-// far is g and what follows it in memory (read ahead, see touchAhead).
+// far is g and what follows it in memory (read ahead, see touchAhead, by
+// the Go loop; the AVX kernel, when it runs, prefetches for itself).
 func addSquares(g, far []float32, first int, acc *[4]float64) {
 	j := 0
 	for ; j < len(g) && (first+j)&3 != 0; j++ {
