@@ -7,8 +7,7 @@
 // sumSquaresAVX is the gradient norm's float64 sum of squares in four
 // lanes, element k of the run to lane k mod 4, each lane summed in order:
 // bit for bit Go's four running sums (a float32 squared in float64 is
-// exact, so the product's rounding never differs). Each lane is one chain
-// of additions: the chain, not the multiplications, sets the pace.
+// exact, so the product's rounding never differs).
 //
 // scaleAVX is p ← p·d in float32: the decay-only update of weights whose
 // gradient and moments are zero (a causal R's upper triangle).

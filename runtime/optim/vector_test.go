@@ -56,13 +56,11 @@ func TestSumSquaresKernel(t *testing.T) {
 				g := vecValues(r, n, special)
 				far := append(g[:n:n], vecValues(r, 2048, false)...) // what follows g, read ahead
 				start := [4]float64{r.Float64(), 0, -r.Float64(), 1e-3}
-				var want [4]float64
-				want = start
+				want := start
 				for k, x := range g { // the definition: element k to lane (first+k) mod 4, in order
 					want[(first+k)&3] += float64(x) * float64(x)
 				}
-				var goAcc, vecAcc [4]float64
-				goAcc, vecAcc = start, start
+				goAcc, vecAcc := start, start
 				withVec(t, false, func() { addSquares(g, far, first, &goAcc) })
 				withVec(t, true, func() { addSquares(g, far, first, &vecAcc) })
 				for l := range 4 {
