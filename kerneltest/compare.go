@@ -510,7 +510,7 @@ func (k *call) prepare(v map[string][]float32, rng *rand.Rand, ref kernels.Set) 
 	case catalog.AFTFactors: // k − κ over [−8, 8]
 		scale("k", 4)
 		scale("kappa", 4)
-	case catalog.AFTQuotBack: // positive denominators
+	case catalog.AFTQuotBack, catalog.AFTQuot: // positive denominators
 		each("den", func(_, _ int, x float32) float32 { return x*x + 1e-3 })
 	case catalog.AFTKVBack: // ek in [0, 1]
 		each("ek", func(_, _ int, x float32) float32 { return x * x })

@@ -9,10 +9,13 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-// The factorised aft_full's element-wise kernels (AFTFactors, AFTQuotBack,
-// AFTKVBack, aft_full's specs) on t consecutive floats, against float64
-// references, run by TestKernels like the row-wise kernels. Tolerances,
-// with u = 2⁻²⁴:
+// The factorised aft_full's element-wise kernels (AFTMax, AFTFactors,
+// AFTQuot, AFTQuotBack, AFTKVBack, aft_full's specs) on t consecutive
+// floats, against float64 references, run by TestKernels like the
+// row-wise kernels. Tolerances, with u = 2⁻²⁴:
+//   - AFTMax: exact (it chooses one of its inputs).
+//   - AFTQuot: one correctly rounded division: u relative, plus 2⁻¹²⁶ for
+//     subnormal results.
 //   - AFTFactors: ek as Exp's (4u relative, 2⁻¹²⁶ absolute) of the
 //     float32 difference k − kappa, which is rounded first (u relative of
 //     the difference, so ek errs by u·|k − kappa| more); kv = ek·v one
@@ -22,12 +25,13 @@ import (
 //     count), plus 2⁻¹²⁶ for subnormal results.
 //   - AFTKVBack: dv one product (u); dk = ek·(v·g1 + g2) rounds the
 //     product, the sum and the product: 2u of |ek|·(|v·g1| + |g2|) plus u.
-// The backward ones perform the same float32 operations at every level, in
-// the same order, which TestAFTFlatMatchesGoLevel checks bit for bit.
+// All but AFTFactors perform the same float32 operations at every level,
+// in the same order, which TestAFTFlatMatchesGoLevel checks bit for bit.
 
 func init() {
 	for name, kt := range map[string]kernelTest{
-		"AFTFactors": aftFactorsTest, "AFTQuotBack": aftQuotBackTest, "AFTKVBack": aftKVBackTest,
+		"AFTMax": aftMaxTest, "AFTFactors": aftFactorsTest, "AFTQuot": aftQuotTest,
+		"AFTQuotBack": aftQuotBackTest, "AFTKVBack": aftKVBackTest,
 	} {
 		kt.lengths = rowLengths
 		kernelTests[name] = kt
@@ -55,6 +59,86 @@ func normals(rng *rand.Rand, t int, sd float64) []float32 {
 		x[i] = float32(rng.NormFloat64() * sd)
 	}
 	return x
+}
+
+// maxInputs returns k and kappa for t elements: normal pairs (mode
+// "edges": ties, signed zeros, infinities and kappa's −Inf start among
+// them).
+func maxInputs(t int, mode string, rng *rand.Rand) (k, kappa []float32) {
+	k, kappa = normals(rng, t, 3), normals(rng, t, 3)
+	if mode == "edges" {
+		inf := float32(math.Inf(1))
+		for i := range t {
+			switch i % 6 {
+			case 0:
+				kappa[i] = k[i]
+			case 1:
+				k[i], kappa[i] = float32(math.Copysign(0, -1)), 0
+			case 2:
+				k[i], kappa[i] = 0, float32(math.Copysign(0, -1))
+			case 3:
+				kappa[i] = -inf
+			case 4:
+				k[i] = inf
+			}
+		}
+	}
+	return k, kappa
+}
+
+var aftMaxTest = kernelTest{
+	modes: []string{"random", "edges"},
+	scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
+		l := perRow(t)
+		k, kappa := maxInputs(t, mode, rng)
+		w := newExpect("kappa", l)
+		for i := range t {
+			m := k[i]
+			if kappa[i] > k[i] {
+				m = kappa[i]
+			}
+			w.set(i, 0, float64(m), 0)
+		}
+		return scenario{
+			ops: []*operand{{name: "k", lay: l, role: in, vals: k},
+				{name: "kappa", lay: l, role: acc, vals: kappa}},
+			want: map[string]*expect{"kappa": w},
+		}
+	},
+}
+
+// quotInputs returns num and den for t elements: den positive over many
+// binades (mode "edges": aftTiny's 2⁻⁶⁰ and subnormal quotients among
+// them), num the sums of smaller terms they are.
+func quotInputs(t int, mode string, rng *rand.Rand) (num, den []float32) {
+	num, den = normals(rng, t, 1), make([]float32, t)
+	for i := range t {
+		den[i] = float32(math.Exp(rng.NormFloat64() * 3))
+		if mode == "edges" {
+			den[i] = []float32{0x1p-60, 1e30, 1, 3, 0x1p-100}[i%5] * float32(1+rng.Float64())
+			if i%7 == 0 {
+				num[i] *= 0x1p-100
+			}
+		}
+	}
+	return num, den
+}
+
+var aftQuotTest = kernelTest{
+	modes: []string{"random", "edges"},
+	scenario: func(e *env, _ string, t int, mode string, rng *rand.Rand) scenario {
+		l := perRow(t)
+		num, den := quotInputs(t, mode, rng)
+		w := newExpect("z", l)
+		for i := range t {
+			q := float64(num[i]) / float64(den[i])
+			w.set(i, 0, q, u*math.Abs(q)+0x1p-126)
+		}
+		return scenario{
+			ops:  flatOps(l, map[string][]float32{"num": num, "den": den}, []string{"num", "den"}, "z"),
+			want: map[string]*expect{"z": w},
+		}
+	},
 }
 
 var aftFactorsTest = kernelTest{
@@ -190,6 +274,39 @@ var aftFlatMutants = []mutant{
 			return r
 		}
 	}},
+	{"AFTMax as a minimum", "AFTMax", "random", 7, func(e *env, ok invoker) invoker {
+		return func(a args) float32 {
+			k, kappa := a.s["k"], a.s["kappa"]
+			for i := range a.t {
+				kappa[i] = min(kappa[i], k[i])
+			}
+			return 0
+		}
+	}},
+	{"AFTMax skips the last element (kappa −Inf there)", "AFTMax", "edges", 10, func(e *env, ok invoker) invoker {
+		return func(a args) float32 {
+			if a.t > 0 {
+				a.t--
+			}
+			return ok(a)
+		}
+	}},
+	{"AFTQuot through 1/den", "AFTQuot", "random", 33, func(e *env, ok invoker) invoker {
+		return func(a args) float32 {
+			for i := range a.t {
+				a.s["z"][i] = a.s["num"][i] * (1 / a.s["den"][i])
+			}
+			return 0
+		}
+	}},
+	{"AFTQuot skips the last element", "AFTQuot", "random", 7, func(e *env, ok invoker) invoker {
+		return func(a args) float32 {
+			if a.t > 0 {
+				a.t--
+			}
+			return ok(a)
+		}
+	}},
 	{"AFTQuotBack's dden without the minus", "AFTQuotBack", "random", 7, func(e *env, ok invoker) invoker {
 		return func(a args) float32 {
 			r := ok(a)
@@ -227,9 +344,9 @@ var aftFlatMutants = []mutant{
 	}},
 }
 
-// TestAFTFlatMatchesGoLevel checks that every level's AFTQuotBack and
-// AFTKVBack give the Go level's bits, on random and edge inputs of 1000
-// elements (whole vectors and a tail). Skipped where the Go compiler may
+// TestAFTFlatMatchesGoLevel checks that every level's AFTMax, AFTQuot,
+// AFTQuotBack and AFTKVBack give the Go level's bits, on random and edge
+// inputs of 1000 elements (whole vectors and a tail). Skipped where the Go compiler may
 // fuse AFTKVBack's v·g1 + g2 (GOAMD64 v3 and up).
 func TestAFTFlatMatchesGoLevel(t *testing.T) {
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -256,29 +373,36 @@ func TestAFTFlatMatchesGoLevel(t *testing.T) {
 			continue
 		}
 		const n = 1000
-		var dz, z, den, ek, v, g1, g2 []float32
+		var dz, z, den, ek, v, g1, g2, k, kappa, num, qden []float32
 		for _, mode := range []string{"random", "edges"} {
 			a, b, c := quotBackInputs(n, mode, rngFor("quotBits", name, mode))
 			dz, z, den = append(dz, a...), append(z, b...), append(den, c...)
 			p, q, r, s := kvBackInputs(n, mode, rngFor("kvBits", name, mode))
 			ek, v, g1, g2 = append(ek, p...), append(v, q...), append(g1, r...), append(g2, s...)
+			x, y := maxInputs(n, mode, rngFor("maxBits", name, mode))
+			k, kappa = append(k, x...), append(kappa, y...)
+			x, y = quotInputs(n, mode, rngFor("quotFwdBits", name, mode))
+			num, qden = append(num, x...), append(qden, y...)
 		}
-		var ref [4][]float32
+		var ref [6][]float32
 		for _, s := range levelsOf(t, name) {
-			if s.AFTQuotBack == nil || s.AFTKVBack == nil {
-				t.Fatalf("%s %s: no AFTQuotBack or AFTKVBack", name, s.ISA)
+			if s.AFTMax == nil || s.AFTQuot == nil || s.AFTQuotBack == nil || s.AFTKVBack == nil {
+				t.Fatalf("%s %s: no AFTMax, AFTQuot, AFTQuotBack or AFTKVBack", name, s.ISA)
 			}
-			var out [4][]float32
+			var out [6][]float32
 			for i := range out {
 				out[i] = make([]float32, 2*n)
 			}
 			s.AFTQuotBack(2*n, dz, z, den, out[0], out[1])
 			s.AFTKVBack(2*n, ek, v, g1, g2, out[2], out[3])
+			copy(out[4], kappa)
+			s.AFTMax(2*n, k, out[4])
+			s.AFTQuot(2*n, num, qden, out[5])
 			if s.ISA == kernels.Go {
 				ref = out
 				continue
 			}
-			for o, what := range []string{"dnum", "dden", "dk", "dv"} {
+			for o, what := range []string{"dnum", "dden", "dk", "dv", "kappa", "z"} {
 				if i := same(out[o], ref[o]); i >= 0 {
 					t.Errorf("%s %s: %s[%d] = %g; the Go level gives %g", name, s.ISA, what, i, out[o][i], ref[o][i])
 				}

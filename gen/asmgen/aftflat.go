@@ -10,14 +10,17 @@ import (
 	"github.com/synthgen/synthgen/runtime/kernels"
 )
 
-// The factorised aft_full's element-wise passes (kernels.AFTFactorsFunc,
-// AFTQuotBackFunc, AFTKVBackFunc) at the AVX-512 and AVX2 levels, over t
-// consecutive floats (rowKit's flatN, gateUnroll vectors at a time).
-// AFTFactors takes Exp's clamp and exponential; the two backward ones
-// repeat the Go version's float32 operations one for one, without FMA, so
-// every level gives the same bits.
+// The factorised aft_full's element-wise passes (kernels.AFTMaxFunc,
+// AFTFactorsFunc, AFTQuotFunc, AFTQuotBackFunc, AFTKVBackFunc) at the
+// AVX-512 and AVX2 levels, over t consecutive floats (rowKit's flatN,
+// gateUnroll vectors at a time). AFTFactors takes Exp's clamp and
+// exponential; the others repeat the Go version's float32 operations one
+// for one, without FMA (AFTMax: MAXPS, whose comparison the Go version
+// spells out), so every level gives the same bits.
 
+func emitAFTMax(f *File, op catalog.Op, isa kernels.ISA)      { newRowKit(f, op, isa).aftMax() }
 func emitAFTFactors(f *File, op catalog.Op, isa kernels.ISA)  { newRowKit(f, op, isa).aftFactors() }
+func emitAFTQuot(f *File, op catalog.Op, isa kernels.ISA)     { newRowKit(f, op, isa).aftQuot() }
 func emitAFTQuotBack(f *File, op catalog.Op, isa kernels.ISA) { newRowKit(f, op, isa).aftQuotBack() }
 func emitAFTKVBack(f *File, op catalog.Op, isa kernels.ISA)   { newRowKit(f, op, isa).aftKVBack() }
 
@@ -35,6 +38,28 @@ func (r *rowKit) aftFactors() {
 		r.storeM(e, mask, at(ek))
 		c.VMULPS(r.memOrLoad(at(v), mask), e, e)
 		r.storeM(e, mask, at(kv))
+	})
+}
+
+// aftMax: kappa = kappa > k ? kappa : k (MAXPS with kappa first).
+func (r *rowKit) aftMax() {
+	c := r.c
+	k, kappa := r.param("k"), r.param("kappa")
+	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{k, kappa}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
+		m := r.get(at(kappa), mask)
+		c.VMAXPS(r.memOrLoad(at(k), mask), m, m)
+		r.storeM(m, mask, at(kappa))
+	})
+}
+
+// aftQuot: z = num/den.
+func (r *rowKit) aftQuot() {
+	c := r.c
+	num, den, z := r.param("num"), r.param("den"), r.param("z")
+	r.flatN(1, r.gateUnroll(), []reg.GPVirtual{num, den, z}, func(at func(reg.Register) operand.Mem, mask reg.Register, _ int) {
+		q := r.get(at(num), mask)
+		c.VDIVPS(r.memOrLoad(at(den), mask), q, q) // masked-off lanes: 0/0, not stored
+		r.storeM(q, mask, at(z))
 	})
 }
 

@@ -61,6 +61,9 @@ const (
 	SoftmaxRows     // kernels.SoftmaxRowsFunc
 	SoftmaxRowsBack // kernels.SoftmaxRowsBackFunc
 
+	AFTMax  // kernels.AFTMaxFunc
+	AFTQuot // kernels.AFTQuotFunc
+
 	numKinds
 )
 
@@ -707,6 +710,26 @@ var table = [numKinds]Entry{
 			}
 			a, g, db := s("a"), s("g"), s("db")
 			return func() float32 { f(t, a, g, db); return 0 }
+		}},
+	AFTMax: {Name: "AFTMax", Params: params(in("k"), acc("kappa")),
+		Flat: true, Forward: NoKind,
+		bind: func(fn any, t int, s sl, _ sc) func() float32 {
+			f, ok := fn.(kernels.AFTMaxFunc)
+			if !ok {
+				return nil
+			}
+			k, kappa := s("k"), s("kappa")
+			return func() float32 { f(t, k, kappa); return 0 }
+		}},
+	AFTQuot: {Name: "AFTQuot", Params: params(in("num", "den"), out("z")),
+		Flat: true, Forward: NoKind,
+		bind: func(fn any, t int, s sl, _ sc) func() float32 {
+			f, ok := fn.(kernels.AFTQuotFunc)
+			if !ok {
+				return nil
+			}
+			num, den, z := s("num"), s("den"), s("z")
+			return func() float32 { f(t, num, den, z); return 0 }
 		}},
 }
 

@@ -8,11 +8,11 @@ import (
 	"github.com/synthgen/synthgen/gen/catalog"
 )
 
-// The factorised aft_full's element-wise passes (kernels.AFTFactorsFunc,
-// AFTQuotBackFunc, AFTKVBackFunc) over t consecutive floats. AFTFactors
-// takes Exp's float64 exponential of the float32 difference k − kappa;
-// the backward ones are the float32 operations the assembly repeats, in
-// its order.
+// The factorised aft_full's element-wise passes (kernels.AFTMaxFunc,
+// AFTFactorsFunc, AFTQuotFunc, AFTQuotBackFunc, AFTKVBackFunc) over t
+// consecutive floats. AFTFactors takes Exp's float64 exponential of the
+// float32 difference k − kappa; the others are the float32 operations the
+// assembly repeats, in its order (AFTMax: MAXPS's comparison).
 
 // flatFunc emits func name(t int, params ... []float32) whose body
 // reslices every parameter to t, then loops i over them running body.
@@ -46,6 +46,22 @@ func emitAFTFactors(f *jen.File, op catalog.Op, _ catalog.Config) {
 		jen.Block(block...),
 		elem("ek").Op("=").Float32().Call(id("e")),
 		elem("kv").Op("=").Add(elem("ek")).Op("*").Add(elem("v")),
+	)
+}
+
+func emitAFTMax(f *jen.File, op catalog.Op, _ catalog.Config) {
+	flatFunc(f, Name(op), fmt.Sprintf("%s sets kappa = k unless kappa > k over t floats, as MAXPS does (kernels.AFTMaxFunc).", Name(op)),
+		[]string{"k", "kappa"},
+		jen.If(jen.Op("!").Parens(elem("kappa").Op(">").Add(elem("k")))).Block(
+			elem("kappa").Op("=").Add(elem("k")),
+		),
+	)
+}
+
+func emitAFTQuot(f *jen.File, op catalog.Op, _ catalog.Config) {
+	flatFunc(f, Name(op), fmt.Sprintf("%s sets z = num/den over t floats (kernels.AFTQuotFunc).", Name(op)),
+		[]string{"num", "den", "z"},
+		elem("z").Op("=").Add(elem("num")).Op("/").Add(elem("den")),
 	)
 }
 

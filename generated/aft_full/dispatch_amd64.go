@@ -26,12 +26,26 @@ func expAvx2Checked(t int, x []float32) {
 	}
 	expAVX2(t, x)
 }
+func aftMaxAvx2Checked(t int, k []float32, kappa []float32) {
+	checkAFTMax(t, k, kappa)
+	if t == 0 {
+		return
+	}
+	aftMaxAVX2(t, k, kappa)
+}
 func aftFactorsAvx2Checked(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
 	checkAFTFactors(t, k, kappa, v, kv, ek)
 	if t == 0 {
 		return
 	}
 	aftFactorsAVX2(t, k, kappa, v, kv, ek)
+}
+func aftQuotAvx2Checked(t int, num []float32, den []float32, z []float32) {
+	checkAFTQuot(t, num, den, z)
+	if t == 0 {
+		return
+	}
+	aftQuotAVX2(t, num, den, z)
 }
 func aftQuotBackAvx2Checked(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32) {
 	checkAFTQuotBack(t, dz, z, den, dnum, dden)
@@ -186,12 +200,26 @@ func expAvx512Checked(t int, x []float32) {
 	}
 	expAVX512(t, x)
 }
+func aftMaxAvx512Checked(t int, k []float32, kappa []float32) {
+	checkAFTMax(t, k, kappa)
+	if t == 0 {
+		return
+	}
+	aftMaxAVX512(t, k, kappa)
+}
 func aftFactorsAvx512Checked(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
 	checkAFTFactors(t, k, kappa, v, kv, ek)
 	if t == 0 {
 		return
 	}
 	aftFactorsAVX512(t, k, kappa, v, kv, ek)
+}
+func aftQuotAvx512Checked(t int, num []float32, den []float32, z []float32) {
+	checkAFTQuot(t, num, den, z)
+	if t == 0 {
+		return
+	}
+	aftQuotAVX512(t, num, den, z)
 }
 func aftQuotBackAvx512Checked(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32) {
 	checkAFTQuotBack(t, dz, z, den, dnum, dden)
@@ -333,6 +361,8 @@ func sets() []kernels.Set {
 		AFTFull:       aftFullAvx2Checked,
 		AFTFullBack:   aftFullBackAvx2Checked,
 		AFTKVBack:     aftKVBackAvx2Checked,
+		AFTMax:        aftMaxAvx2Checked,
+		AFTQuot:       aftQuotAvx2Checked,
 		AFTQuotBack:   aftQuotBackAvx2Checked,
 		AdamW:         adamWAvx2Checked,
 		AttendKV:      attendKVAvx2Checked,
@@ -358,6 +388,8 @@ func sets() []kernels.Set {
 		AFTFull:       aftFullAvx512Checked,
 		AFTFullBack:   aftFullBackAvx512Checked,
 		AFTKVBack:     aftKVBackAvx512Checked,
+		AFTMax:        aftMaxAvx512Checked,
+		AFTQuot:       aftQuotAvx512Checked,
 		AFTQuotBack:   aftQuotBackAvx512Checked,
 		AdamW:         adamWAvx512Checked,
 		AttendKV:      attendKVAvx512Checked,

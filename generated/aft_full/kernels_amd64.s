@@ -374,6 +374,59 @@ done_4:
 DATA exp_hi_42b00000<>+0(SB)/4, $0x42b00000
 GLOBL exp_hi_42b00000<>(SB), RODATA|NOPTR, $4
 
+// func aftMaxAVX512(t int, k []float32, kappa []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·aftMaxAVX512(SB), NOSPLIT, $0-56
+	MOVQ k_base+8(FP), AX
+	MOVQ kappa_base+32(FP), CX
+	MOVQ t+0(FP), DX
+
+many_1:
+	CMPQ    DX, $+64
+	JLT     one_2
+	VMOVUPS (CX), Z0
+	VMAXPS  (AX), Z0, Z0
+	VMOVUPS Z0, (CX)
+	VMOVUPS 64(CX), Z0
+	VMAXPS  64(AX), Z0, Z0
+	VMOVUPS Z0, 64(CX)
+	VMOVUPS 128(CX), Z0
+	VMAXPS  128(AX), Z0, Z0
+	VMOVUPS Z0, 128(CX)
+	VMOVUPS 192(CX), Z0
+	VMAXPS  192(AX), Z0, Z0
+	VMOVUPS Z0, 192(CX)
+	ADDQ    $+256, AX
+	ADDQ    $+256, CX
+	SUBQ    $+64, DX
+	JMP     many_1
+
+one_2:
+	CMPQ    DX, $+16
+	JLT     tail_3
+	VMOVUPS (CX), Z0
+	VMAXPS  (AX), Z0, Z0
+	VMOVUPS Z0, (CX)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	SUBQ    $+16, DX
+	JMP     one_2
+
+tail_3:
+	TESTQ     DX, DX
+	JZ        done_4
+	MOVL      $0x0000ffff, BX
+	BZHIL     DX, BX, BX
+	KMOVW     BX, K1
+	VMOVUPS.Z (CX), K1, Z0
+	VMOVUPS.Z (AX), K1, Z1
+	VMAXPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (CX)
+
+done_4:
+	VZEROUPPER
+	RET
+
 // func aftFactorsAVX512(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
 // Requires: AVX, AVX512F, BMI2
 TEXT ·aftFactorsAVX512(SB), NOSPLIT, $0-128
@@ -523,6 +576,62 @@ tail_3:
 	VMOVUPS.Z        (DX), K1, Z1
 	VMULPS           Z1, Z0, Z0
 	VMOVUPS          Z0, K1, (BX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+// func aftQuotAVX512(t int, num []float32, den []float32, z []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·aftQuotAVX512(SB), NOSPLIT, $0-80
+	MOVQ num_base+8(FP), AX
+	MOVQ den_base+32(FP), CX
+	MOVQ z_base+56(FP), DX
+	MOVQ t+0(FP), BX
+
+many_1:
+	CMPQ    BX, $+64
+	JLT     one_2
+	VMOVUPS (AX), Z0
+	VDIVPS  (CX), Z0, Z0
+	VMOVUPS Z0, (DX)
+	VMOVUPS 64(AX), Z0
+	VDIVPS  64(CX), Z0, Z0
+	VMOVUPS Z0, 64(DX)
+	VMOVUPS 128(AX), Z0
+	VDIVPS  128(CX), Z0, Z0
+	VMOVUPS Z0, 128(DX)
+	VMOVUPS 192(AX), Z0
+	VDIVPS  192(CX), Z0, Z0
+	VMOVUPS Z0, 192(DX)
+	ADDQ    $+256, AX
+	ADDQ    $+256, CX
+	ADDQ    $+256, DX
+	SUBQ    $+64, BX
+	JMP     many_1
+
+one_2:
+	CMPQ    BX, $+16
+	JLT     tail_3
+	VMOVUPS (AX), Z0
+	VDIVPS  (CX), Z0, Z0
+	VMOVUPS Z0, (DX)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	ADDQ    $+64, DX
+	SUBQ    $+16, BX
+	JMP     one_2
+
+tail_3:
+	TESTQ     BX, BX
+	JZ        done_4
+	MOVL      $0x0000ffff, SI
+	BZHIL     BX, SI, SI
+	KMOVW     SI, K1
+	VMOVUPS.Z (AX), K1, Z0
+	VMOVUPS.Z (CX), K1, Z1
+	VDIVPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DX)
 
 done_4:
 	VZEROUPPER
@@ -4058,6 +4167,53 @@ DATA lanemask8<>+56(SB)/4, $0x00000000
 DATA lanemask8<>+60(SB)/4, $0x00000000
 GLOBL lanemask8<>(SB), RODATA|NOPTR, $64
 
+// func aftMaxAVX2(t int, k []float32, kappa []float32)
+// Requires: AVX
+TEXT ·aftMaxAVX2(SB), NOSPLIT, $0-56
+	MOVQ k_base+8(FP), AX
+	MOVQ kappa_base+32(FP), CX
+	MOVQ t+0(FP), DX
+
+many_1:
+	CMPQ    DX, $+16
+	JLT     one_2
+	VMOVUPS (CX), Y0
+	VMAXPS  (AX), Y0, Y0
+	VMOVUPS Y0, (CX)
+	VMOVUPS 32(CX), Y0
+	VMAXPS  32(AX), Y0, Y0
+	VMOVUPS Y0, 32(CX)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	SUBQ    $+16, DX
+	JMP     many_1
+
+one_2:
+	CMPQ    DX, $+8
+	JLT     tail_3
+	VMOVUPS (CX), Y0
+	VMAXPS  (AX), Y0, Y0
+	VMOVUPS Y0, (CX)
+	ADDQ    $+32, AX
+	ADDQ    $+32, CX
+	SUBQ    $+8, DX
+	JMP     one_2
+
+tail_3:
+	TESTQ      DX, DX
+	JZ         done_4
+	LEAQ       lanemask8<>+0(SB), BX
+	NEGQ       DX
+	VMOVDQU    32(BX)(DX*4), Y0
+	VMASKMOVPS (CX), Y0, Y1
+	VMASKMOVPS (AX), Y0, Y2
+	VMAXPS     Y2, Y1, Y1
+	VMASKMOVPS Y1, Y0, (CX)
+
+done_4:
+	VZEROUPPER
+	RET
+
 // func aftFactorsAVX2(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·aftFactorsAVX2(SB), NOSPLIT, $0-128
@@ -4183,6 +4339,56 @@ tail_3:
 	VMASKMOVPS  (DX), Y1, Y2
 	VMULPS      Y2, Y0, Y0
 	VMASKMOVPS  Y0, Y1, (BX)
+
+done_4:
+	VZEROUPPER
+	RET
+
+// func aftQuotAVX2(t int, num []float32, den []float32, z []float32)
+// Requires: AVX
+TEXT ·aftQuotAVX2(SB), NOSPLIT, $0-80
+	MOVQ num_base+8(FP), AX
+	MOVQ den_base+32(FP), CX
+	MOVQ z_base+56(FP), DX
+	MOVQ t+0(FP), BX
+
+many_1:
+	CMPQ    BX, $+16
+	JLT     one_2
+	VMOVUPS (AX), Y0
+	VDIVPS  (CX), Y0, Y0
+	VMOVUPS Y0, (DX)
+	VMOVUPS 32(AX), Y0
+	VDIVPS  32(CX), Y0, Y0
+	VMOVUPS Y0, 32(DX)
+	ADDQ    $+64, AX
+	ADDQ    $+64, CX
+	ADDQ    $+64, DX
+	SUBQ    $+16, BX
+	JMP     many_1
+
+one_2:
+	CMPQ    BX, $+8
+	JLT     tail_3
+	VMOVUPS (AX), Y0
+	VDIVPS  (CX), Y0, Y0
+	VMOVUPS Y0, (DX)
+	ADDQ    $+32, AX
+	ADDQ    $+32, CX
+	ADDQ    $+32, DX
+	SUBQ    $+8, BX
+	JMP     one_2
+
+tail_3:
+	TESTQ      BX, BX
+	JZ         done_4
+	LEAQ       lanemask8<>+0(SB), SI
+	NEGQ       BX
+	VMOVDQU    32(SI)(BX*4), Y0
+	VMASKMOVPS (AX), Y0, Y1
+	VMASKMOVPS (CX), Y0, Y2
+	VDIVPS     Y2, Y1, Y1
+	VMASKMOVPS Y1, Y0, (DX)
 
 done_4:
 	VZEROUPPER

@@ -25,12 +25,26 @@ func expGoChecked(t int, x []float32) {
 	}
 	expGo(t, x)
 }
+func aftMaxGoChecked(t int, k []float32, kappa []float32) {
+	checkAFTMax(t, k, kappa)
+	if t == 0 {
+		return
+	}
+	aftMaxGo(t, k, kappa)
+}
 func aftFactorsGoChecked(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
 	checkAFTFactors(t, k, kappa, v, kv, ek)
 	if t == 0 {
 		return
 	}
 	aftFactorsGo(t, k, kappa, v, kv, ek)
+}
+func aftQuotGoChecked(t int, num []float32, den []float32, z []float32) {
+	checkAFTQuot(t, num, den, z)
+	if t == 0 {
+		return
+	}
+	aftQuotGo(t, num, den, z)
 }
 func aftQuotBackGoChecked(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32) {
 	checkAFTQuotBack(t, dz, z, den, dnum, dden)
@@ -137,6 +151,8 @@ func goSet() kernels.Set {
 		AFTFull:       aftFullGoChecked,
 		AFTFullBack:   aftFullBackGoChecked,
 		AFTKVBack:     aftKVBackGoChecked,
+		AFTMax:        aftMaxGoChecked,
+		AFTQuot:       aftQuotGoChecked,
 		AFTQuotBack:   aftQuotBackGoChecked,
 		AdamW:         adamWGoChecked,
 		Exp:           expGoChecked,

@@ -36,11 +36,25 @@ func BenchmarkExp(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "Exp")
 }
 
+// BenchmarkAFTMax measures AFTMax on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAFTMax(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AFTMax")
+}
+
 // BenchmarkAFTFactors measures AFTFactors on each instruction set, in sub-benchmarks
 // isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
 // kerneltest.Benchmark).
 func BenchmarkAFTFactors(b *testing.B) {
 	kerneltest.Benchmark(b, Spec, "AFTFactors")
+}
+
+// BenchmarkAFTQuot measures AFTQuot on each instruction set, in sub-benchmarks
+// isa=go|avx2|avx512, in GFLOP/s (Gelem/s for a kernel without a FLOP convention; see
+// kerneltest.Benchmark).
+func BenchmarkAFTQuot(b *testing.B) {
+	kerneltest.Benchmark(b, Spec, "AFTQuot")
 }
 
 // BenchmarkAFTQuotBack measures AFTQuotBack on each instruction set, in sub-benchmarks

@@ -14,7 +14,13 @@ func aftFullBackAVX512(t int, k []float32, v []float32, w []float32, z []float32
 func expAVX512(t int, x []float32)
 
 //go:noescape
+func aftMaxAVX512(t int, k []float32, kappa []float32)
+
+//go:noescape
 func aftFactorsAVX512(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
+
+//go:noescape
+func aftQuotAVX512(t int, num []float32, den []float32, z []float32)
 
 //go:noescape
 func aftQuotBackAVX512(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32)
@@ -80,7 +86,13 @@ func aftFullBackAVX2(t int, k []float32, v []float32, w []float32, z []float32, 
 func expAVX2(t int, x []float32)
 
 //go:noescape
+func aftMaxAVX2(t int, k []float32, kappa []float32)
+
+//go:noescape
 func aftFactorsAVX2(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32)
+
+//go:noescape
+func aftQuotAVX2(t int, num []float32, den []float32, z []float32)
 
 //go:noescape
 func aftQuotBackAVX2(t int, dz []float32, z []float32, den []float32, dnum []float32, dden []float32)

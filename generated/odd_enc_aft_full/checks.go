@@ -76,6 +76,19 @@ func checkExp(t int, x []float32) {
 	}
 }
 
+// checkAFTMax panics unless t and the slices fit AFTMax's sizes.
+func checkAFTMax(t int, k []float32, kappa []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_enc_aft_full.AFTMax: t = %d, want t ≥ 0", t))
+	}
+	if len(k) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("odd_enc_aft_full.AFTMax: len(k) = %d, need %d at t = %d", len(k), need(t, t, 1, 1), t))
+	}
+	if len(kappa) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("odd_enc_aft_full.AFTMax: len(kappa) = %d, need %d at t = %d", len(kappa), need(t, t, 1, 1), t))
+	}
+}
+
 // checkAFTFactors panics unless t and the slices fit AFTFactors's sizes.
 func checkAFTFactors(t int, k []float32, kappa []float32, v []float32, kv []float32, ek []float32) {
 	if t < 0 {
@@ -95,6 +108,22 @@ func checkAFTFactors(t int, k []float32, kappa []float32, v []float32, kv []floa
 	}
 	if len(ek) < need(t, t, 1, 1) {
 		panic(fmt.Sprintf("odd_enc_aft_full.AFTFactors: len(ek) = %d, need %d at t = %d", len(ek), need(t, t, 1, 1), t))
+	}
+}
+
+// checkAFTQuot panics unless t and the slices fit AFTQuot's sizes.
+func checkAFTQuot(t int, num []float32, den []float32, z []float32) {
+	if t < 0 {
+		panic(fmt.Sprintf("odd_enc_aft_full.AFTQuot: t = %d, want t ≥ 0", t))
+	}
+	if len(num) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("odd_enc_aft_full.AFTQuot: len(num) = %d, need %d at t = %d", len(num), need(t, t, 1, 1), t))
+	}
+	if len(den) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("odd_enc_aft_full.AFTQuot: len(den) = %d, need %d at t = %d", len(den), need(t, t, 1, 1), t))
+	}
+	if len(z) < need(t, t, 1, 1) {
+		panic(fmt.Sprintf("odd_enc_aft_full.AFTQuot: len(z) = %d, need %d at t = %d", len(z), need(t, t, 1, 1), t))
 	}
 }
 

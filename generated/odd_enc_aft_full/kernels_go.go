@@ -124,6 +124,16 @@ func expGo(t int, x []float32) {
 	}
 }
 
+// aftMaxGo sets kappa = k unless kappa > k over t floats, as MAXPS does (kernels.AFTMaxFunc).
+func aftMaxGo(t int, k, kappa []float32) {
+	k, kappa = k[:t], kappa[:t]
+	for i := range k {
+		if !(kappa[i] > k[i]) {
+			kappa[i] = k[i]
+		}
+	}
+}
+
 // aftFactorsGo sets ek = e^min(k − kappa, 88) and kv = ek·v over t floats (kernels.AFTFactorsFunc).
 func aftFactorsGo(t int, k, kappa, v, kv, ek []float32) {
 	k, kappa, v, kv, ek = k[:t], kappa[:t], v[:t], kv[:t], ek[:t]
@@ -148,6 +158,14 @@ func aftFactorsGo(t int, k, kappa, v, kv, ek []float32) {
 		}
 		ek[i] = float32(e)
 		kv[i] = ek[i] * v[i]
+	}
+}
+
+// aftQuotGo sets z = num/den over t floats (kernels.AFTQuotFunc).
+func aftQuotGo(t int, num, den, z []float32) {
+	num, den, z = num[:t], den[:t], z[:t]
+	for i := range num {
+		z[i] = num[i] / den[i]
 	}
 }
 

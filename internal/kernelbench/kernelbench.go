@@ -69,7 +69,7 @@ func RandSlice(r *rand.Rand, n int, scale float32) []float32 {
 // made what the kernel expects: probabilities for the softmax-value
 // backward, positive features for linear attention, a log-sum-exp above
 // every logit for the cross-entropy's backward, non-negative second
-// moments for AdamW, positive denominators for AFTQuotBack, σ ≡ 1 for
+// moments for AdamW, positive denominators for AFTQuot and AFTQuotBack, σ ≡ 1 for
 // GateBack. For a backward kernel whose forward writes statistics it reads
 // (the catalog entry's Forward: the attention-free and linear attention
 // kernels, LayerNorm), the forward of set ref runs on the arguments first
@@ -97,7 +97,7 @@ func Args(spec specs.Spec, op catalog.Op, ref kernels.Set, t int) map[string][]f
 		for i, x := range a["v"] {
 			a["v"][i] = x * x * 1e-4
 		}
-	case catalog.AFTQuotBack: // denominators are positive
+	case catalog.AFTQuotBack, catalog.AFTQuot: // denominators are positive
 		for i, x := range a["den"] {
 			a["den"][i] = float32(math.Abs(float64(x))) + 0.5
 		}

@@ -337,6 +337,19 @@ type GateBackFunc func(t int, dy, q, z, dq []float32)
 // ek[i]·v[i].
 type AFTFactorsFunc func(t int, k, kappa, v, kv, ek []float32)
 
+// AFTMaxFunc is the factorised aft_full's running key maximum over t
+// consecutive floats (a row of one sequence's channels): kappa[i] = k[i]
+// unless kappa[i] > k[i], the comparison of MAXPS (a NaN k[i] is taken, a
+// NaN kappa[i] gives way to the next k[i]), so every level gives the same
+// bits.
+type AFTMaxFunc func(t int, k, kappa []float32)
+
+// AFTQuotFunc is the factorised aft_full's quotient over t consecutive
+// floats: z[i] = num[i]/den[i], one correctly rounded float32 division, so
+// every level gives the same bits. A den[i] of 0 gives an infinity or a
+// NaN; the caller computes such elements otherwise.
+type AFTQuotFunc func(t int, num, den, z []float32)
+
 // AFTQuotBackFunc is the backward of the factorised aft_full's quotient
 // z = num/den over t consecutive floats: with r = 1/den[i] rounded to
 // float32, dnum[i] = dz[i]·r and dden[i] = −(dz[i]·z[i])·r, each rounded in
@@ -536,7 +549,9 @@ type Set struct {
 	// aft_full's exponentials (a row-wise kernel of its spec only).
 	Exp ExpFunc
 	// The factorised aft_full's element-wise passes (its specs only).
+	AFTMax      AFTMaxFunc
 	AFTFactors  AFTFactorsFunc
+	AFTQuot     AFTQuotFunc
 	AFTQuotBack AFTQuotBackFunc
 	AFTKVBack   AFTKVBackFunc
 	// Every aft variant's σ(Q) gate, forward and backward.

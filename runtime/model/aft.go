@@ -46,7 +46,9 @@ func (m *Model) needAttnFree(need func(ok bool, name string)) {
 		need(k.AFTFull != nil, "AFTFull")
 		need(k.AFTFullBack != nil, "AFTFullBack")
 		need(k.Exp != nil, "Exp")
+		need(k.AFTMax != nil, "AFTMax")
 		need(k.AFTFactors != nil, "AFTFactors")
+		need(k.AFTQuot != nil, "AFTQuot")
 		need(k.AFTQuotBack != nil, "AFTQuotBack")
 		need(k.AFTKVBack != nil, "AFTKVBack")
 	case kindAFTLocal:

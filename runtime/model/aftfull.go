@@ -137,12 +137,7 @@ func (j *aftFullJob) Run(_, task int) {
 		s := task
 		k, v := lw.k[s*t*d:(s+1)*t*d], lw.v[s*t*d:(s+1)*t*d]
 		kappa := ws.aKappa[s*d : s*d+d]
-		copy(kappa, k[:d])
-		for i := 1; i < t; i++ {
-			for c, x := range k[i*d : i*d+d] {
-				kappa[c] = max(kappa[c], x)
-			}
-		}
+		m.aftKappa(kappa, k, t)
 		for i := 0; i < t; i++ {
 			x := lw.x[i*nx+s*2*d : i*nx+(s+1)*2*d]
 			m.Kernels.AFTFactors(d, k[i*d:i*d+d], kappa, v[i*d:i*d+d], x[:d], x[d:2*d])
@@ -154,14 +149,16 @@ func (j *aftFullJob) Run(_, task int) {
 			r := (s*t + i) * d
 			nd := lw.nd[i*nx+s*2*d : i*nx+(s+1)*2*d]
 			num, den, z := nd[:d], nd[d:2*d], lw.z[r:r+d]
-			for c := range z {
-				if den[c] >= aftTiny {
-					z[c] = num[c] / den[c]
-				} else {
+			m.Kernels.AFTQuot(d, num, den, z)
+			if !anyTiny(den) {
+				continue
+			}
+			for c, dc := range den {
+				if !(dc >= aftTiny) { // below aftTiny, or NaN
 					z[c] = m.aftExact(ws, j.l, s, i, c, 0)
-					tiny = true
 				}
 			}
+			tiny = true
 		}
 		ws.aTiny[j.l*ws.b+s] = tiny
 		// Y = σ(Q) ⊙ Z, σ(Q) over Q, for the whole sequence.
@@ -213,6 +210,27 @@ func (j *aftFullJob) Run(_, task int) {
 			}
 		}
 	}
+}
+
+// aftKappa sets kappa [d] to the running maximum of k's t rows [t, d] (the
+// AFTMax kernel's: a NaN key gives way to a later one).
+func (m *Model) aftKappa(kappa, k []float32, t int) {
+	d := m.d
+	copy(kappa, k[:d])
+	for i := 1; i < t; i++ {
+		m.Kernels.AFTMax(d, k[i*d:i*d+d], kappa)
+	}
+}
+
+// anyTiny reports whether a den is below aftTiny (or NaN): a (sequence,
+// row) whose Z needs aftExact somewhere.
+func anyTiny(den []float32) bool {
+	for _, x := range den {
+		if !(x >= aftTiny) {
+			return true
+		}
+	}
+	return false
 }
 
 // aftExact is Z[s, i, c] computed directly, stabilised by its own maximum

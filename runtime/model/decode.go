@@ -300,12 +300,7 @@ func (dc *Decoder) prefillKV(t int) {
 				dc.linAdd(dl, lw.k[j*d:j*d+d], lw.v[j*d:j*d+d])
 			}
 		case kindAFTFull:
-			copy(dl.kappa, lw.k[:d])
-			for j := 1; j < t; j++ {
-				for c, x := range lw.k[j*d : j*d+d] {
-					dl.kappa[c] = max(dl.kappa[c], x)
-				}
-			}
+			m.aftKappa(dl.kappa, lw.k, t)
 			for j := 0; j < t; j++ {
 				x := dl.ax[j*2*d : (j+1)*2*d]
 				m.Kernels.AFTFactors(d, lw.k[j*d:j*d+d], dl.kappa, lw.v[j*d:j*d+d], x[:d], x[d:])
