@@ -163,7 +163,8 @@ func (j *attnBackJob) Run(worker, task int) {
 // the mixture's dB (db) and vanilla's weight w: dq = w·X and dk = w·Y for
 // X = scale·dB·K and Y = scale·dBᵀ·Q, and it returns ⟨dB, B^(vanilla)⟩ =
 // ⟨X, Q⟩ (B^(vanilla) = scale·Q·Kᵀ), the mixture weight's term, which
-// thus needs no second product for vanilla's logits.
+// thus needs no second product for vanilla's logits. dk takes w in its
+// kernel's scale; dq is X until the dot has read it.
 func (m *Model) vanillaMixBack(lw *layerWS, ws *Workspace, t, task int, db []float32, w float32) float32 {
 	k := m.Kernels
 	d, dh := m.d, m.dh
@@ -173,16 +174,15 @@ func (m *Model) vanillaMixBack(lw *layerWS, ws *Workspace, t, task int, db []flo
 	for i := 0; i < t; i++ {
 		clear(ws.dk[base+i*d : base+i*d+dh])
 	}
-	k.VanillaLogitsBackW(t, db, lw.q[base:], ws.dk[base:], nil, scale)
+	k.VanillaLogitsBackW(t, db, lw.q[base:], ws.dk[base:], nil, w*scale)
 	var dot float64
 	for i := 0; i < t; i++ {
 		o := base + i*d
-		dq, q, dk := ws.dq[o:o+dh], lw.q[o:o+dh], ws.dk[o:o+dh]
+		dq, q := ws.dq[o:o+dh], lw.q[o:o+dh]
 		var r float32
 		for c, x := range dq {
 			r += x * q[c]
 			dq[c] = w * x
-			dk[c] *= w
 		}
 		dot += float64(r)
 	}
