@@ -45,7 +45,7 @@ func run(dir string) error {
 	pairIndexMem = nil // a new context defines its own index data
 	ctx.ConstraintExpr("!purego")
 	cfg := tileConfig(ctx)
-	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, transposeAT} {
+	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, pairsPanels, transposeAT} {
 		e := &x86enc.Emitter{Ctx: ctx}
 		doc := k(ctx, e, cfg)
 		if err := e.Err(); err != nil {
@@ -375,6 +375,78 @@ func pairs(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.VPERMW(Z2, Z30, Z3)
 	ctx.VMOVDQU16(Z3, K2, Mem{Base: RDI})
 	ctx.Label("pairs_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}
+
+// pairsPanels interleaves two float32 rows into bf16 pairs straight into
+// B's packed panels, the layout PackBTSeg writes: the pairs of columns
+// 16c…16c+15 (64 bytes) go to dst + (c/2)·pl + (c%2)·512 bf16, for every
+// c < 2·panels; columns at or past n are zero (masked loads, which read
+// nothing there). It replaces a row of pairs in scratch copied out 64
+// bytes at a time, a call to memmove each.
+func pairsPanels(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
+	idx := pairIndex(ctx)
+	ctx.Function("pairsPanelsAVX512")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(dst *uint16, pl int, r0, r1 *float32, n, panels int)")
+	ctx.Pragma("noescape")
+	doc := "pairsPanelsAVX512 interleaves two float32 rows of n into bf16 pairs in B's packed panels (pl bf16 apart), columns past n zero, nearest even (AVX512-BF16, AVX512BW)."
+	ctx.Load(ctx.Param("dst"), RDI)
+	ctx.Load(ctx.Param("pl"), RBX)
+	ctx.SHLQ(U8(1), RBX) // bytes
+	ctx.Load(ctx.Param("r0"), RSI)
+	ctx.Load(ctx.Param("r1"), RDX)
+	ctx.Load(ctx.Param("n"), R8)
+	ctx.Load(ctx.Param("panels"), R9)
+	ctx.VMOVDQU16(idx, Z30)
+	ctx.Label("pp_panel")
+	ctx.TESTQ(R9, R9)
+	ctx.JZ(LabelRef("pp_done"))
+	ctx.CMPQ(R8, U8(32))
+	ctx.JL(LabelRef("pp_edge"))
+	for h := 0; h < 2; h++ { // a whole panel: both halves' 16 columns
+		ctx.VMOVUPS(Mem{Base: RDX, Disp: 64 * h}, Z1)
+		e.Add(x86enc.VCVTNE2PS2BF16(x86enc.Z(2), x86enc.NoMask, x86enc.Z(1), x86enc.M(x86enc.SI, int32(64*h))))
+		ctx.VPERMW(Z2, Z30, Z3)
+		ctx.VMOVDQU16(Z3, Mem{Base: RDI, Disp: 1024 * h})
+	}
+	ctx.JMP(LabelRef("pp_next"))
+	ctx.Label("pp_edge")
+	ctx.Comment("The panel at the edge: each half's columns < n (none when n ≤ 0) loaded under a mask, the rest zero.")
+	for h := 0; h < 2; h++ {
+		ctx.MOVQ(R8, RCX)
+		if h == 1 {
+			ctx.SUBQ(U8(16), RCX)
+		}
+		clampLo, clampHi := fmt.Sprintf("pp_lo%d", h), fmt.Sprintf("pp_hi%d", h)
+		ctx.CMPQ(RCX, U8(16))
+		ctx.JLE(LabelRef(clampHi))
+		ctx.MOVQ(U32(16), RCX)
+		ctx.Label(clampHi)
+		ctx.TESTQ(RCX, RCX)
+		ctx.JGE(LabelRef(clampLo))
+		ctx.XORQ(RCX, RCX)
+		ctx.Label(clampLo)
+		ctx.MOVL(U32(1), EAX)
+		ctx.SHLL(CL, EAX)
+		ctx.DECL(EAX)
+		ctx.KMOVW(EAX, K1)
+		ctx.VMOVUPS_Z(Mem{Base: RSI, Disp: 64 * h}, K1, Z4)
+		ctx.VMOVUPS_Z(Mem{Base: RDX, Disp: 64 * h}, K1, Z1)
+		e.Add(x86enc.VCVTNE2PS2BF16(x86enc.Z(2), x86enc.NoMask, x86enc.Z(1), x86enc.Z(4)))
+		ctx.VPERMW(Z2, Z30, Z3)
+		ctx.VMOVDQU16(Z3, Mem{Base: RDI, Disp: 1024 * h})
+	}
+	ctx.Label("pp_next")
+	ctx.ADDQ(U32(128), RSI)
+	ctx.ADDQ(U32(128), RDX)
+	ctx.ADDQ(RBX, RDI)
+	ctx.SUBQ(U8(32), R8)
+	ctx.DECQ(R9)
+	ctx.JMP(LabelRef("pp_panel"))
+	ctx.Label("pp_done")
 	ctx.VZEROUPPER()
 	ctx.RET()
 	return doc

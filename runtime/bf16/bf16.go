@@ -463,6 +463,7 @@ func PackBT(dst []uint16, src []float32, ld, n, kk, kp, p0, p1 int, tmp []uint16
 func PackBTSeg(dst []uint16, pl int, src []float32, ld, n, kk, kp, p0, p1 int, tmp []uint16) {
 	panels := (n + NR - 1) / NR
 	clear(tmp[2*n : 2*panels*NR])
+	fast := hasAVX512BF16() == nil
 	for p := p0; p < p1; p += 2 {
 		s, q := p/Step, p%Step/2
 		if p >= kk {
@@ -471,6 +472,12 @@ func PackBTSeg(dst []uint16, pl int, src []float32, ld, n, kk, kp, p0, p1 int, t
 				clear(d[q*32 : q*32+32])
 				clear(d[512+q*32 : 512+q*32+32])
 			}
+			continue
+		}
+		if fast && p+1 < kk && n > 0 {
+			_ = src[(p+1)*ld+n-1]                       // the last float read
+			_ = dst[(panels-1)*pl+s*1024+512+q*32+32-1] // the last bf16 written
+			pairsPanelsAVX512(&dst[s*1024+q*32], pl, &src[p*ld], &src[(p+1)*ld], n, panels)
 			continue
 		}
 		pairRows(tmp[:2*n], src[p*ld:p*ld+n], src, (p+1)*ld, p+1 < kk)

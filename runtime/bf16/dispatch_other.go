@@ -29,6 +29,10 @@ func pairsAVX512(dst *uint16, r0, r1 *float32, n int) {
 	panic("bf16: AVX512-BF16 in a build without it")
 }
 
+func pairsPanelsAVX512(dst *uint16, pl int, r0, r1 *float32, n, panels int) {
+	panic("bf16: AVX512-BF16 in a build without it")
+}
+
 func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows, cols, store int, sums *float32) {
 	panic("bf16: AVX512-BF16 in a build without it")
 }

@@ -32,6 +32,13 @@ func toBF16AVX512(dst *uint16, src *float32, n int)
 //go:noescape
 func pairsAVX512(dst *uint16, r0 *float32, r1 *float32, n int)
 
+// pairsPanelsAVX512 interleaves two float32 rows of n into bf16 pairs in B's packed panels (pl bf16 apart), columns past n zero, nearest even (AVX512-BF16, AVX512BW).
+//
+// Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
+//
+//go:noescape
+func pairsPanelsAVX512(dst *uint16, pl int, r0 *float32, r1 *float32, n int, panels int)
+
 // transposeATAVX512 packs a 32-deep step of 16 columns of a transposed A into 16 rows of 32 bf16 pairs, nearest even (AVX512-BF16, AVX512BW).
 //
 // Requires (encoded by x86enc, checked by the caller): AVX512_BF16.

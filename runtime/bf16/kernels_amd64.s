@@ -2761,6 +2761,118 @@ pairs_done:
 	VZEROUPPER
 	RET
 
+// func pairsPanelsAVX512(dst *uint16, pl int, r0 *float32, r1 *float32, n int, panels int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·pairsPanelsAVX512(SB), NOSPLIT, $0-48
+	MOVQ      dst+0(FP), DI
+	MOVQ      pl+8(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      r0+16(FP), SI
+	MOVQ      r1+24(FP), DX
+	MOVQ      n+32(FP), R8
+	MOVQ      panels+40(FP), R9
+	VMOVDQU16 bf16pairidx<>+0(SB), Z30
+
+pp_panel:
+	TESTQ   R9, R9
+	JZ      pp_done
+	CMPQ    R8, $0x20
+	JL      pp_edge
+	VMOVUPS (DX), Z1
+
+	// vcvtne2ps2bf16 zmm2, zmm1, zmmword ptr [rsi] (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0x16
+	VPERMW    Z2, Z30, Z3
+	VMOVDQU16 Z3, (DI)
+	VMOVUPS   64(DX), Z1
+
+	// vcvtne2ps2bf16 zmm2, zmm1, zmmword ptr [rsi+64] (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0x56
+	BYTE      $0x01
+	VPERMW    Z2, Z30, Z3
+	VMOVDQU16 Z3, 1024(DI)
+	JMP       pp_next
+
+pp_edge:
+	// The panel at the edge: each half's columns < n (none when n ≤ 0) loaded under a mask, the rest zero.
+	MOVQ R8, CX
+	CMPQ CX, $0x10
+	JLE  pp_hi0
+	MOVQ $0x00000010, CX
+
+pp_hi0:
+	TESTQ CX, CX
+	JGE   pp_lo0
+	XORQ  CX, CX
+
+pp_lo0:
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K1
+	VMOVUPS.Z (SI), K1, Z4
+	VMOVUPS.Z (DX), K1, Z1
+
+	// vcvtne2ps2bf16 zmm2, zmm1, zmm4 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xd4
+	VPERMW    Z2, Z30, Z3
+	VMOVDQU16 Z3, (DI)
+	MOVQ      R8, CX
+	SUBQ      $0x10, CX
+	CMPQ      CX, $0x10
+	JLE       pp_hi1
+	MOVQ      $0x00000010, CX
+
+pp_hi1:
+	TESTQ CX, CX
+	JGE   pp_lo1
+	XORQ  CX, CX
+
+pp_lo1:
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K1
+	VMOVUPS.Z 64(SI), K1, Z4
+	VMOVUPS.Z 64(DX), K1, Z1
+
+	// vcvtne2ps2bf16 zmm2, zmm1, zmm4 (AVX512_BF16)
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xd4
+	VPERMW    Z2, Z30, Z3
+	VMOVDQU16 Z3, 1024(DI)
+
+pp_next:
+	ADDQ $0x00000080, SI
+	ADDQ $0x00000080, DX
+	ADDQ BX, DI
+	SUBQ $0x20, R8
+	DECQ R9
+	JMP  pp_panel
+
+pp_done:
+	VZEROUPPER
+	RET
+
 // func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int, sums *float32)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·transposeATAVX512(SB), NOSPLIT, $0-64
