@@ -350,3 +350,24 @@ func testAFTFullBF16(t *testing.T, name string, scale float64, kn *bf16.Kernel) 
 		}
 	}
 }
+
+// TestMissingKernelNamed: a kernel set without a kernel the spec needs (a
+// package generated before the kind existed) is an error from New that
+// names the kernel and says how to get it.
+func TestMissingKernelNamed(t *testing.T) {
+	k, err := kernels.Lookup("aft_full")
+	if err != nil {
+		t.Skip(err)
+	}
+	old := *k
+	old.AFTMax, old.AFTQuot = nil, nil
+	_, err = New(old.Spec, &old, 1)
+	if err == nil {
+		t.Fatal("New accepted a kernel set without AFTMax and AFTQuot")
+	}
+	for _, want := range []string{"AFTMax", "AFTQuot", "go generate"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
