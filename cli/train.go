@@ -51,7 +51,7 @@ func trainCmd(e *env, args []string) (err error) {
 	fs.IntVar(&logEvery, "log-every", synth.DefaultLogEvery, "print a progress line every this many steps when output is not a terminal")
 	fs.IntVar(&saveEvery, "save-every", 0, "also save a checkpoint every this many steps (0: only at the end)")
 	fs.IntVar(&workers, "workers", 0, "goroutine workers (0: GOMAXPROCS, shared by the ranks on one machine under mpirun); results do not depend on it")
-	fs.StringVar(&precision, "precision", "f32", "number format of the linear layers', aft_full's and random's attention products: f32, or bf16 (bf16 operands, float32 accumulation, weights and optimizer state; on AMX, else AVX512-BF16; a CPU with neither trains in float32 and says so)")
+	fs.StringVar(&precision, "precision", "f32", "number format of the linear layers', aft_full's and the random synthesizers' attention products: f32, or bf16 (bf16 operands, float32 accumulation, weights and optimizer state; on AMX, else AVX512-BF16; a CPU with neither trains in float32 and says so)")
 	fs.DurationVar(&mpiTimeout, "mpi-timeout", defaultMPITimeout, "under mpirun (built with -tags mpi): end the job when a rank waits this long for the others (0: never)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -201,10 +201,11 @@ type reduceJob struct {
 type reduceOp int
 
 const (
-	reduceR      reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
-	reduceR12                    // task = head: dR1[h], dR2[h] over s
-	reduceW2                     // task = block of rowBlock rows j of w2: over all (s, h)
-	reduceShared                 // task = head: dR[h] from the shared P and G summed over s (bf16 path)
+	reduceR          reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
+	reduceR12                        // task = head: dR1[h], dR2[h] over s
+	reduceW2                         // task = block of rowBlock rows j of w2: over all (s, h)
+	reduceShared                     // task = head: dR[h] from the shared P and G summed over s (bf16 path)
+	reduceSharedFact                 // task = head: dR1[h], dR2[h] from the shared P and G summed over s (bf16 path)
 )
 
 func (j *reduceJob) Run(_, task int) {
@@ -228,6 +229,14 @@ func (j *reduceJob) Run(_, task int) {
 	case reduceShared:
 		h, nn := task, n*n
 		m.Kernels.SoftmaxRowsBack(t, lw.a[h*nn:h*nn+nn], ws.attnG[h*nn:h*nn+nn], ly.r.Grad[h*nn:h*nn+nn])
+	case reduceSharedFact:
+		// dB in G's block, then R1's rows i < t (overwritten; the rest
+		// stay as zeroGrads left them) and R2's (added to zero).
+		h, nn, nk := task, n*n, n*m.fk
+		db := ws.attnG[h*nn : h*nn+nn]
+		m.Kernels.SoftmaxRowsBack(t, lw.a[h*nn:h*nn+nn], db, db)
+		m.Kernels.FactRandomLogitsBackX(t, db, ly.r2.Data[h*nk:], ly.r1.Grad[h*nk:], 1)
+		m.Kernels.FactRandomLogitsBackW(t, db, ly.r1.Data[h*nk:], ly.r2.Grad[h*nk:], nil, 1)
 	case reduceR12:
 		h := task
 		nk := n * m.fk

@@ -7,23 +7,25 @@ import (
 	"github.com/synthgen/synthgen/runtime/mat"
 )
 
-// The attention of random and fixed random on the bf16 path (SetBF16, with
-// the spec's SoftmaxRows kernels). Their probabilities P = softmax(R_h)
-// are the same for every sequence of a batch, so this path computes them
-// once per head and layer (SoftmaxRows, float32), keeps them in sequence
-// 0's block, and runs the products on the bf16 kernel (mat's
-// MulBatchBF16: operands rounded to bf16, sums in float32), each layer's
-// in one job a product:
+// The attention of random, fixed random and factorized random on the bf16
+// path (SetBF16, with the spec's SoftmaxRows kernels). Their logits B_h
+// (R_h, or R1_h·R2_hᵀ) do not depend on the input, so neither do the
+// probabilities P = softmax(B_h): they are the same for every sequence of
+// a batch. This path computes them once per head and layer (the logits,
+// then SoftmaxRows, float32), keeps them in sequence 0's block, and runs
+// the products on the bf16 kernel (mat's MulBatchBF16: operands rounded to
+// bf16, sums in float32), each layer's in one job a product:
 //
 //	forward:  Y_s = P·V_s                         every sequence s, P packed once (LowerA: the causal triangle's blocks)
 //	backward: dV_s = Pᵀ·dY_s                      (UpperA)
 //	          G = Σ_s dY_s·V_sᵀ                   one product of b segments a head (LowerC)
-//	          dR = P ⊙ (G − rowsum(P ⊙ G))        SoftmaxRowsBack, straight into R's gradient
+//	          dB = P ⊙ (G − rowsum(P ⊙ G))        SoftmaxRowsBack: random's straight into R's gradient;
+//	          dR1 = dB·R2, dR2 = dBᵀ·R1           factorized random's, once a head (FactRandomLogitsBackX, BackW)
 //
 // The float32 path fuses the softmax with the value product per sequence
-// (SoftmaxValue, SoftmaxValueBack) and sums dR over the sequences; R's
-// gradient is the same function of the inputs, summed in another order.
-// Fixed random has no gradient: its backward is dV alone.
+// (SoftmaxValue, SoftmaxValueBack) and sums the gradients over the
+// sequences; they are the same function of the inputs, summed in another
+// order. Fixed random has no gradient: its backward is dV alone.
 //
 // Everything else (mixtures, vanilla, dense, the factorized components)
 // keeps the fused float32 kernels on the bf16 path. With a P (or logits,
@@ -34,12 +36,24 @@ import (
 // mid (docs/bf16.md, "Attention in bf16").
 
 // bfAttention reports whether the attention runs on the bf16 path: one
-// random or fixed random component, a bf16 kernel and the spec's
-// SoftmaxRows kernels.
+// random, fixed random or factorized random component, a bf16 kernel and
+// the spec's SoftmaxRows kernels.
 func (m *Model) bfAttention() bool {
 	return m.kind == kindSynth && len(m.comps) == 1 &&
-		(m.comps[0] == compRandom || m.comps[0] == compFixedRandom) &&
+		(m.comps[0] == compRandom || m.comps[0] == compFixedRandom || m.comps[0] == compFactRandom) &&
 		m.eng.BF16() != bf16.None && m.Kernels.SoftmaxRows != nil && m.Kernels.SoftmaxRowsBack != nil
+}
+
+// sharedGrads reports whether the bf16 path's backward needs G = Σ_s
+// dY_s·V_sᵀ: some layer trains R (random), or the logits' factors
+// (factorized random).
+func (m *Model) sharedGrads() bool {
+	for l := range m.layers {
+		if r := m.layers[l].r; r != nil && !r.Frozen || m.layers[l].r1 != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // triangles are the bf16 products' triangles: the causal ones, or none
@@ -126,7 +140,8 @@ func (m *Model) sharedBackwardBF16(ws *Workspace, l int) {
 		p.A[0] = mat.Strided{Data: m.probs(ws, lw, s, h), RS: 1, CS: n}
 		p.B[0] = mat.Strided{Data: ws.dy[base:], RS: 1, CS: d}
 	}))
-	if ly.r == nil || ly.r.Frozen {
+	fact := ly.r1 != nil
+	if !fact && (ly.r == nil || ly.r.Frozen) {
 		return
 	}
 	nn := n * n
@@ -142,6 +157,10 @@ func (m *Model) sharedBackwardBF16(ws *Workspace, l int) {
 		}
 	}
 	m.mulBatch(t, t, dh, lowerC, prods)
+	if fact {
+		m.reduce(ws, l, reduceSharedFact, m.heads)
+		return
+	}
 	m.reduce(ws, l, reduceShared, m.heads)
 }
 

@@ -30,7 +30,8 @@ func TestBF16Gradients(t *testing.T) {
 		name string
 		tol  float64
 	}{{"random", 0.05}, {"vanilla", 0.15}, {"dense", 0.05}, {"factorized_dense", 0.05}, {"odd", 0.05},
-		{"fixed_random", 0.05}, {"random_vanilla", 0.3}, {"enc_random", 0.05}, {"enc_odd", 0.05}} {
+		{"fixed_random", 0.05}, {"random_vanilla", 0.3}, {"enc_random", 0.05}, {"enc_odd", 0.05},
+		{"factorized_random", 0.05}, {"enc_factorized_random", 0.05}} {
 		name := sc.name
 		if testing.Short() && name != "odd" && name != "enc_random" { // every component, and random's bf16 attention unmasked (the race detector's pass in CI runs -short)
 			continue
@@ -73,7 +74,7 @@ func TestBF16Gradients(t *testing.T) {
 					m.SetWorkers(w)
 					loss := forward()
 					if w == 1 {
-						checkMaps(t, kn.Level, maps(), mapsF, m.Spec.Variant == "random" || m.Spec.Variant == "fixed_random")
+						checkMaps(t, kn.Level, maps(), mapsF, m.Spec.Variant == "random" || m.Spec.Variant == "fixed_random" || m.Spec.Variant == "factorized_random")
 					}
 					m.Backward(ws)
 					grads := gradsOf(m)

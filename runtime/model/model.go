@@ -461,9 +461,10 @@ func mixWeights(mix []float32, w []float32) {
 }
 
 // SetBF16 runs the linear layers' products (forward and both backward
-// products), aft_full's factorised products (aftfull.go) and random's and
-// fixed random's attention products (attention_bf16.go: P·V and its
-// backward, when the spec has the SoftmaxRows kernels) on bf16 kernel k:
+// products), aft_full's factorised products (aftfull.go) and random's,
+// fixed random's and factorized random's attention products
+// (attention_bf16.go: P·V and its backward, when the spec has the
+// SoftmaxRows kernels) on bf16 kernel k:
 // bf16 operands, float32 accumulation and output; the weights, their
 // gradients, the softmax and everything else stay float32. nil returns
 // them to float32. It must not be called during Forward or Backward, nor

@@ -16,8 +16,8 @@ import (
 //
 // With a bf16 kernel (SetBF16, before WorkspaceBytes is called) it also
 // counts the bf16 engine's packed operands and, on the bf16 path of
-// random's attention, ∂loss/∂P of every head (Heads·N² floats,
-// attnBlocks) that the backward allocates on first use.
+// random's and factorized random's attention, ∂loss/∂P of every head
+// (Heads·N² floats, attnBlocks) that the backward allocates on first use.
 func (m *Model) WorkspaceBytes(batch int) int64 {
 	a := &wsAlloc{count: true}
 	m.buildWorkspace(batch, a)
@@ -28,20 +28,10 @@ func (m *Model) WorkspaceBytes(batch int) int64 {
 		rows, wide := max(batch, 1)*m.n, bf16.Pad(max(m.d, m.ffn, m.vocab))
 		a.lazy(rows * wide)
 	}
-	if m.bfAttention() && m.trainsR() {
+	if m.bfAttention() && m.sharedGrads() {
 		a.f32(m.heads * m.n * m.n)
 	}
 	return a.bytes
-}
-
-// trainsR reports whether a layer has a trained (not frozen) R.
-func (m *Model) trainsR() bool {
-	for l := range m.layers {
-		if r := m.layers[l].r; r != nil && !r.Frozen {
-			return true
-		}
-	}
-	return false
 }
 
 // ParamBytes is the memory of m's parameters: their values and gradients.

@@ -12,10 +12,11 @@ import (
 // workspace of one sequence runs first: the matrix engine's per-worker
 // packing buffers, which do not depend on the batch, are then in place.
 //
-// "random/bf16" runs random's attention on the bf16 path (this CPU's best
-// bf16 level), whose backward allocates ∂loss/∂P per head on first use.
+// "random/bf16" and "factorized_random/bf16" run their attention on the
+// bf16 path (this CPU's best bf16 level), whose backward allocates
+// ∂loss/∂P per head on first use.
 func TestWorkspaceBytes(t *testing.T) {
-	for _, name := range []string{"small", "dense", "factorized_dense", "factorized_random", "linear", "aft_full", "aft_local", "aft_conv", "odd_aft_full", "random/bf16"} {
+	for _, name := range []string{"small", "dense", "factorized_dense", "factorized_random", "linear", "aft_full", "aft_local", "aft_conv", "odd_aft_full", "random/bf16", "factorized_random/bf16"} {
 		for _, batch := range []int{2, 5, 16} {
 			spec, bf := strings.CutSuffix(name, "/bf16")
 			m := newModel(t, spec, 1)

@@ -17,9 +17,9 @@ const (
 	F32 PrecisionKind = iota
 	// BF16 runs the linear layers' products (forward and both backward
 	// products), aft_full's (its weights' product with the keys and
-	// values, forward, and both backward products) and random's and fixed
-	// random's attention products (P·V, forward, and both backward
-	// products) with bf16 operands, rounded to nearest even, and float32
+	// values, forward, and both backward products) and random's, fixed
+	// random's and factorized random's attention products (P·V, forward,
+	// and both backward products) with bf16 operands, rounded to nearest even, and float32
 	// accumulation and output, on AMX or AVX512-BF16. The weights (the
 	// float32 master copy), gradients, optimizer state, softmax, LayerNorm,
 	// losses and checkpoints stay float32. On a CPU with neither (or with
