@@ -20,10 +20,11 @@ import (
 // sharp; w1's term lost from dh moves some by 9–12% (dense,
 // factorized_dense), q's and k's by 100% (vanilla), and the two-component
 // mixture weight's by up to 22% (random_vanilla: its gradient is the
-// difference of two nearly equal sums). Random's and fixed random's
-// attention runs on the bf16 path too (P once per head); the attention
-// maps of the last sequence then match float32's to 1e-6 (the same
-// float32 softmax of R), and within 10% (relative, 2-norm) otherwise.
+// difference of two nearly equal sums). Random's, fixed random's and
+// factorized random's attention runs on the bf16 path too (P once per
+// head); the attention maps of the last sequence then match float32's to
+// 1e-6 (the same float32 softmax of the same logits), and within 10%
+// (relative, 2-norm) otherwise.
 func TestBF16Gradients(t *testing.T) {
 	levels := bf16Levels(t, bf16.Go, bf16.AVX512BF16, bf16.AMX)
 	for _, sc := range []struct {
