@@ -210,6 +210,14 @@ func renderChecks(p *Package, header string, ops []catalog.Op) error {
 				),
 			}
 		}
+		// A strip kind's slices hold the rows i0 ≤ i < i1, the last one
+		// i1 entries long in the triangle (t in the square).
+		strip := op.Entry().Strip
+		if strip {
+			body = append(body, jen.If(jen.Id("i0").Op("<").Lit(0).Op("||").Id("i0").Op(">").Id("i1").Op("||").Id("i1").Op(">").Id("t")).Block(
+				jen.Panic(jen.Qual("fmt", "Sprintf").Call(jen.Lit(s.Name+"."+op.Field+": rows %d to %d, want 0 ≤ i0 ≤ i1 ≤ t = %d"), jen.Id("i0"), jen.Id("i1"), jen.Id("t"))),
+			))
+		}
 		for _, pr := range params {
 			if pr.Type != catalog.Slice {
 				continue
@@ -221,23 +229,37 @@ func renderChecks(p *Package, header string, ops []catalog.Op) error {
 			rows := jen.Lit(sh.Rows)
 			if sh.Rows < 0 {
 				rows = jen.Id("t")
+				if strip {
+					rows = jen.Id("i1").Op("-").Id("i0")
+				}
 			}
 			width := jen.Lit(sh.Width)
 			if sh.Width < 0 {
 				width = jen.Id("t")
+				if strip && sh.Triangle() {
+					width = jen.Id("i1")
+				}
 			}
 			need := jen.Id("need").Call(jen.Id("t"), rows, jen.Lit(sh.Stride), width)
 			cond := jen.Len(jen.Id(pr.Name)).Op("<").Add(need)
 			if sh.Optional {
 				cond = jen.Len(jen.Id(pr.Name)).Op("!=").Lit(0).Op("&&").Add(cond)
 			}
+			msg, margs := ": len("+pr.Name+") = %d, need %d at t = %d", []jen.Code{jen.Id("t")}
+			if strip {
+				msg, margs = msg+", rows %d to %d", append(margs, jen.Id("i0"), jen.Id("i1"))
+			}
 			body = append(body, jen.If(cond).Block(
-				jen.Panic(jen.Qual("fmt", "Sprintf").Call(
-					jen.Lit(s.Name+"."+op.Field+": len("+pr.Name+") = %d, need %d at t = %d"),
-					jen.Len(jen.Id(pr.Name)), jen.Id("need").Call(jen.Id("t"), rows.Clone(), jen.Lit(sh.Stride), width.Clone()), jen.Id("t"))),
+				jen.Panic(jen.Qual("fmt", "Sprintf").Call(append([]jen.Code{
+					jen.Lit(s.Name + "." + op.Field + msg),
+					jen.Len(jen.Id(pr.Name)), jen.Id("need").Call(jen.Id("t"), rows.Clone(), jen.Lit(sh.Stride), width.Clone())}, margs...)...)),
 			))
 		}
-		f.Commentf("%s panics unless t and the slices fit %s's sizes.", checkName(op), op.Field)
+		if strip {
+			f.Commentf("%s panics unless t, the rows i0 to i1 and the slices fit %s's sizes.", checkName(op), op.Field)
+		} else {
+			f.Commentf("%s panics unless t and the slices fit %s's sizes.", checkName(op), op.Field)
+		}
 		f.Func().Id(checkName(op)).Params(args...).Block(body...)
 	}
 	f.Comment("need is the length a matrix of rows rows, each width wide and stride apart, needs.")

@@ -8,7 +8,8 @@ import (
 // The softmax alone and its backward (SoftmaxRows, SoftmaxRowsBack: the
 // bf16 path's attention), against float64 references from the same
 // float32 inputs, run by TestKernels at tValues (t < N, t = N, lengths
-// that are no multiple of 8 or 16).
+// that are no multiple of 8 or 16) on whole blocks (i0 = 0, i1 = t);
+// softmax_strip_test.go calls them on strips of rows.
 //
 // SoftmaxRows: a = softmax over a row's keys (j ≤ i, or j < t for a
 // bidirectional spec) of logits b, a fully masked row (all −Inf) giving

@@ -67,6 +67,11 @@ type svKit struct {
 	// vCopy is, when set, the stack copy of V's head rows (stride DH) that
 	// the forward's products read at long rows.
 	vCopy *operand.Mem
+	// rowOrg is, when set, the Int parameter holding the row of the block
+	// that the row slices start at (a strip kind's i0): rowPtr addresses
+	// row i at i − rowOrg. Row lengths and masks still take the absolute
+	// row.
+	rowOrg string
 	// pfAhead is, when positive, how many rows above its own the forward's
 	// softmax asks for b's line at the same column while it computes each
 	// vector's exponentials: at long rows, the next block's rows of b, from
@@ -153,10 +158,18 @@ func (s *svKit) chunks(cv int) [][2]int {
 	return out
 }
 
-// rowPtr returns base(name) + row·stride floats.
+// rowPtr returns base(name) + row·stride floats, or, with a row origin
+// (rowOrg), base(name) + (row − origin)·stride: row ≥ origin, so never a
+// pointer before the slice's start.
 func (s *svKit) rowPtr(name string, row reg.GPVirtual, stride int) reg.GPVirtual {
 	p, off := s.param(name), s.c.GP64()
-	s.c.IMUL3Q(imm(4*stride), row, off)
+	if s.rowOrg != "" {
+		s.c.MOVQ(row, off)
+		s.c.SUBQ(s.addr(s.c.Param(s.rowOrg), s.rowOrg), off)
+		s.c.IMUL3Q(imm(4*stride), off, off)
+	} else {
+		s.c.IMUL3Q(imm(4*stride), row, off)
+	}
 	s.c.ADDQ(off, p)
 	return p
 }
@@ -222,7 +235,7 @@ func (s *svKit) tailMasks(base reg.GPVirtual, r int) (reg.Register, reg.Register
 }
 
 // softmaxRows emits the softmax of rows i0+g0 … i0+g0+n−1 (row i has i+1
-// entries) from b to a: for all n rows at once, m = max_j b_ij (at least
+// entries; rows addressed from the row origin, if any) from b to a: for all n rows at once, m = max_j b_ij (at least
 // −MaxFloat32, so an all −Inf row gives exp(−Inf) = 0, not NaN), then
 // e = exp(b − m) to a with sum Σ e, then a = e / max(sum, MinNormal)
 // (sum ≥ 1 unless the row is all −Inf). The whole vectors all rows share

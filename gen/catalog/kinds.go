@@ -138,6 +138,13 @@ type Entry struct {
 	// triangle: they execute about half of their nominal FLOPs. A
 	// bidirectional spec's (Config.Bidirectional) run over the whole square.
 	Causal bool
+	// Strip kinds (SoftmaxRows, SoftmaxRowsBack) take, after t, the rows
+	// i0 ≤ i < i1 (0 ≤ i0 ≤ i1 ≤ t) of the t-row block they compute, a
+	// strip, and their slices start at row i0: a shape's Rows −1 is then
+	// i1 − i0 rows, and the last one's Width −1 is i1 (the triangle's row
+	// i1 − 1), or t for a Square shape. Bind calls them on the whole
+	// block, i0 = 0 and i1 = t.
+	Strip bool
 	// Forward is the kind whose outputs (statistics) this backward kind
 	// reads, NoKind for none.
 	Forward Kind
@@ -277,7 +284,8 @@ func (o Op) RowElems(rows int) float64 {
 // row-wise kinds) on the slices of a, by parameter name, and returns its
 // result (0 for kinds without one). The slices are looked up when Bind is
 // called. sc gives the scalar arguments by name; those it lacks take the
-// entry's Default. Bind returns nil for GemmTile, whose arguments are not
+// entry's Default. A Strip kind is called on the whole block (rows 0 to
+// t). Bind returns nil for GemmTile, whose arguments are not
 // slices of a fixed shape, and for a nil fn or one of another type.
 func (o Op) Bind(fn any, t int, a map[string][]float32, sc map[string]float32) func() float32 {
 	e := o.Entry()
@@ -691,25 +699,25 @@ var table = [numKinds]Entry{
 			return func() float32 { f(t, q, k, b, scale); return 0 }
 		}},
 	// The softmax alone: elementwise, no dense FLOP convention.
-	SoftmaxRows: {Name: "SoftmaxRows", Params: params(in("b"), out("a")),
-		Causal: true, Forward: NoKind,
+	SoftmaxRows: {Name: "SoftmaxRows", Params: params(ints("i0", "i1"), in("b"), out("a")),
+		Causal: true, Strip: true, Forward: NoKind,
 		bind: func(fn any, t int, s sl, _ sc) func() float32 {
 			f, ok := fn.(kernels.SoftmaxRowsFunc)
 			if !ok {
 				return nil
 			}
 			b, a := s("b"), s("a")
-			return func() float32 { f(t, b, a); return 0 }
+			return func() float32 { f(t, 0, t, b, a); return 0 }
 		}},
-	SoftmaxRowsBack: {Name: "SoftmaxRowsBack", Params: params(in("a", "g"), out("db")),
-		Causal: true, Forward: NoKind,
+	SoftmaxRowsBack: {Name: "SoftmaxRowsBack", Params: params(ints("i0", "i1"), in("a", "g"), out("db")),
+		Causal: true, Strip: true, Forward: NoKind,
 		bind: func(fn any, t int, s sl, _ sc) func() float32 {
 			f, ok := fn.(kernels.SoftmaxRowsBackFunc)
 			if !ok {
 				return nil
 			}
 			a, g, db := s("a"), s("g"), s("db")
-			return func() float32 { f(t, a, g, db); return 0 }
+			return func() float32 { f(t, 0, t, a, g, db); return 0 }
 		}},
 	AFTMax: {Name: "AFTMax", Params: params(in("k"), acc("kappa")),
 		Flat: true, Forward: NoKind,

@@ -47,6 +47,9 @@ func TestTable(t *testing.T) {
 		if e.Forward != NoKind && !e.Forward.Valid() {
 			t.Errorf("%s: forward %d is not a kind", k, int(e.Forward))
 		}
+		if e.Strip && (len(e.Params) < 3 || e.Params[1] != (Arg{Name: "i0", Type: Int}) || e.Params[2] != (Arg{Name: "i1", Type: Int})) {
+			t.Errorf("%s: a strip kind whose parameters %v do not start t, i0, i1", k, e.Params)
+		}
 		if e.Flat && e.RowWise {
 			t.Errorf("%s: both Flat and RowWise (Flat implies row-wise)", k)
 		}
@@ -56,6 +59,9 @@ func TestTable(t *testing.T) {
 	}
 	if got := Of(TriDot).Sig(); got != "func(t int, x, y []float32) float32" {
 		t.Errorf("TriDot's signature %s", got)
+	}
+	if got := Of(SoftmaxRowsBack).Sig(); got != "func(t, i0, i1 int, a, g, db []float32)" {
+		t.Errorf("SoftmaxRowsBack's signature %s", got)
 	}
 	if Kind(-1).Valid() || Kind(len(Kinds())).Valid() || Kind(99).String() != "Kind(99)" {
 		t.Error("out-of-range kinds")

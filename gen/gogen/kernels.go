@@ -312,6 +312,18 @@ func forRows(body ...jen.Code) jen.Code {
 // its first n entries.
 func triRow(name string, n jen.Code) *jen.Statement { return win(name, rowOff("i", "N"), n) }
 
+// forStrip is `for i := i0; i < i1; i++ { ro := (i − i0)·N; body }`: the
+// rows of a strip kind (catalog.Entry.Strip), ro the offset of row i in
+// slices that start at row i0.
+func forStrip(body ...jen.Code) jen.Code {
+	return jen.For(jen.Id("i").Op(":=").Id("i0"), jen.Id("i").Op("<").Id("i1"), jen.Id("i").Op("++")).Block(
+		append([]jen.Code{jen.Id("ro").Op(":=").Parens(jen.Id("i").Op("-").Id("i0")).Op("*").Id("N")}, body...)...)
+}
+
+// stripRow is name[ro : ro+n : ro+n], row i of a strip (forStrip) cut to
+// its first n entries.
+func stripRow(name string, n jen.Code) *jen.Statement { return win(name, idx("ro"), n) }
+
 // rowLen is the number of keys row i of a logit matrix has: i+1 under the
 // causal mask, t for a bidirectional spec (every key j < t).
 func rowLen(cfg catalog.Config) jen.Code {

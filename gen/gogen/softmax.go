@@ -74,59 +74,63 @@ func softmaxRow(zeros string, masked ...jen.Code) []jen.Code {
 }
 
 // emitSoftmaxRows emits the softmax alone: SoftmaxValue's rows without the
-// value product.
+// value product, over the strip of rows i0 ≤ i < i1.
 func emitSoftmaxRows(f *jen.File, op catalog.Op, cfg catalog.Config) {
 	doc := fmt.Sprintf(`%s is the causal softmax alone (kernels.SoftmaxRowsFunc)
-for N = %d: for every row i < t,
+for N = %d: for every row i0 ≤ i < i1 of a t-row block, r = i − i0,
 
-	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]
+	a[r·N+j] = exp(b[r·N+j] − m_i) / Σ_{j'≤i} exp(b[r·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[r·N+j]
 
-a may be b. A row of b that is all −Inf gives a = 0. The exponentials are
-computed in float64 to within 6e-9 relative (so a is within two float32
-ulps of exact); entries with j > i are never touched.`, Name(op), cfg.N)
+b and a start at row i0; a may be b. A row of b that is all −Inf gives
+a = 0. The exponentials are computed in float64 to within 6e-9 relative
+(so a is within two float32 ulps of exact); entries with j > i are never
+touched. Each row is computed alone, so a strip's rows are bit for bit
+those of the whole block's.`, Name(op), cfg.N)
 	row := []jen.Code{
-		jen.Id("br").Op(":=").Add(triRow("b", rowLen(cfg))),
-		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
+		jen.Id("br").Op(":=").Add(stripRow("b", rowLen(cfg))),
+		jen.Id("ar").Op(":=").Add(stripRow("a", rowLen(cfg))),
 	}
 	row = append(row, softmaxRow("a = 0")...)
 	funcDecl(f, op, maskDoc(cfg, doc),
 		constBlock(size{"N", cfg.N, "row stride of b and a"}),
-		forRows(row...),
+		forStrip(row...),
 	)
 }
 
-// emitSoftmaxRowsBack emits the backward of SoftmaxRows, row by row: s_i,
-// then db_ij, each entry of db written after its a_ij and g_ij are read,
-// so db may be a or g.
+// emitSoftmaxRowsBack emits the backward of SoftmaxRows, row by row over
+// the strip i0 ≤ i < i1: s_i, then db_ij, each entry of db written after
+// its a_ij and g_ij are read, so db may be a or g.
 func emitSoftmaxRowsBack(f *jen.File, op catalog.Op, cfg catalog.Config) {
 	doc := fmt.Sprintf(`%s is the backward of the causal softmax alone
-(kernels.SoftmaxRowsBackFunc) for N = %d; it overwrites, for j ≤ i < t,
+(kernels.SoftmaxRowsBackFunc) for N = %d; it overwrites, for i0 ≤ i < i1
+of a t-row block, r = i − i0, and j ≤ i,
 
-	db[i·N+j] = a[i·N+j] · (g[i·N+j] − Σ_{j'≤i} a[i·N+j'] · g[i·N+j'])
+	db[r·N+j] = a[r·N+j] · (g[r·N+j] − Σ_{j'≤i} a[r·N+j'] · g[r·N+j'])
 
-the sum taken in float64. db may be a or g; entries with j > i are never
-touched.`, Name(op), cfg.N)
+the sum taken in float64. a, g and db start at row i0; db may be a or g;
+entries with j > i are never touched.`, Name(op), cfg.N)
 	row := append([]jen.Code{
-		jen.Id("ar").Op(":=").Add(triRow("a", rowLen(cfg))),
-		jen.Id("gr").Op(":=").Add(triRow("g", rowLen(cfg))),
-	}, dbRow(cfg)...)
+		jen.Id("ar").Op(":=").Add(stripRow("a", rowLen(cfg))),
+		jen.Id("gr").Op(":=").Add(stripRow("g", rowLen(cfg))),
+	}, dbRow(cfg, stripRow)...)
 	funcDecl(f, op, maskDoc(cfg, doc),
 		constBlock(size{"N", cfg.N, "row stride of a, g and db"}),
-		forRows(row...),
+		forStrip(row...),
 	)
 }
 
 // dbRow is db's row i from the rows ar of a and gr of g (declared before):
 // s = Σ_j a_ij g_ij in float64, then db_ij = a_ij (g_ij − s), each entry
-// written after its a_ij and g_ij are read.
-func dbRow(cfg catalog.Config) []jen.Code {
+// written after its a_ij and g_ij are read. row cuts db's row i (triRow,
+// or stripRow in a strip).
+func dbRow(cfg catalog.Config, row func(name string, n jen.Code) *jen.Statement) []jen.Code {
 	return []jen.Code{
 		jen.Var().Id("s").Float64(),
 		jen.For(jen.List(jen.Id("j"), jen.Id("aj")).Op(":=").Range().Id("ar")).Block(
 			jen.Id("s").Op("+=").Float64().Call(jen.Id("aj")).Op("*").Float64().Call(jen.Id("gr").Index(jen.Id("j"))),
 		),
 		jen.Id("sf").Op(":=").Float32().Call(jen.Id("s")),
-		jen.Id("dbr").Op(":=").Add(triRow("db", rowLen(cfg))),
+		jen.Id("dbr").Op(":=").Add(row("db", rowLen(cfg))),
 		jen.For(jen.List(jen.Id("j"), jen.Id("aj")).Op(":=").Range().Id("ar")).Block(
 			jen.Id("dbr").Index(jen.Id("j")).Op("=").Id("aj").Op("*").Parens(jen.Id("gr").Index(jen.Id("j")).Op("-").Id("sf")),
 		),
@@ -151,7 +155,7 @@ db may be a: dv is computed before db is written.`, Name(op), cfg.N, cfg.D, cfg.
 		jen.Comment("g_ij = dy_i · v_j, a chunk of rows of v at a time."),
 		jen.Block(rowDots("gr", "dyr", "v", "D", "DH", cfg.DH, nil)...),
 	}
-	row = append(row, dbRow(cfg)...)
+	row = append(row, dbRow(cfg, triRow)...)
 	funcDecl(f, op, maskDoc(cfg, doc),
 		constBlock(
 			size{"N", cfg.N, "row stride of a and db"},

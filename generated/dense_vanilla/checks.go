@@ -45,32 +45,38 @@ func checkSoftmaxValueBack(t int, a []float32, v []float32, dy []float32, db []f
 	}
 }
 
-// checkSoftmaxRows panics unless t and the slices fit SoftmaxRows's sizes.
-func checkSoftmaxRows(t int, b []float32, a []float32) {
+// checkSoftmaxRows panics unless t, the rows i0 to i1 and the slices fit SoftmaxRows's sizes.
+func checkSoftmaxRows(t int, i0 int, i1 int, b []float32, a []float32) {
 	if t < 0 || t > N {
 		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: t = %d, want 0 ≤ t ≤ %d", t, N))
 	}
-	if len(b) < need(t, t, 128, t) {
-		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: len(b) = %d, need %d at t = %d", len(b), need(t, t, 128, t), t))
+	if i0 < 0 || i0 > i1 || i1 > t {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: rows %d to %d, want 0 ≤ i0 ≤ i1 ≤ t = %d", i0, i1, t))
 	}
-	if len(a) < need(t, t, 128, t) {
-		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: len(a) = %d, need %d at t = %d", len(a), need(t, t, 128, t), t))
+	if len(b) < need(t, i1-i0, 128, i1) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: len(b) = %d, need %d at t = %d, rows %d to %d", len(b), need(t, i1-i0, 128, i1), t, i0, i1))
+	}
+	if len(a) < need(t, i1-i0, 128, i1) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRows: len(a) = %d, need %d at t = %d, rows %d to %d", len(a), need(t, i1-i0, 128, i1), t, i0, i1))
 	}
 }
 
-// checkSoftmaxRowsBack panics unless t and the slices fit SoftmaxRowsBack's sizes.
-func checkSoftmaxRowsBack(t int, a []float32, g []float32, db []float32) {
+// checkSoftmaxRowsBack panics unless t, the rows i0 to i1 and the slices fit SoftmaxRowsBack's sizes.
+func checkSoftmaxRowsBack(t int, i0 int, i1 int, a []float32, g []float32, db []float32) {
 	if t < 0 || t > N {
 		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: t = %d, want 0 ≤ t ≤ %d", t, N))
 	}
-	if len(a) < need(t, t, 128, t) {
-		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(a) = %d, need %d at t = %d", len(a), need(t, t, 128, t), t))
+	if i0 < 0 || i0 > i1 || i1 > t {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: rows %d to %d, want 0 ≤ i0 ≤ i1 ≤ t = %d", i0, i1, t))
 	}
-	if len(g) < need(t, t, 128, t) {
-		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(g) = %d, need %d at t = %d", len(g), need(t, t, 128, t), t))
+	if len(a) < need(t, i1-i0, 128, i1) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(a) = %d, need %d at t = %d, rows %d to %d", len(a), need(t, i1-i0, 128, i1), t, i0, i1))
 	}
-	if len(db) < need(t, t, 128, t) {
-		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(db) = %d, need %d at t = %d", len(db), need(t, t, 128, t), t))
+	if len(g) < need(t, i1-i0, 128, i1) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(g) = %d, need %d at t = %d, rows %d to %d", len(g), need(t, i1-i0, 128, i1), t, i0, i1))
+	}
+	if len(db) < need(t, i1-i0, 128, i1) {
+		panic(fmt.Sprintf("dense_vanilla.SoftmaxRowsBack: len(db) = %d, need %d at t = %d, rows %d to %d", len(db), need(t, i1-i0, 128, i1), t, i0, i1))
 	}
 }
 

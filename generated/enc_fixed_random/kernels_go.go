@@ -306,20 +306,23 @@ func softmaxValueBackGo(t int, a, v, dy, db, dv []float32) {
 }
 
 // softmaxRowsGo is the unmasked softmax alone (kernels.SoftmaxRowsFunc)
-// for N = 128: for every row i < t,
+// for N = 128: for every row i0 ≤ i < i1 of a t-row block, r = i − i0,
 //
-//	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'<t} exp(b[i·N+j'] − m_i),  j < t, m_i = max_{j<t} b[i·N+j]
+//	a[r·N+j] = exp(b[r·N+j] − m_i) / Σ_{j'<t} exp(b[r·N+j'] − m_i),  j < t, m_i = max_{j<t} b[r·N+j]
 //
-// a may be b. A row of b that is all −Inf gives a = 0. The exponentials are
-// computed in float64 to within 6e-9 relative (so a is within two float32
-// ulps of exact); entries with j ≥ t are never touched.
-func softmaxRowsGo(t int, b, a []float32) {
+// b and a start at row i0; a may be b. A row of b that is all −Inf gives
+// a = 0. The exponentials are computed in float64 to within 6e-9 relative
+// (so a is within two float32 ulps of exact); entries with j ≥ t are never
+// touched. Each row is computed alone, so a strip's rows are bit for bit
+// those of the whole block's.
+func softmaxRowsGo(t, i0, i1 int, b, a []float32) {
 	const (
 		N = 128 // row stride of b and a
 	)
-	for i := 0; i < t; i++ {
-		br := b[i*N : i*N+t : i*N+t]
-		ar := a[i*N : i*N+t : i*N+t]
+	for i := i0; i < i1; i++ {
+		ro := (i - i0) * N
+		br := b[ro : ro+t : ro+t]
+		ar := a[ro : ro+t : ro+t]
 		// m is the row maximum; a fully masked row (all −Inf) gives a = 0.
 		m := br[0]
 		for _, bj := range br[1:] {
@@ -358,25 +361,27 @@ func softmaxRowsGo(t int, b, a []float32) {
 }
 
 // softmaxRowsBackGo is the backward of the unmasked softmax alone
-// (kernels.SoftmaxRowsBackFunc) for N = 128; it overwrites, for i, j < t,
+// (kernels.SoftmaxRowsBackFunc) for N = 128; it overwrites, for i0 ≤ i < i1
+// of a t-row block, r = i − i0, and j < t,
 //
-//	db[i·N+j] = a[i·N+j] · (g[i·N+j] − Σ_{j'<t} a[i·N+j'] · g[i·N+j'])
+//	db[r·N+j] = a[r·N+j] · (g[r·N+j] − Σ_{j'<t} a[r·N+j'] · g[r·N+j'])
 //
-// the sum taken in float64. db may be a or g; entries with j ≥ t are never
-// touched.
-func softmaxRowsBackGo(t int, a, g, db []float32) {
+// the sum taken in float64. a, g and db start at row i0; db may be a or g;
+// entries with j ≥ t are never touched.
+func softmaxRowsBackGo(t, i0, i1 int, a, g, db []float32) {
 	const (
 		N = 128 // row stride of a, g and db
 	)
-	for i := 0; i < t; i++ {
-		ar := a[i*N : i*N+t : i*N+t]
-		gr := g[i*N : i*N+t : i*N+t]
+	for i := i0; i < i1; i++ {
+		ro := (i - i0) * N
+		ar := a[ro : ro+t : ro+t]
+		gr := g[ro : ro+t : ro+t]
 		var s float64
 		for j, aj := range ar {
 			s += float64(aj) * float64(gr[j])
 		}
 		sf := float32(s)
-		dbr := db[i*N : i*N+t : i*N+t]
+		dbr := db[ro : ro+t : ro+t]
 		for j, aj := range ar {
 			dbr[j] = aj * (gr[j] - sf)
 		}

@@ -19,19 +19,19 @@ func softmaxValueBackAvx2Checked(t int, a []float32, v []float32, dy []float32, 
 	}
 	softmaxValueBackAVX2(t, a, v, dy, db, dv)
 }
-func softmaxRowsAvx2Checked(t int, b []float32, a []float32) {
-	checkSoftmaxRows(t, b, a)
+func softmaxRowsAvx2Checked(t int, i0 int, i1 int, b []float32, a []float32) {
+	checkSoftmaxRows(t, i0, i1, b, a)
 	if t == 0 {
 		return
 	}
-	softmaxRowsAVX2(t, b, a)
+	softmaxRowsAVX2(t, i0, i1, b, a)
 }
-func softmaxRowsBackAvx2Checked(t int, a []float32, g []float32, db []float32) {
-	checkSoftmaxRowsBack(t, a, g, db)
+func softmaxRowsBackAvx2Checked(t int, i0 int, i1 int, a []float32, g []float32, db []float32) {
+	checkSoftmaxRowsBack(t, i0, i1, a, g, db)
 	if t == 0 {
 		return
 	}
-	softmaxRowsBackAVX2(t, a, g, db)
+	softmaxRowsBackAVX2(t, i0, i1, a, g, db)
 }
 func vanillaLogitsAvx2Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	checkVanillaLogits(t, x, w, bias, c, scale)
@@ -200,19 +200,19 @@ func softmaxValueBackAvx512Checked(t int, a []float32, v []float32, dy []float32
 	}
 	softmaxValueBackAVX512(t, a, v, dy, db, dv)
 }
-func softmaxRowsAvx512Checked(t int, b []float32, a []float32) {
-	checkSoftmaxRows(t, b, a)
+func softmaxRowsAvx512Checked(t int, i0 int, i1 int, b []float32, a []float32) {
+	checkSoftmaxRows(t, i0, i1, b, a)
 	if t == 0 {
 		return
 	}
-	softmaxRowsAVX512(t, b, a)
+	softmaxRowsAVX512(t, i0, i1, b, a)
 }
-func softmaxRowsBackAvx512Checked(t int, a []float32, g []float32, db []float32) {
-	checkSoftmaxRowsBack(t, a, g, db)
+func softmaxRowsBackAvx512Checked(t int, i0 int, i1 int, a []float32, g []float32, db []float32) {
+	checkSoftmaxRowsBack(t, i0, i1, a, g, db)
 	if t == 0 {
 		return
 	}
-	softmaxRowsBackAVX512(t, a, g, db)
+	softmaxRowsBackAVX512(t, i0, i1, a, g, db)
 }
 func vanillaLogitsAvx512Checked(t int, x []float32, w []float32, bias []float32, c []float32, scale float32) {
 	checkVanillaLogits(t, x, w, bias, c, scale)

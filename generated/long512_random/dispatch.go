@@ -18,19 +18,19 @@ func softmaxValueBackGoChecked(t int, a []float32, v []float32, dy []float32, db
 	}
 	softmaxValueBackGo(t, a, v, dy, db, dv)
 }
-func softmaxRowsGoChecked(t int, b []float32, a []float32) {
-	checkSoftmaxRows(t, b, a)
+func softmaxRowsGoChecked(t int, i0 int, i1 int, b []float32, a []float32) {
+	checkSoftmaxRows(t, i0, i1, b, a)
 	if t == 0 {
 		return
 	}
-	softmaxRowsGo(t, b, a)
+	softmaxRowsGo(t, i0, i1, b, a)
 }
-func softmaxRowsBackGoChecked(t int, a []float32, g []float32, db []float32) {
-	checkSoftmaxRowsBack(t, a, g, db)
+func softmaxRowsBackGoChecked(t int, i0 int, i1 int, a []float32, g []float32, db []float32) {
+	checkSoftmaxRowsBack(t, i0, i1, a, g, db)
 	if t == 0 {
 		return
 	}
-	softmaxRowsBackGo(t, a, g, db)
+	softmaxRowsBackGo(t, i0, i1, a, g, db)
 }
 func triScaleGoChecked(t int, alpha float32, x []float32, y []float32) {
 	checkTriScale(t, alpha, x, y)

@@ -11,10 +11,10 @@ func softmaxValueAVX512(t int, b []float32, a []float32, v []float32, y []float3
 func softmaxValueBackAVX512(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
 
 //go:noescape
-func softmaxRowsAVX512(t int, b []float32, a []float32)
+func softmaxRowsAVX512(t int, i0 int, i1 int, b []float32, a []float32)
 
 //go:noescape
-func softmaxRowsBackAVX512(t int, a []float32, g []float32, db []float32)
+func softmaxRowsBackAVX512(t int, i0 int, i1 int, a []float32, g []float32, db []float32)
 
 //go:noescape
 func denseLogitsAVX512(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)
@@ -83,10 +83,10 @@ func softmaxValueAVX2(t int, b []float32, a []float32, v []float32, y []float32)
 func softmaxValueBackAVX2(t int, a []float32, v []float32, dy []float32, db []float32, dv []float32)
 
 //go:noescape
-func softmaxRowsAVX2(t int, b []float32, a []float32)
+func softmaxRowsAVX2(t int, i0 int, i1 int, b []float32, a []float32)
 
 //go:noescape
-func softmaxRowsBackAVX2(t int, a []float32, g []float32, db []float32)
+func softmaxRowsBackAVX2(t int, i0 int, i1 int, a []float32, g []float32, db []float32)
 
 //go:noescape
 func denseLogitsAVX2(t int, x []float32, w []float32, bias []float32, c []float32, scale float32)

@@ -2540,21 +2540,25 @@ svb_done_8:
 	VZEROUPPER
 	RET
 
-// func softmaxRowsAVX512(t int, b []float32, a []float32)
+// func softmaxRowsAVX512(t int, i0 int, i1 int, b []float32, a []float32)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
-TEXT ·softmaxRowsAVX512(SB), NOSPLIT, $0-56
-	XORQ AX, AX
+TEXT ·softmaxRowsAVX512(SB), NOSPLIT, $0-72
+	MOVQ i0+8(FP), AX
 
 sr_blocks_1:
-	MOVQ         t+0(FP), CX
+	MOVQ         i1+16(FP), CX
 	LEAQ         8(AX), DX
 	CMPQ         DX, CX
 	JG           sr_single_2
-	MOVQ         b_base+8(FP), CX
-	IMUL3Q       $0x00000200, AX, DX
+	MOVQ         b_base+24(FP), CX
+	MOVQ         AX, DX
+	SUBQ         i0+8(FP), DX
+	IMUL3Q       $0x00000200, DX, DX
 	ADDQ         DX, CX
-	MOVQ         a_base+32(FP), DX
-	IMUL3Q       $0x00000200, AX, BX
+	MOVQ         a_base+48(FP), DX
+	MOVQ         AX, BX
+	SUBQ         i0+8(FP), BX
+	IMUL3Q       $0x00000200, BX, BX
 	ADDQ         BX, DX
 	LEAQ         1(AX), BX
 	MOVQ         BX, SI
@@ -3646,14 +3650,18 @@ sv_scale_one_30:
 	JMP  sr_blocks_1
 
 sr_single_2:
-	MOVQ         t+0(FP), CX
+	MOVQ         i1+16(FP), CX
 	CMPQ         AX, CX
 	JGE          sr_done_3
-	MOVQ         b_base+8(FP), CX
-	IMUL3Q       $0x00000200, AX, DX
+	MOVQ         b_base+24(FP), CX
+	MOVQ         AX, DX
+	SUBQ         i0+8(FP), DX
+	IMUL3Q       $0x00000200, DX, DX
 	ADDQ         DX, CX
-	MOVQ         a_base+32(FP), DX
-	IMUL3Q       $0x00000200, AX, BX
+	MOVQ         a_base+48(FP), DX
+	MOVQ         AX, BX
+	SUBQ         i0+8(FP), BX
+	IMUL3Q       $0x00000200, BX, BX
 	ADDQ         BX, DX
 	LEAQ         1(AX), BX
 	MOVQ         BX, SI
@@ -3796,21 +3804,25 @@ sr_done_3:
 	VZEROUPPER
 	RET
 
-// func softmaxRowsBackAVX512(t int, a []float32, g []float32, db []float32)
+// func softmaxRowsBackAVX512(t int, i0 int, i1 int, a []float32, g []float32, db []float32)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
-TEXT ·softmaxRowsBackAVX512(SB), NOSPLIT, $0-80
-	XORQ AX, AX
+TEXT ·softmaxRowsBackAVX512(SB), NOSPLIT, $0-96
+	MOVQ i0+8(FP), AX
 
 srb_row_1:
-	MOVQ   t+0(FP), CX
+	MOVQ   i1+16(FP), CX
 	CMPQ   AX, CX
 	JGE    srb_done_2
 	LEAQ   1(AX), CX
-	MOVQ   g_base+32(FP), DX
-	IMUL3Q $0x00000200, AX, BX
+	MOVQ   g_base+48(FP), DX
+	MOVQ   AX, BX
+	SUBQ   i0+8(FP), BX
+	IMUL3Q $0x00000200, BX, BX
 	ADDQ   BX, DX
-	MOVQ   a_base+8(FP), BX
-	IMUL3Q $0x00000200, AX, SI
+	MOVQ   a_base+24(FP), BX
+	MOVQ   AX, SI
+	SUBQ   i0+8(FP), SI
+	IMUL3Q $0x00000200, SI, SI
 	ADDQ   SI, BX
 	MOVQ   CX, SI
 	ANDQ   $0x0000000f, CX
@@ -3841,8 +3853,10 @@ svb_dot_tail_4:
 	VADDPS      Z1, Z0, Z0
 	VPERMILPS   $0xb1, Z0, Z1
 	VADDPS      Z1, Z0, Z0
-	MOVQ        db_base+56(FP), CX
-	IMUL3Q      $0x00000200, AX, DI
+	MOVQ        db_base+72(FP), CX
+	MOVQ        AX, DI
+	SUBQ        i0+8(FP), DI
+	IMUL3Q      $0x00000200, DI, DI
 	ADDQ        DI, CX
 	XORQ        DI, DI
 
@@ -11947,21 +11961,25 @@ svb_done_10:
 	VZEROUPPER
 	RET
 
-// func softmaxRowsAVX2(t int, b []float32, a []float32)
+// func softmaxRowsAVX2(t int, i0 int, i1 int, b []float32, a []float32)
 // Requires: AVX, AVX2, FMA3
-TEXT ·softmaxRowsAVX2(SB), NOSPLIT, $0-56
-	XORQ AX, AX
+TEXT ·softmaxRowsAVX2(SB), NOSPLIT, $0-72
+	MOVQ i0+8(FP), AX
 
 sr_blocks_1:
-	MOVQ    t+0(FP), CX
+	MOVQ    i1+16(FP), CX
 	LEAQ    4(AX), DX
 	CMPQ    DX, CX
 	JG      sr_single_2
-	MOVQ    b_base+8(FP), CX
-	IMUL3Q  $0x00000200, AX, DX
+	MOVQ    b_base+24(FP), CX
+	MOVQ    AX, DX
+	SUBQ    i0+8(FP), DX
+	IMUL3Q  $0x00000200, DX, DX
 	ADDQ    DX, CX
-	MOVQ    a_base+32(FP), DX
-	IMUL3Q  $0x00000200, AX, BX
+	MOVQ    a_base+48(FP), DX
+	MOVQ    AX, BX
+	SUBQ    i0+8(FP), BX
+	IMUL3Q  $0x00000200, BX, BX
 	ADDQ    BX, DX
 	LEAQ    1(AX), BX
 	MOVQ    BX, SI
@@ -12556,14 +12574,18 @@ sv_scale_one_18:
 	JMP  sr_blocks_1
 
 sr_single_2:
-	MOVQ    t+0(FP), CX
+	MOVQ    i1+16(FP), CX
 	CMPQ    AX, CX
 	JGE     sr_done_3
-	MOVQ    b_base+8(FP), CX
-	IMUL3Q  $0x00000200, AX, DX
+	MOVQ    b_base+24(FP), CX
+	MOVQ    AX, DX
+	SUBQ    i0+8(FP), DX
+	IMUL3Q  $0x00000200, DX, DX
 	ADDQ    DX, CX
-	MOVQ    a_base+32(FP), DX
-	IMUL3Q  $0x00000200, AX, BX
+	MOVQ    a_base+48(FP), DX
+	MOVQ    AX, BX
+	SUBQ    i0+8(FP), BX
+	IMUL3Q  $0x00000200, BX, BX
 	ADDQ    BX, DX
 	LEAQ    1(AX), BX
 	MOVQ    BX, SI
@@ -12711,21 +12733,25 @@ sr_done_3:
 	VZEROUPPER
 	RET
 
-// func softmaxRowsBackAVX2(t int, a []float32, g []float32, db []float32)
+// func softmaxRowsBackAVX2(t int, i0 int, i1 int, a []float32, g []float32, db []float32)
 // Requires: AVX, FMA3
-TEXT ·softmaxRowsBackAVX2(SB), NOSPLIT, $0-80
-	XORQ AX, AX
+TEXT ·softmaxRowsBackAVX2(SB), NOSPLIT, $0-96
+	MOVQ i0+8(FP), AX
 
 srb_row_1:
-	MOVQ    t+0(FP), CX
+	MOVQ    i1+16(FP), CX
 	CMPQ    AX, CX
 	JGE     srb_done_2
 	LEAQ    1(AX), CX
-	MOVQ    g_base+32(FP), DX
-	IMUL3Q  $0x00000200, AX, BX
+	MOVQ    g_base+48(FP), DX
+	MOVQ    AX, BX
+	SUBQ    i0+8(FP), BX
+	IMUL3Q  $0x00000200, BX, BX
 	ADDQ    BX, DX
-	MOVQ    a_base+8(FP), BX
-	IMUL3Q  $0x00000200, AX, SI
+	MOVQ    a_base+24(FP), BX
+	MOVQ    AX, SI
+	SUBQ    i0+8(FP), SI
+	IMUL3Q  $0x00000200, SI, SI
 	ADDQ    SI, BX
 	MOVQ    CX, SI
 	ANDQ    $0x00000007, CX
@@ -12754,8 +12780,10 @@ svb_dot_tail_4:
 	VADDPS      Y2, Y1, Y1
 	VPERMILPS   $0xb1, Y1, Y2
 	VADDPS      Y2, Y1, Y1
-	MOVQ        db_base+56(FP), CX
-	IMUL3Q      $0x00000200, AX, DI
+	MOVQ        db_base+72(FP), CX
+	MOVQ        AX, DI
+	SUBQ        i0+8(FP), DI
+	IMUL3Q      $0x00000200, DI, DI
 	ADDQ        DI, CX
 	XORQ        DI, DI
 

@@ -42,26 +42,33 @@ type SoftmaxValueBackFunc func(t int, a, v, dy, db, dv []float32)
 
 // SoftmaxRowsFunc is attention's softmax alone for one (sequence, head): the
 // bf16 path's first pass, whose value products then run on the bf16
-// kernels (runtime/mat) rather than fused with the softmax. For every row
-// i < t,
+// kernels (runtime/mat) rather than fused with the softmax. It computes the
+// rows i0 ≤ i < i1 (0 ≤ i0 ≤ i1 ≤ t) of a t-token block, a strip of it,
+// row i of b and of a at (i−i0)·N (both slices start at the strip's first
+// row):
 //
-//	a[i·N+j] = exp(b[i·N+j] − m_i) / Σ_{j'≤i} exp(b[i·N+j'] − m_i),  j ≤ i, m_i = max_{j≤i} b[i·N+j]
+//	a[r·N+j] = exp(b[r·N+j] − m_i) / Σ_{j'≤i} exp(b[r·N+j'] − m_i),  j ≤ i, r = i − i0, m_i = max_{j≤i} b[r·N+j]
 //
-// writing only j ≤ i (the bf16 packers take the rest of a product's
-// triangle as zero themselves). a may be the same slice as b. Entries of b
-// may be −Inf (an extra mask); a row whose entries are all −Inf gives a =
-// 0. Unmasked (a bidirectional spec) every row runs over j < t.
-type SoftmaxRowsFunc func(t int, b, a []float32)
+// writing only j ≤ i of those rows (the bf16 packers take the rest of a
+// product's triangle as zero themselves). i0 = 0, i1 = t is the whole
+// block; a strip's rows are bit for bit those of the whole block's call. a
+// may be the same slice as b. Entries of b may be −Inf (an extra mask); a
+// row whose entries are all −Inf gives a = 0. Unmasked (a bidirectional
+// spec) every row runs over j < t.
+type SoftmaxRowsFunc func(t, i0, i1 int, b, a []float32)
 
 // SoftmaxRowsBackFunc is the backward of SoftmaxRowsFunc: from the kept
-// probabilities a and g = ∂loss/∂a it writes, for every row i < t and
-// j ≤ i (overwrite),
+// probabilities a and g = ∂loss/∂a it writes, for the rows i0 ≤ i < i1
+// (0 ≤ i0 ≤ i1 ≤ t) of a t-token block and j ≤ i (overwrite), row i of
+// each slice at (i−i0)·N,
 //
-//	db[i·N+j] = a[i·N+j] · (g[i·N+j] − Σ_{j'≤i} a[i·N+j'] · g[i·N+j'])
+//	db[r·N+j] = a[r·N+j] · (g[r·N+j] − Σ_{j'≤i} a[r·N+j'] · g[r·N+j']),  r = i − i0
 //
-// reading only j ≤ i of a and g and writing only j ≤ i of db (unmasked: j
-// < t). db may be the same slice as a or as g.
-type SoftmaxRowsBackFunc func(t int, a, g, db []float32)
+// reading only j ≤ i of those rows of a and g and writing only j ≤ i of db
+// (unmasked: j < t). i0 = 0, i1 = t is the whole block; a strip's rows
+// are bit for bit those of the whole block's call. db may be the same
+// slice as a or as g.
+type SoftmaxRowsBackFunc func(t, i0, i1 int, a, g, db []float32)
 
 // ProductFunc synthesizes logits as a causal product (vanilla's Q·Kᵀ,
 // dense's G·W2ᵀ, factorized random's R1·R2ᵀ): for j ≤ i < t (overwrite)

@@ -61,7 +61,7 @@ func (j *attnFwdJob) Run(worker, task int) {
 	if len(m.comps) == 1 {
 		b := m.compLogits(m.comps[0], ly, lw, t, s, h, a)
 		if j.rows {
-			k.SoftmaxRows(t, b, a)
+			k.SoftmaxRows(t, 0, t, b, a)
 			return
 		}
 		k.SoftmaxValue(t, b, a, lw.v[base:], lw.y[base:])
@@ -228,13 +228,13 @@ func (j *reduceJob) Run(_, task int) {
 		}
 	case reduceShared:
 		h, nn := task, n*n
-		m.Kernels.SoftmaxRowsBack(t, lw.a[h*nn:h*nn+nn], ws.attnG[h*nn:h*nn+nn], ly.r.Grad[h*nn:h*nn+nn])
+		m.Kernels.SoftmaxRowsBack(t, 0, t, lw.a[h*nn:h*nn+nn], ws.attnG[h*nn:h*nn+nn], ly.r.Grad[h*nn:h*nn+nn])
 	case reduceSharedFact:
 		// dB in G's block, then R1's rows i < t (overwritten; the rest
 		// stay as zeroGrads left them) and R2's (added to zero).
 		h, nn, nk := task, n*n, n*m.fk
 		db := ws.attnG[h*nn : h*nn+nn]
-		m.Kernels.SoftmaxRowsBack(t, lw.a[h*nn:h*nn+nn], db, db)
+		m.Kernels.SoftmaxRowsBack(t, 0, t, lw.a[h*nn:h*nn+nn], db, db)
 		m.Kernels.FactRandomLogitsBackX(t, db, ly.r2.Data[h*nk:], ly.r1.Grad[h*nk:], 1)
 		m.Kernels.FactRandomLogitsBackW(t, db, ly.r1.Data[h*nk:], ly.r2.Grad[h*nk:], nil, 1)
 	case reduceR12:
