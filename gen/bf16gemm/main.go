@@ -45,13 +45,17 @@ func run(dir string) error {
 	pairIndexMem = nil // a new context defines its own index data
 	ctx.ConstraintExpr("!purego")
 	cfg := tileConfig(ctx)
-	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, pairsPanels, transposeAT} {
+	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, pairsPanels, transposeAT, scale} {
 		e := &x86enc.Emitter{Ctx: ctx}
 		doc := k(ctx, e, cfg)
 		if err := e.Err(); err != nil {
 			return fmt.Errorf("encoding: %w", err)
 		}
-		ctx.Doc(doc, "", "Requires (encoded by x86enc, checked by the caller): "+strings.Join(e.ISA(), ", ")+".")
+		if isa := e.ISA(); len(isa) > 0 {
+			ctx.Doc(doc, "", "Requires (encoded by x86enc, checked by the caller): "+strings.Join(isa, ", ")+".")
+		} else {
+			ctx.Doc(doc)
+		}
 	}
 	return avofile.Write(ctx, dir, "bf16", "go", "run", "../../gen/bf16gemm")
 }
@@ -80,8 +84,9 @@ func tileConfig(ctx *build.Context) Mem {
 // gemmAMX: C (32×32 float32 tiles, row stride ldc bytes) = src + A·Bᵀ
 // over 32·steps of the inner dimension, A a row-major block of 32 rows of
 // bf16 (row stride lda bytes), B a packed panel (2048 bytes per step), for
-// tiles ≥ 1 tiles down the panel: tile t reads A at a + t·as and writes C
-// at c + t·cs (bytes). C starts from src (C's layout; src may be c; it
+// tiles ≥ 1 tiles: tile t reads A at a + t·as and B at b + t·bs and
+// writes C at c + t·cs (bytes): down a panel (bs 0), or across panels
+// along a row block (as 0). C starts from src (C's layout; src may be c; it
 // moves on by cs too) or, when src is nil, from the row bias (32 floats,
 // each tile row the same), or from zero when bias is nil as well. Four accumulator tiles tmm0–3 (the 2×2 16×16
 // quarters of C), A in tmm4–5, B in tmm6–7. The tile state is configured
@@ -90,9 +95,9 @@ func tileConfig(ctx *build.Context) Mem {
 func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Function("gemmAMX")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles, as, cs int, bias *float32)")
+	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles, as, bs, cs int, bias *float32)")
 	ctx.Pragma("noescape")
-	doc := "gemmAMX computes C = src + A·Bᵀ (src nil: bias or zero) for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16)."
+	doc := "gemmAMX computes C = src + A·Bᵀ (src nil: bias or zero) for tiles 32×32 tiles of C, down a B panel or across panels, over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16)."
 	ctx.LEAQ(cfg, RAX)
 	e.Add(x86enc.LDTILECFG(x86enc.M(x86enc.AX, 0)))
 	ctx.Label("amx_tile")
@@ -154,7 +159,7 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	e.Add(x86enc.TILESTORED(mi(x86enc.DI, x86enc.BX, 1, 64), x86enc.T(1)))
 	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 0), x86enc.T(2)))
 	e.Add(x86enc.TILESTORED(mi(x86enc.R10, x86enc.BX, 1, 64), x86enc.T(3)))
-	ctx.Comment("Next tile: move a on by as, and c (and src, unless nil) by cs, in their frame slots.")
+	ctx.Comment("Next tile: move a on by as, b by bs, and c (and src, unless nil) by cs, in their frame slots.")
 	ctx.Load(ctx.Param("tiles"), R11)
 	ctx.DECQ(R11)
 	ctx.JZ(LabelRef("amx_done"))
@@ -163,6 +168,10 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	ctx.Load(ctx.Param("as"), RAX)
 	ctx.ADDQ(RAX, RSI)
 	ctx.Store(RSI, ctx.Param("a"))
+	ctx.Load(ctx.Param("b"), RSI)
+	ctx.Load(ctx.Param("bs"), RAX)
+	ctx.ADDQ(RAX, RSI)
+	ctx.Store(RSI, ctx.Param("b"))
 	ctx.Load(ctx.Param("c"), RDI)
 	ctx.Load(ctx.Param("cs"), RAX)
 	ctx.ADDQ(RAX, RDI)
@@ -576,6 +585,85 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		}
 	}
 	ctx.Label("tr_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}
+
+// scaleAdd: c[j] = s·c[j] + b[j] for j < n (b nil: c[j] = s·c[j]), a
+// float32 product and a float32 sum each, never fused, so that the Go
+// level's bits are the same: the logits' scale and the dense logits' bias
+// on a strip just computed, and the bias gradient's column sums. 32 floats
+// a step in two ZMMs, then 16, then the last n mod 16 under a mask
+// (elements past n are neither read nor written). AVX-512F only: it runs
+// at both bf16 levels, whose CPUs have it.
+func scale(ctx *build.Context, _ *x86enc.Emitter, _ Mem) string {
+	ctx.Function("scaleAddAVX512")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(c *float32, n int, s float32, b *float32)")
+	ctx.Pragma("noescape")
+	doc := "scaleAddAVX512 sets c[j] = s·c[j] + b[j] for j < n, or c[j] = s·c[j] when b is nil (AVX512F)."
+	ctx.Load(ctx.Param("c"), RDI)
+	ctx.Load(ctx.Param("n"), RCX)
+	ctx.Load(ctx.Param("s"), X0)
+	ctx.Load(ctx.Param("b"), RSI)
+	ctx.VBROADCASTSS(X0, Z0)
+	loops := func(pre string, add bool) {
+		step := func(disp int, z VecPhysical, k ...Op) {
+			if len(k) > 0 {
+				ctx.VMOVUPS_Z(Mem{Base: RDI, Disp: disp}, K1, z)
+				ctx.VMULPS(z, Z0, z)
+			} else {
+				ctx.VMULPS(Mem{Base: RDI, Disp: disp}, Z0, z)
+			}
+			if add {
+				if len(k) > 0 {
+					ctx.VMOVUPS_Z(Mem{Base: RSI, Disp: disp}, K1, Z3)
+					ctx.VADDPS(Z3, z, z)
+				} else {
+					ctx.VADDPS(Mem{Base: RSI, Disp: disp}, z, z)
+				}
+			}
+		}
+		adv := func(bytes int) {
+			ctx.ADDQ(U8(bytes), RDI)
+			if add {
+				ctx.ADDQ(U8(bytes), RSI)
+			}
+		}
+		ctx.Label(pre + "loop")
+		ctx.CMPQ(RCX, U8(32))
+		ctx.JB(LabelRef(pre + "16"))
+		step(0, Z1)
+		step(64, Z2)
+		ctx.VMOVUPS(Z1, Mem{Base: RDI})
+		ctx.VMOVUPS(Z2, Mem{Base: RDI, Disp: 64})
+		adv(128)
+		ctx.SUBQ(U8(32), RCX)
+		ctx.JMP(LabelRef(pre + "loop"))
+		ctx.Label(pre + "16")
+		ctx.CMPQ(RCX, U8(16))
+		ctx.JB(LabelRef(pre + "tail"))
+		step(0, Z1)
+		ctx.VMOVUPS(Z1, Mem{Base: RDI})
+		adv(64)
+		ctx.SUBQ(U8(16), RCX)
+		ctx.Label(pre + "tail")
+		ctx.TESTQ(RCX, RCX)
+		ctx.JZ(LabelRef("scale_done"))
+		ctx.MOVL(U32(1), EAX)
+		ctx.SHLL(CL, EAX)
+		ctx.DECL(EAX)
+		ctx.KMOVW(EAX, K1)
+		step(0, Z1, K1)
+		ctx.VMOVUPS(Z1, K1, Mem{Base: RDI})
+		ctx.JMP(LabelRef("scale_done"))
+	}
+	ctx.TESTQ(RSI, RSI)
+	ctx.JZ(LabelRef("scale_loop"))
+	loops("scale_add_", true)
+	loops("scale_", false)
+	ctx.Label("scale_done")
 	ctx.VZEROUPPER()
 	ctx.RET()
 	return doc

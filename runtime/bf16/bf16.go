@@ -183,6 +183,36 @@ func New(l Level) (*Kernel, error) {
 	return &Kernel{Level: Go, MR: 8, tile: tileGo}, nil
 }
 
+// ScaleAdd sets c[j] = s·c[j] + b[j] (b nil: c[j] = s·c[j]), a float32
+// product and a float32 sum an element, never fused (the same bits at
+// every level): with AVX-512 at the AMX and AVX512-BF16 levels, whose CPUs
+// have it, in Go at the Go level. b, when not nil, is at least as long as c.
+func (k *Kernel) ScaleAdd(c []float32, s float32, b []float32) {
+	if len(c) == 0 {
+		return
+	}
+	if b != nil {
+		b = b[:len(c)]
+	}
+	if k.Level != Go {
+		var bp *float32
+		if b != nil {
+			bp = &b[0]
+		}
+		scaleAddAVX512(&c[0], len(c), s, bp)
+		return
+	}
+	if b == nil {
+		for i := range c {
+			c[i] *= s
+		}
+		return
+	}
+	for i := range c {
+		c[i] = float32(c[i]*s) + b[i]
+	}
+}
+
 // LDA is the row stride, in bf16, of a packed block of A for a padded
 // inner dimension kp: kp, plus 32 when kp is a multiple of 512 (rows 1 KiB
 // or a multiple of it apart fall into few cache sets).
@@ -220,6 +250,31 @@ func (k *Kernel) Tile(kp, kb, kl int, a, b []uint16, c []float32, ldc, mr, nr in
 		bias = nil
 	}
 	k.tile(kl/Step, a[kb:], LDA(kp), b[kb*NR:], c, ldc, mr, nr, src, bias)
+}
+
+// TileRow is Tile along a row block: C[mr×n] (row stride ldc) = A·Bᵀ
+// over the inner indices [kb, kb+kl) of a padded inner dimension kp, for
+// the mr rows of a's blocks and the n columns of the ⌈n/NR⌉ panels of b
+// (BPanel(kp) apart), overwriting C. At the AMX level a block of 32 rows
+// takes one call for all its whole panels.
+func (k *Kernel) TileRow(kp, kb, kl int, a, b []uint16, c []float32, ldc, mr, n int) {
+	ps := BPanel(kp)
+	panels := (n + NR - 1) / NR
+	if n < 1 || len(b) < panels*ps || ldc < n || len(c) < (mr-1)*ldc+n {
+		panic(fmt.Sprintf("bf16: TileRow(kp %d, len(b) %d, len(c) %d, ldc %d, mr %d, n %d) outside its contract", kp, len(b), len(c), ldc, mr, n))
+	}
+	j := 0
+	if k.Level == AMX && mr == 32 && n >= NR {
+		// Tile's checks for the first panel and A; the rest as above.
+		k.Tile(kp, kb, kl, a, b, c, ldc, mr, NR, nil, nil) // panel 0
+		if whole := n / NR; whole > 1 {
+			rowAMX(kl/Step, a[kb:], LDA(kp), b[ps+kb*NR:], ps, c[NR:], ldc, whole-1)
+		}
+		j = n / NR * NR
+	}
+	for ; j < n; j += NR {
+		k.Tile(kp, kb, kl, a, b[j/NR*ps:], c[j:], ldc, mr, min(NR, n-j), nil, nil)
+	}
 }
 
 // tileGo is the Go level: each pair's two products added to the float32

@@ -423,3 +423,88 @@ func TestPackBRows(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleAdd: Kernel.ScaleAdd gives the Go products' and sums' bits at
+// every level, with and without b, at every length up to 70 (the kernel's
+// 32, 16 and masked steps), touching nothing past the slice.
+func TestScaleAdd(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 1))
+	for _, l := range []Level{Go, AVX512BF16, AMX} {
+		k, err := New(l)
+		if err != nil {
+			t.Logf("%s: skipped: %v", l, err)
+			continue
+		}
+		for _, add := range []bool{false, true} {
+			for n := 0; n <= 70; n++ {
+				buf, b := make([]float32, n+5), make([]float32, n+5)
+				for i := range buf {
+					buf[i] = float32(r.NormFloat64() * 1e3)
+					b[i] = float32(r.NormFloat64() * 1e3)
+				}
+				buf[0] = float32(math.Inf(-1))
+				if n > 2 {
+					buf[n-1] = 0x1p-140 // subnormal
+				}
+				want := slices.Clone(buf)
+				for i := range want[:n] {
+					want[i] = float32(want[i] * 0.3)
+					if add {
+						want[i] += b[i]
+					}
+				}
+				var bs []float32
+				if add {
+					bs = b
+				}
+				k.ScaleAdd(buf[:n], 0.3, bs)
+				for i := range buf {
+					if math.Float32bits(buf[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s add=%v n=%d: element %d is %g, want %g", l, add, n, i, buf[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestTileRow: TileRow gives, at every level, the bits of one Tile per
+// panel (the AMX level's one call along the row block sums each tile as
+// Tile does), for row counts and widths on and off the blocks and panels,
+// at inner offsets into the packed depth, overwriting only C's mr×n
+// corner.
+func TestTileRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 4))
+	const kp, ldc = 96, 140
+	for _, k := range levels(t) {
+		for _, mr := range []int{1, 7, 8, 31, 32} {
+			for _, n := range []int{1, 31, 32, 33, 64, 100, 128} {
+				for _, kb := range []int{0, 32} {
+					kl := kp - kb
+					a := make([]uint16, (mr+k.MR-1)/k.MR*k.ABlock(kp))
+					for i := range a {
+						a[i] = FromFloat32(float32(r.NormFloat64()))
+					}
+					panels := (n + NR - 1) / NR
+					b := make([]uint16, panels*BPanel(kp))
+					for i := range b {
+						b[i] = FromFloat32(float32(r.NormFloat64()))
+					}
+					got, want := make([]float32, mr*ldc), make([]float32, mr*ldc)
+					for i := range got {
+						got[i], want[i] = -3, -3
+					}
+					k.TileRow(kp, kb, kl, a, b, got, ldc, mr, n)
+					for j := 0; j < n; j += NR {
+						k.Tile(kp, kb, kl, a, b[j/NR*BPanel(kp):], want[j:], ldc, mr, min(NR, n-j), nil, nil)
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s mr=%d n=%d kb=%d: C[%d][%d] = %v, Tile per panel %v", k.Level, mr, n, kb, i/ldc, i%ldc, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}

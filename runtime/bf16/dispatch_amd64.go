@@ -43,7 +43,7 @@ func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, n
 		} else if bias != nil {
 			bp = &bias[:32][0]
 		}
-		gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, sp, full, 2*32*lda, 4*32*ldc, bp)
+		gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, sp, full, 2*32*lda, 0, 4*32*ldc, bp)
 	}
 	for i0 := full * 32; i0 < mr; i0 += 32 {
 		rows := min(32, mr-i0)
@@ -64,11 +64,17 @@ func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, n
 		if src != nil || bias != nil {
 			bsrc = &buf[0]
 		}
-		gemmAMX(steps, &a[i0*lda], 2*lda, &b[0], &buf[0], 128, bsrc, 1, 0, 0, nil)
+		gemmAMX(steps, &a[i0*lda], 2*lda, &b[0], &buf[0], 128, bsrc, 1, 0, 0, 0, nil)
 		for i := 0; i < rows; i++ {
 			copy(cs[i*ldc:i*ldc+nr], buf[i*32:i*32+nr])
 		}
 	}
+}
+
+// rowAMX is TileRow's AMX path: one call for the panels' 32-column
+// tiles along the 32 rows of block a (panels ps bf16 apart).
+func rowAMX(steps int, a []uint16, lda int, b []uint16, ps int, c []float32, ldc, panels int) {
+	gemmAMX(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, nil, panels, 0, 2*ps, 4*32, nil)
 }
 
 func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {

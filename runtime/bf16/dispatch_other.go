@@ -19,11 +19,19 @@ func tileAMX(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, n
 	panic("bf16: AMX kernel in a build without it")
 }
 
+func rowAMX(steps int, a []uint16, lda int, b []uint16, ps int, c []float32, ldc, panels int) {
+	panic("bf16: AMX kernel in a build without it")
+}
+
 func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	panic("bf16: AVX512-BF16 kernel in a build without it")
 }
 
 func toBF16AVX512(dst *uint16, src *float32, n int) { panic("bf16: AVX512-BF16 in a build without it") }
+
+func scaleAddAVX512(c *float32, n int, s float32, b *float32) {
+	panic("bf16: AVX-512 in a build without it")
+}
 
 func pairsAVX512(dst *uint16, r0, r1 *float32, n int) {
 	panic("bf16: AVX512-BF16 in a build without it")

@@ -4,12 +4,12 @@
 
 package bf16
 
-// gemmAMX computes C = src + A·Bᵀ (src nil: bias or zero) for tiles 32×32 tiles of C down a B panel over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16).
+// gemmAMX computes C = src + A·Bᵀ (src nil: bias or zero) for tiles 32×32 tiles of C, down a B panel or across panels, over 32·steps of the inner dimension, steps ≥ 1, tiles ≥ 1 (AMX-TILE, AMX-BF16).
 //
 // Requires (encoded by x86enc, checked by the caller): AMX_BF16, AMX_TILE.
 //
 //go:noescape
-func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles int, as int, cs int, bias *float32)
+func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles int, as int, bs int, cs int, bias *float32)
 
 // gemmAVX512 computes C = src + A·Bᵀ (src nil: bias or zero) for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F).
 //
@@ -45,3 +45,8 @@ func pairsPanelsAVX512(dst *uint16, pl int, r0 *float32, r1 *float32, n int, pan
 //
 //go:noescape
 func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int, sums *float32)
+
+// scaleAddAVX512 sets c[j] = s·c[j] + b[j] for j < n, or c[j] = s·c[j] when b is nil (AVX512F).
+//
+//go:noescape
+func scaleAddAVX512(c *float32, n int, s float32, b *float32)

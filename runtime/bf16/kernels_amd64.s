@@ -14,8 +14,8 @@ DATA bf16tilecfg<>+48(SB)/8, $0x1010101010101010
 DATA bf16tilecfg<>+56(SB)/8, $0x0000000000000000
 GLOBL bf16tilecfg<>(SB), RODATA|NOPTR, $64
 
-// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles int, as int, cs int, bias *float32)
-TEXT ·gemmAMX(SB), NOSPLIT, $0-88
+// func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles int, as int, bs int, cs int, bias *float32)
+TEXT ·gemmAMX(SB), NOSPLIT, $0-96
 	LEAQ bf16tilecfg<>+0(SB), AX
 
 	// ldtilecfg [rax] (AMX_TILE)
@@ -83,7 +83,7 @@ amx_tile:
 
 amx_zero:
 	// Not loading C: start from the bias row (a tile load of stride 0), or zero.
-	MOVQ  bias+80(FP), R11
+	MOVQ  bias+88(FP), R11
 	TESTQ R11, R11
 	JZ    amx_tilezero
 	XORL  AX, AX
@@ -257,7 +257,7 @@ amx_loop:
 	BYTE $0x1a
 	BYTE $0x40
 
-	// Next tile: move a on by as, and c (and src, unless nil) by cs, in their frame slots.
+	// Next tile: move a on by as, b by bs, and c (and src, unless nil) by cs, in their frame slots.
 	MOVQ  tiles+56(FP), R11
 	DECQ  R11
 	JZ    amx_done
@@ -266,8 +266,12 @@ amx_loop:
 	MOVQ  as+64(FP), AX
 	ADDQ  AX, SI
 	MOVQ  SI, a+8(FP)
+	MOVQ  b+24(FP), SI
+	MOVQ  bs+72(FP), AX
+	ADDQ  AX, SI
+	MOVQ  SI, b+24(FP)
 	MOVQ  c+32(FP), DI
-	MOVQ  cs+72(FP), AX
+	MOVQ  cs+80(FP), AX
 	ADDQ  AX, DI
 	MOVQ  DI, c+32(FP)
 	MOVQ  src+48(FP), DI
@@ -3509,5 +3513,88 @@ tr_transpose:
 	VMOVDQU32   Z15, (DI)
 
 tr_done:
+	VZEROUPPER
+	RET
+
+// func scaleAddAVX512(c *float32, n int, s float32, b *float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·scaleAddAVX512(SB), NOSPLIT, $0-32
+	MOVQ         c+0(FP), DI
+	MOVQ         n+8(FP), CX
+	MOVSS        s+16(FP), X0
+	MOVQ         b+24(FP), SI
+	VBROADCASTSS X0, Z0
+	TESTQ        SI, SI
+	JZ           scale_loop
+
+scale_add_loop:
+	CMPQ    CX, $0x20
+	JB      scale_add_16
+	VMULPS  (DI), Z0, Z1
+	VADDPS  (SI), Z1, Z1
+	VMULPS  64(DI), Z0, Z2
+	VADDPS  64(SI), Z2, Z2
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z2, 64(DI)
+	ADDQ    $0x80, DI
+	ADDQ    $0x80, SI
+	SUBQ    $0x20, CX
+	JMP     scale_add_loop
+
+scale_add_16:
+	CMPQ    CX, $0x10
+	JB      scale_add_tail
+	VMULPS  (DI), Z0, Z1
+	VADDPS  (SI), Z1, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ    $0x40, DI
+	ADDQ    $0x40, SI
+	SUBQ    $0x10, CX
+
+scale_add_tail:
+	TESTQ     CX, CX
+	JZ        scale_done
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K1
+	VMOVUPS.Z (DI), K1, Z1
+	VMULPS    Z1, Z0, Z1
+	VMOVUPS.Z (SI), K1, Z3
+	VADDPS    Z3, Z1, Z1
+	VMOVUPS   Z1, K1, (DI)
+	JMP       scale_done
+
+scale_loop:
+	CMPQ    CX, $0x20
+	JB      scale_16
+	VMULPS  (DI), Z0, Z1
+	VMULPS  64(DI), Z0, Z2
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z2, 64(DI)
+	ADDQ    $0x80, DI
+	SUBQ    $0x20, CX
+	JMP     scale_loop
+
+scale_16:
+	CMPQ    CX, $0x10
+	JB      scale_tail
+	VMULPS  (DI), Z0, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ    $0x40, DI
+	SUBQ    $0x10, CX
+
+scale_tail:
+	TESTQ     CX, CX
+	JZ        scale_done
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K1
+	VMOVUPS.Z (DI), K1, Z1
+	VMULPS    Z1, Z0, Z1
+	VMOVUPS   Z1, K1, (DI)
+
+scale_done:
 	VZEROUPPER
 	RET

@@ -16,6 +16,9 @@ type attnFwdJob struct {
 	// products follow on the bf16 kernel (attention_bf16.go); else fused
 	// with the value product (SoftmaxValue).
 	rows bool
+	// strips: vanilla on the bf16 path, a strip of rows at a time
+	// (strips_bf16.go).
+	strips bool
 }
 
 // compLogits writes component c's logits for (s, h) into dst and returns
@@ -55,6 +58,11 @@ func (j *attnFwdJob) Run(worker, task int) {
 	ly, lw := &m.layers[j.l], &ws.lay[j.l]
 	k := m.Kernels
 	t, nn := ws.t, m.n*m.n
+	if j.strips {
+		st := m.stripTask(ws, j.l, worker, task)
+		st.forward(lw.y[st.base:], k.SoftmaxRows)
+		return
+	}
 	s, h := task/m.heads, task%m.heads
 	a := lw.a[task*nn : task*nn+nn]
 	base := s*t*m.d + h*m.dh
@@ -85,9 +93,10 @@ func (j *attnFwdJob) Run(worker, task int) {
 }
 
 type attnBackJob struct {
-	m  *Model
-	ws *Workspace
-	l  int
+	m      *Model
+	ws     *Workspace
+	l      int
+	strips bool // vanilla on the bf16 path (strips_bf16.go)
 }
 
 // compBack propagates dc = ∂loss/∂B^(c) (already scaled by the mixture
@@ -132,6 +141,10 @@ func (j *attnBackJob) Run(worker, task int) {
 	m, ws := j.m, j.ws
 	ly, lw := &m.layers[j.l], &ws.lay[j.l]
 	k := m.Kernels
+	if j.strips {
+		m.stripBackTask(ws, j.l, worker, task)
+		return
+	}
 	t, nn := ws.t, m.n*m.n
 	s, h := task/m.heads, task%m.heads
 	a := lw.a[task*nn : task*nn+nn]
@@ -287,6 +300,11 @@ func (m *Model) attentionForward(ws *Workspace, l int) {
 		m.sharedForwardBF16(ws, l)
 		return
 	}
+	ws.stripsP = m.bfStrips()
+	if ws.stripsP {
+		m.stripsForward(ws, l)
+		return
+	}
 	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l}
 	m.run(ws.b*m.heads, &m.jobs.attnF)
 	m.jobs.attnF = attnFwdJob{}
@@ -301,6 +319,10 @@ func (m *Model) attentionBackward(ws *Workspace, l int) {
 	}
 	if ws.sharedP {
 		m.sharedBackwardBF16(ws, l)
+		return
+	}
+	if ws.stripsP {
+		m.stripsBackward(ws, l)
 		return
 	}
 	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l}

@@ -27,15 +27,9 @@ import (
 // sequences; they are the same function of the inputs, summed in another
 // order. Fixed random has no gradient: its backward is dV alone.
 //
-// Everything else (vanilla, dense, factorized dense, the mixtures: logits
-// that depend on the input) keeps the fused float32 kernels on the bf16
-// path. With a P (or logits, or dB) per sequence, rounding and packing
-// that [t, t] matrix for a bf16 product costs as much memory traffic as
-// the float32 kernels' arithmetic at a head width of 64: running P·V, dV,
-// G, vanilla's logits, dQ and dK on the bf16 kernel measured no faster at
-// long1024_vanilla and slower at mid, and vanilla's logits and G alone
-// slower too (docs/bf16.md, "Attention in bf16" and "What the rows under
-// 2× are made of").
+// Vanilla's and dense's attention, whose P is a sequence's own, runs a
+// strip of rows at a time instead (strips_bf16.go). Factorized dense and
+// the mixtures keep the fused float32 kernels on the bf16 path.
 
 // bfAttention reports whether the attention runs on the bf16 path: one
 // random, fixed random or factorized random component, a bf16 kernel and

@@ -133,6 +133,8 @@ type Model struct {
 	scratch [][]float32     // per worker, [N, N]: mixture logits
 	bfProds []mat.BatchProd // the bf16 attention's products (attention_bf16.go)
 	bfSegs  []mat.Strided   // their operands
+	bfk     *bf16.Kernel    // SetBF16's kernel (nil: float32)
+	strips  []stripBF       // per worker: vanilla's strip buffers on the bf16 path (strips_bf16.go)
 	jobs    jobs
 	prefill prefillShared // the Decoders' Forward (decode.go)
 }
@@ -467,15 +469,22 @@ func mixWeights(mix []float32, w []float32) {
 }
 
 // SetBF16 runs the linear layers' products (forward and both backward
-// products), aft_full's factorised products (aftfull.go) and random's,
+// products), aft_full's factorised products (aftfull.go), random's,
 // fixed random's and factorized random's attention products
-// (attention_bf16.go: P·V and its backward, when the spec has the
-// SoftmaxRows kernels) on bf16 kernel k:
+// (attention_bf16.go: P·V and its backward) and vanilla's and dense's
+// (strips_bf16.go: the logits, P·V and their backward), the last two
+// when the spec has the SoftmaxRows kernels, on bf16 kernel k:
 // bf16 operands, float32 accumulation and output; the weights, their
 // gradients, the softmax and everything else stay float32. nil returns
 // them to float32. It must not be called during Forward or Backward, nor
 // between a Forward and its Backward.
-func (m *Model) SetBF16(k *bf16.Kernel) { m.eng.SetBF16(k) }
+func (m *Model) SetBF16(k *bf16.Kernel) {
+	m.eng.SetBF16(k)
+	if m.bfk != k {
+		m.strips = nil // sized for another kernel's blocks
+	}
+	m.bfk = k
+}
 
 // BF16 is the level of the linear layers' bf16 kernel (bf16.None: they run
 // in float32).

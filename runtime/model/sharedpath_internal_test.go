@@ -9,17 +9,21 @@ import (
 
 // TestSharedPathTaken: with a bf16 kernel, the attention whose logits do
 // not depend on the input (random, fixed random, factorized random, causal
-// or not) runs on the shared bf16 path (attention_bf16.go) and the others
-// do not; without one, none does. The gradient tests cannot tell: both
-// paths give the same maps and gradients within bf16's tolerance.
+// or not) runs on the shared bf16 path (attention_bf16.go), vanilla's and
+// dense's on the strip path (strips_bf16.go), and the mixtures and
+// factorized dense on neither; without one, none does. The gradient tests
+// cannot tell: every path gives the same maps and gradients within bf16's
+// tolerance.
 func TestSharedPathTaken(t *testing.T) {
 	kn, err := bf16.New(bf16.Go) // every CPU runs the Go level
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]bool{
-		"random": true, "fixed_random": true, "factorized_random": true, "enc_factorized_random": true, "enc_random": true,
-		"vanilla": false, "dense": false, "factorized_dense": false, "random_vanilla": false,
+	const none, shared, strips = 0, 1, 2
+	for name, want := range map[string]int{
+		"random": shared, "fixed_random": shared, "factorized_random": shared, "enc_factorized_random": shared, "enc_random": shared,
+		"vanilla": strips, "dense": strips, "enc_vanilla": strips, "enc_dense": strips,
+		"factorized_dense": none, "random_vanilla": none, "dense_vanilla": none,
 	} {
 		k, err := kernels.Lookup(name)
 		if err != nil {
@@ -43,8 +47,11 @@ func TestSharedPathTaken(t *testing.T) {
 			} else {
 				m.Forward(ws, in, in, 1)
 			}
-			if got := ws.sharedP; got != (want && bf) {
-				t.Errorf("%s, bf16 %v: shared path %v, want %v", name, bf, got, want && bf)
+			if got := ws.sharedP; got != (want == shared && bf) {
+				t.Errorf("%s, bf16 %v: shared path %v, want %v", name, bf, got, want == shared && bf)
+			}
+			if got := ws.stripsP; got != (want == strips && bf) {
+				t.Errorf("%s, bf16 %v: strip path %v, want %v", name, bf, got, want == strips && bf)
 			}
 			m.Backward(ws)
 		}

@@ -1,0 +1,276 @@
+package model
+
+import (
+	"math"
+
+	"github.com/synthgen/synthgen/runtime/bf16"
+)
+
+// Vanilla's and dense's attention on the bf16 path, a strip of query rows
+// at a time. Their logits are a product, s·X·Wᵀ + b (stripTask), of the
+// input; each (sequence, head) is one task on one worker. Its W and V (and
+// in the backward Wᵀ and Vᵀ) are packed once for the task, and a strip's
+// logits, probabilities, ∂loss/∂P and their bf16 copies are made and used
+// while they are in the worker's caches:
+//
+//	forward, per strip S of rows [i0, i1):
+//	  A_S = s·X_S·Wᵀ + b               bf16 kernel, into the kept block A's rows
+//	  A_S = softmax(A_S)               the spec's SoftmaxRows on rows [i0, i1), in place
+//	  Y_S = A_S·V                      bf16 kernel; A's entries j > i set to 0 first
+//
+//	backward, per strip:
+//	  dV  += A_Sᵀ·dY_S                 bf16 kernel, float32 sums over the strips
+//	  G_S  = dY_S·Vᵀ                   bf16 kernel, into the worker's strip buffer
+//	  dB_S = s·A_S ⊙ (G_S − rowsum(A_S ⊙ G_S))    SoftmaxRowsBack in place, then s
+//	  db  += colsum(dB_S)              dense's bias
+//	  dX_S = dB_S·W                    bf16 kernel
+//	  dW  += dB_Sᵀ·X_S                 bf16 kernel, float32 sums over the strips
+//
+// The float32 path fuses logits, softmax and value product in the spec's
+// kernels. Rounding and packing a whole [t, t] block per sequence for a
+// bf16 product instead costs as much memory traffic as those kernels'
+// arithmetic (docs/bf16.md, "Attention in bf16"); a strip's rows are
+// rounded while they are in cache. The kept block A holds the
+// probabilities after the backward too (the float32 path leaves dB there).
+// Mixtures and factorized dense keep the float32 path.
+
+// strip is the query rows of one strip: two AMX blocks of 32 rows, eight
+// of the AVX512-BF16 and Go levels' 8. dW and dV take one 64-deep product
+// a strip (128 or 256 measured no faster: the strip's buffers outgrow L2).
+const strip = 64
+
+// stripBF is one worker's packed operands and strip buffers.
+type stripBF struct {
+	kb  []uint16  // K (or W2) as B panels, a key a column, depth Pad(dh)
+	vk  []uint16  // V as B panels, a key a column, depth Pad(dh) (backward)
+	vb  []uint16  // V as B panels, a channel a column, depth Pad(N) keys
+	kt  []uint16  // K (or W2) as B panels, a channel a column, depth Pad(N) keys (backward)
+	sa  []uint16  // the strip as A blocks: Q or dY (depth Pad(dh)), or A or dB (depth Pad(N))
+	ta  []uint16  // a strip transposed as A blocks (keys a row), depth strip
+	sb  []uint16  // a strip's Q or dY as B panels, a channel a column, depth strip
+	tmp []uint16  // PackBT's and PackAT's scratch
+	g   []float32 // the strip's G, then dB: strip rows of N
+}
+
+// bfStrips reports whether the attention runs on the strip path: vanilla
+// or dense the only component, a bf16 kernel and the spec's SoftmaxRows
+// kernels.
+func (m *Model) bfStrips() bool {
+	return m.kind == kindSynth && len(m.comps) == 1 && (m.comps[0] == compVanilla || m.comps[0] == compDense) &&
+		m.bfk != nil && m.Kernels.SoftmaxRows != nil && m.Kernels.SoftmaxRowsBack != nil
+}
+
+// stripScratch makes sure every worker has its buffers.
+func (m *Model) stripScratch() {
+	for len(m.strips) < m.Workers() {
+		m.strips = append(m.strips, newStripBF(m.bfk, m.n, m.dh))
+	}
+}
+
+// newStripBF returns one worker's buffers for kernel kn, N = n and head
+// width dh.
+func newStripBF(kn *bf16.Kernel, n, dh int) stripBF {
+	kpH, kpN := bf16.Pad(dh), bf16.Pad(n)
+	keyPanels, chPanels := (n+bf16.NR-1)/bf16.NR, (dh+bf16.NR-1)/bf16.NR
+	keyRows := (n + kn.MR - 1) / kn.MR * kn.MR
+	return stripBF{
+		kb:  make([]uint16, keyPanels*bf16.BPanel(kpH)),
+		vk:  make([]uint16, keyPanels*bf16.BPanel(kpH)),
+		vb:  make([]uint16, chPanels*bf16.BPanel(kpN)),
+		kt:  make([]uint16, chPanels*bf16.BPanel(kpN)),
+		sa:  make([]uint16, strip/kn.MR*kn.ABlock(max(kpH, kpN))),
+		ta:  make([]uint16, keyRows*bf16.LDA(strip)),
+		sb:  make([]uint16, chPanels*bf16.BPanel(strip)),
+		tmp: make([]uint16, bf16.PairsLen(max(dh, keyRows))*bf16.Step/2),
+		g:   make([]float32, strip*n),
+	}
+}
+
+// stripsForward is the forward of layer l on the strip path.
+func (m *Model) stripsForward(ws *Workspace, l int) {
+	m.stripScratch()
+	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l, strips: true}
+	m.run(ws.b*m.heads, &m.jobs.attnF)
+	m.jobs.attnF = attnFwdJob{}
+}
+
+// stripsBackward is the backward of layer l on the strip path, then
+// dense's reduction of W2's gradient over the tasks.
+func (m *Model) stripsBackward(ws *Workspace, l int) {
+	m.stripScratch()
+	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l, strips: true}
+	m.run(ws.b*m.heads, &m.jobs.attnB)
+	m.jobs.attnB = attnBackJob{}
+	if m.layers[l].w2.w != nil {
+		m.reduce(ws, l, reduceW2, blocks(ws.t, rowBlock))
+	}
+}
+
+// stripBackTask is task's backward on worker w: vanilla's into dQ and dK,
+// dense's into relu(H·W1ᵀ + b1)'s gradient and the task's partial
+// gradient of W2 and b2 (reduced by reduceW2, as the float32 path's).
+func (m *Model) stripBackTask(ws *Workspace, l, w, task int) {
+	st := m.stripTask(ws, l, w, task)
+	b := st.base
+	var dx, dw, dbias []float32
+	switch m.comps[0] {
+	case compVanilla:
+		dx, dw = ws.dq[b:], ws.dk[b:]
+	case compDense:
+		stride := m.n*m.dh + m.n
+		p := ws.pW2[task*stride : task*stride+stride]
+		dx, dw, dbias = ws.dg[b:], p[:m.n*m.dh], p[m.n*m.dh:]
+	}
+	st.backward(ws.dy[b:], dx, dw, dbias, ws.dv[b:], m.Kernels.SoftmaxRowsBack)
+}
+
+// stripTask is one (sequence, head)'s operands on the strip path. The
+// logits are those of the spec's Product kernels, scale·X·Wᵀ + bias:
+// vanilla's X = Q, W = K (the sequence's keys), scale 1/√dh, no bias;
+// dense's X = relu(H·W1ᵀ + b1), W = W2 (shared by the sequences), scale
+// 1, bias b2.
+type stripTask struct {
+	kn          *bf16.Kernel
+	sc          *stripBF
+	t, d, dh, n int
+	kpH, kpN    int
+	causal      bool
+	scale       float32
+	x, w        []float32 // X's rows d apart, W's ldw
+	ldw         int
+	bias        []float32 // nil: none
+	v, a        []float32
+	base        int // the head's offset in the [rows, d] activations
+}
+
+// stripTask returns task's operands in layer l on worker w.
+func (m *Model) stripTask(ws *Workspace, l, w, task int) stripTask {
+	ly, lw := &m.layers[l], &ws.lay[l]
+	t, d, dh, nn := ws.t, m.d, m.dh, m.n*m.n
+	base := task/m.heads*t*d + task%m.heads*dh
+	st := stripTask{
+		kn: m.bfk, sc: &m.strips[w],
+		t: t, d: d, dh: dh, n: m.n, kpH: bf16.Pad(dh), kpN: bf16.Pad(m.n),
+		causal: m.Spec.Causal(), scale: 1,
+		v: lw.v[base:], a: lw.a[task*nn : task*nn+nn], base: base,
+	}
+	switch m.comps[0] {
+	case compVanilla:
+		st.x, st.w, st.ldw = lw.q[base:], lw.k[base:], d
+		st.scale = float32(1 / math.Sqrt(float64(dh)))
+	case compDense:
+		st.x, st.w, st.ldw, st.bias = lw.g[base:], ly.w2.w.Data, dh, ly.w2.b.Data
+	}
+	return st
+}
+
+// keys is the number of keys rows [i0, i1) read: i1 under the causal mask.
+func (st *stripTask) keys(i1 int) int {
+	if st.causal {
+		return i1
+	}
+	return st.t
+}
+
+// packKeys packs src's t rows (ld apart, dh wide) as B panels with a key a
+// column, depth Pad(dh).
+func (st *stripTask) packKeys(dst []uint16, src []float32, ld int) {
+	bp := bf16.BPanel(st.kpH)
+	for j0 := 0; j0 < st.t; j0 += bf16.NR {
+		bf16.PackB(dst[j0/bf16.NR*bp:], src, ld, 1, j0, st.t, st.dh, st.kpH)
+	}
+}
+
+// packRows packs rows [i0, i1) of src (stride ld, kk wide) as the strip's
+// A blocks, depth kp, columns [0, Pad(kk)) written.
+func (st *stripTask) packRows(src []float32, ld, i0, i1, kk, kp int) {
+	kn := st.kn
+	lda, ab := bf16.LDA(kp), kn.ABlock(kp)
+	for b := 0; b*kn.MR < i1-i0; b++ {
+		kn.PackASeg(st.sc.sa[b*ab:], lda, 0, src, ld, 1, i0+b*kn.MR, i1, kk, bf16.Pad(kk))
+	}
+}
+
+// forward is task's forward, every strip.
+func (st *stripTask) forward(y []float32, softmax func(t, i0, i1 int, b, a []float32)) {
+	kn, sc, n := st.kn, st.sc, st.n
+	st.packKeys(sc.kb, st.w, st.ldw)
+	bf16.PackBT(sc.vb, st.v, st.d, st.dh, st.t, st.kpN, 0, st.kpN, sc.tmp)
+	for i0 := 0; i0 < st.t; i0 += strip {
+		i1 := min(i0+strip, st.t)
+		rows, keys := i1-i0, st.keys(i1)
+		as := st.a[i0*n:]
+		st.packRows(st.x, st.d, i0, i1, st.dh, st.kpH)
+		kn.TileRow(st.kpH, 0, st.kpH, sc.sa, sc.kb, as, n, rows, keys)
+		if st.scale != 1 || st.bias != nil {
+			for r := 0; r < rows; r++ {
+				kn.ScaleAdd(as[r*n:r*n+keys], st.scale, st.bias)
+			}
+		}
+		softmax(st.t, i0, i1, as, as)
+		if st.causal { // A·V reads keys < i1: 0 above the diagonal
+			for i := i0; i < i1; i++ {
+				clear(as[(i-i0)*n+i+1 : (i-i0)*n+keys])
+			}
+		}
+		st.packRows(as, n, 0, rows, keys, st.kpN)
+		kn.TileRow(st.kpN, 0, bf16.Pad(keys), sc.sa, sc.vb, y[i0*st.d:], st.d, rows, st.dh)
+	}
+}
+
+// backward is task's backward, every strip: dx overwritten (rows d apart),
+// dw (rows ldw apart), dbias (nil without a bias) and dv cleared and
+// summed over the strips.
+func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(t, i0, i1 int, a, g, db []float32)) {
+	kn, sc, n, d, dh := st.kn, st.sc, st.n, st.d, st.dh
+	st.packKeys(sc.vk, st.v, d)
+	bf16.PackBT(sc.kt, st.w, st.ldw, dh, st.t, st.kpN, 0, st.kpN, sc.tmp)
+	for i := 0; i < st.t; i++ {
+		clear(dw[i*st.ldw : i*st.ldw+dh])
+		clear(dv[i*d : i*d+dh])
+	}
+	if dbias != nil {
+		clear(dbias[:st.t])
+	}
+	bpS := bf16.BPanel(strip)
+	for i0 := 0; i0 < st.t; i0 += strip {
+		i1 := min(i0+strip, st.t)
+		rows, keys := i1-i0, st.keys(i1)
+		kl := bf16.Pad(keys)
+		as := st.a[i0*n:]
+		// dV += A_Sᵀ·dY_S: A's rows were zeroed above the diagonal by the forward.
+		kn.PackAT(sc.ta, as, n, keys, rows, strip, 0, strip, sc.tmp)
+		bf16.PackBT(sc.sb, dy[i0*d:], d, dh, rows, strip, 0, strip, sc.tmp)
+		for c := 0; c < dh; c += bf16.NR {
+			kn.Tile(strip, 0, strip, sc.ta, sc.sb[c/bf16.NR*bpS:], dv[c:], d, keys, min(bf16.NR, dh-c), dv[c:], nil)
+		}
+		// G_S = dY_S·Vᵀ, then dB_S in place, times the logits' scale.
+		st.packRows(dy, d, i0, i1, dh, st.kpH)
+		g := sc.g
+		kn.TileRow(st.kpH, 0, st.kpH, sc.sa, sc.vk, g, n, rows, keys)
+		softmaxBack(st.t, i0, i1, as, g, g)
+		for i := i0; i < i1; i++ {
+			r := g[(i-i0)*n : (i-i0)*n+keys]
+			w := keys
+			if st.causal {
+				w = i + 1
+				clear(r[w:]) // G's entries above the diagonal: dB is 0 there
+			}
+			if st.scale != 1 {
+				kn.ScaleAdd(r[:w], st.scale, nil)
+			}
+			if dbias != nil {
+				kn.ScaleAdd(dbias[:w], 1, r)
+			}
+		}
+		// dX_S = dB_S·W.
+		st.packRows(g, n, 0, rows, keys, st.kpN)
+		kn.TileRow(st.kpN, 0, kl, sc.sa, sc.kt, dx[i0*d:], d, rows, dh)
+		// dW += dB_Sᵀ·X_S.
+		kn.PackAT(sc.ta, g, n, keys, rows, strip, 0, strip, sc.tmp)
+		bf16.PackBT(sc.sb, st.x[i0*d:], d, dh, rows, strip, 0, strip, sc.tmp)
+		for c := 0; c < dh; c += bf16.NR {
+			kn.Tile(strip, 0, strip, sc.ta, sc.sb[c/bf16.NR*bpS:], dw[c:], st.ldw, keys, min(bf16.NR, dh-c), dw[c:], nil)
+		}
+	}
+}
