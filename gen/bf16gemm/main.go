@@ -590,24 +590,27 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	return doc
 }
 
-// scaleAdd: c[j] = s·c[j] + b[j] for j < n (b nil: c[j] = s·c[j]), a
-// float32 product and a float32 sum each, never fused, so that the Go
-// level's bits are the same: the logits' scale and the dense logits' bias
-// on a strip just computed, and the bias gradient's column sums. 32 floats
+// scaleAdd: c[j] = s·c[j] + u·b[j] for j < n (b nil: c[j] = s·c[j]),
+// float32 products and a float32 sum each, never fused, so that the Go
+// level's bits are the same: the logits' scale, the dense logits' bias and
+// a mixture's random logits on a strip just computed, and the bias
+// gradient's column sums. 32 floats
 // a step in two ZMMs, then 16, then the last n mod 16 under a mask
 // (elements past n are neither read nor written). AVX-512F only: it runs
 // at both bf16 levels, whose CPUs have it.
 func scale(ctx *build.Context, _ *x86enc.Emitter, _ Mem) string {
 	ctx.Function("scaleAddAVX512")
 	ctx.Attributes(attr.NOSPLIT)
-	ctx.SignatureExpr("func(c *float32, n int, s float32, b *float32)")
+	ctx.SignatureExpr("func(c *float32, n int, s float32, b *float32, u float32)")
 	ctx.Pragma("noescape")
-	doc := "scaleAddAVX512 sets c[j] = s·c[j] + b[j] for j < n, or c[j] = s·c[j] when b is nil (AVX512F)."
+	doc := "scaleAddAVX512 sets c[j] = s·c[j] + u·b[j] for j < n, or c[j] = s·c[j] when b is nil (AVX512F)."
 	ctx.Load(ctx.Param("c"), RDI)
 	ctx.Load(ctx.Param("n"), RCX)
 	ctx.Load(ctx.Param("s"), X0)
 	ctx.Load(ctx.Param("b"), RSI)
+	ctx.Load(ctx.Param("u"), X4)
 	ctx.VBROADCASTSS(X0, Z0)
+	ctx.VBROADCASTSS(X4, Z4)
 	loops := func(pre string, add bool) {
 		step := func(disp int, z VecPhysical, k ...Op) {
 			if len(k) > 0 {
@@ -619,10 +622,11 @@ func scale(ctx *build.Context, _ *x86enc.Emitter, _ Mem) string {
 			if add {
 				if len(k) > 0 {
 					ctx.VMOVUPS_Z(Mem{Base: RSI, Disp: disp}, K1, Z3)
-					ctx.VADDPS(Z3, z, z)
+					ctx.VMULPS(Z3, Z4, Z3)
 				} else {
-					ctx.VADDPS(Mem{Base: RSI, Disp: disp}, z, z)
+					ctx.VMULPS(Mem{Base: RSI, Disp: disp}, Z4, Z3)
 				}
+				ctx.VADDPS(Z3, z, z)
 			}
 		}
 		adv := func(bytes int) {

@@ -183,11 +183,11 @@ func New(l Level) (*Kernel, error) {
 	return &Kernel{Level: Go, MR: 8, tile: tileGo}, nil
 }
 
-// ScaleAdd sets c[j] = s·c[j] + b[j] (b nil: c[j] = s·c[j]), a float32
-// product and a float32 sum an element, never fused (the same bits at
+// ScaleAdd sets c[j] = s·c[j] + u·b[j] (b nil: c[j] = s·c[j]), float32
+// products and a float32 sum an element, never fused (the same bits at
 // every level): with AVX-512 at the AMX and AVX512-BF16 levels, whose CPUs
 // have it, in Go at the Go level. b, when not nil, is at least as long as c.
-func (k *Kernel) ScaleAdd(c []float32, s float32, b []float32) {
+func (k *Kernel) ScaleAdd(c []float32, s float32, b []float32, u float32) {
 	if len(c) == 0 {
 		return
 	}
@@ -199,7 +199,7 @@ func (k *Kernel) ScaleAdd(c []float32, s float32, b []float32) {
 		if b != nil {
 			bp = &b[0]
 		}
-		scaleAddAVX512(&c[0], len(c), s, bp)
+		scaleAddAVX512(&c[0], len(c), s, bp, u)
 		return
 	}
 	if b == nil {
@@ -209,7 +209,7 @@ func (k *Kernel) ScaleAdd(c []float32, s float32, b []float32) {
 		return
 	}
 	for i := range c {
-		c[i] = float32(c[i]*s) + b[i]
+		c[i] = float32(c[i]*s) + float32(u*b[i])
 	}
 }
 

@@ -450,14 +450,14 @@ func TestScaleAdd(t *testing.T) {
 				for i := range want[:n] {
 					want[i] = float32(want[i] * 0.3)
 					if add {
-						want[i] += b[i]
+						want[i] += float32(-1.7 * b[i])
 					}
 				}
 				var bs []float32
 				if add {
 					bs = b
 				}
-				k.ScaleAdd(buf[:n], 0.3, bs)
+				k.ScaleAdd(buf[:n], 0.3, bs, -1.7)
 				for i := range buf {
 					if math.Float32bits(buf[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%s add=%v n=%d: element %d is %g, want %g", l, add, n, i, buf[i], want[i])

@@ -29,7 +29,7 @@ func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr
 
 func toBF16AVX512(dst *uint16, src *float32, n int) { panic("bf16: AVX512-BF16 in a build without it") }
 
-func scaleAddAVX512(c *float32, n int, s float32, b *float32) {
+func scaleAddAVX512(c *float32, n int, s float32, b *float32, u float32) {
 	panic("bf16: AVX-512 in a build without it")
 }
 

@@ -46,7 +46,7 @@ func pairsPanelsAVX512(dst *uint16, pl int, r0 *float32, r1 *float32, n int, pan
 //go:noescape
 func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int, sums *float32)
 
-// scaleAddAVX512 sets c[j] = s·c[j] + b[j] for j < n, or c[j] = s·c[j] when b is nil (AVX512F).
+// scaleAddAVX512 sets c[j] = s·c[j] + u·b[j] for j < n, or c[j] = s·c[j] when b is nil (AVX512F).
 //
 //go:noescape
-func scaleAddAVX512(c *float32, n int, s float32, b *float32)
+func scaleAddAVX512(c *float32, n int, s float32, b *float32, u float32)

@@ -3516,14 +3516,16 @@ tr_done:
 	VZEROUPPER
 	RET
 
-// func scaleAddAVX512(c *float32, n int, s float32, b *float32)
+// func scaleAddAVX512(c *float32, n int, s float32, b *float32, u float32)
 // Requires: AVX, AVX512F, SSE
-TEXT ·scaleAddAVX512(SB), NOSPLIT, $0-32
+TEXT ·scaleAddAVX512(SB), NOSPLIT, $0-36
 	MOVQ         c+0(FP), DI
 	MOVQ         n+8(FP), CX
 	MOVSS        s+16(FP), X0
 	MOVQ         b+24(FP), SI
+	MOVSS        u+32(FP), X4
 	VBROADCASTSS X0, Z0
+	VBROADCASTSS X4, Z4
 	TESTQ        SI, SI
 	JZ           scale_loop
 
@@ -3531,9 +3533,11 @@ scale_add_loop:
 	CMPQ    CX, $0x20
 	JB      scale_add_16
 	VMULPS  (DI), Z0, Z1
-	VADDPS  (SI), Z1, Z1
+	VMULPS  (SI), Z4, Z3
+	VADDPS  Z3, Z1, Z1
 	VMULPS  64(DI), Z0, Z2
-	VADDPS  64(SI), Z2, Z2
+	VMULPS  64(SI), Z4, Z3
+	VADDPS  Z3, Z2, Z2
 	VMOVUPS Z1, (DI)
 	VMOVUPS Z2, 64(DI)
 	ADDQ    $0x80, DI
@@ -3545,7 +3549,8 @@ scale_add_16:
 	CMPQ    CX, $0x10
 	JB      scale_add_tail
 	VMULPS  (DI), Z0, Z1
-	VADDPS  (SI), Z1, Z1
+	VMULPS  (SI), Z4, Z3
+	VADDPS  Z3, Z1, Z1
 	VMOVUPS Z1, (DI)
 	ADDQ    $0x40, DI
 	ADDQ    $0x40, SI
@@ -3561,6 +3566,7 @@ scale_add_tail:
 	VMOVUPS.Z (DI), K1, Z1
 	VMULPS    Z1, Z0, Z1
 	VMOVUPS.Z (SI), K1, Z3
+	VMULPS    Z3, Z4, Z3
 	VADDPS    Z3, Z1, Z1
 	VMOVUPS   Z1, K1, (DI)
 	JMP       scale_done

@@ -322,10 +322,9 @@ func (m *Model) attentionBackward(ws *Workspace, l int) {
 		return
 	}
 	if ws.stripsP {
-		m.stripsBackward(ws, l)
-		return
+		m.stripScratch()
 	}
-	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l}
+	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l, strips: ws.stripsP}
 	m.run(ws.b*m.heads, &m.jobs.attnB)
 	m.jobs.attnB = attnBackJob{}
 	ly, lw := &m.layers[l], &ws.lay[l]

@@ -134,7 +134,7 @@ type Model struct {
 	bfProds []mat.BatchProd // the bf16 attention's products (attention_bf16.go)
 	bfSegs  []mat.Strided   // their operands
 	bfk     *bf16.Kernel    // SetBF16's kernel (nil: float32)
-	strips  []stripBF       // per worker: vanilla's strip buffers on the bf16 path (strips_bf16.go)
+	strips  []stripBF       // per worker: the strip path's buffers (strips_bf16.go)
 	jobs    jobs
 	prefill prefillShared // the Decoders' Forward (decode.go)
 }

@@ -10,8 +10,8 @@ import (
 // TestSharedPathTaken: with a bf16 kernel, the attention whose logits do
 // not depend on the input (random, fixed random, factorized random, causal
 // or not) runs on the shared bf16 path (attention_bf16.go), vanilla's and
-// dense's on the strip path (strips_bf16.go), and the mixtures and
-// factorized dense on neither; without one, none does. The gradient tests
+// dense's, alone or mixed with random, on the strip path (strips_bf16.go),
+// and the other mixtures and factorized dense on neither; without one, none does. The gradient tests
 // cannot tell: every path gives the same maps and gradients within bf16's
 // tolerance.
 func TestSharedPathTaken(t *testing.T) {
@@ -23,7 +23,8 @@ func TestSharedPathTaken(t *testing.T) {
 	for name, want := range map[string]int{
 		"random": shared, "fixed_random": shared, "factorized_random": shared, "enc_factorized_random": shared, "enc_random": shared,
 		"vanilla": strips, "dense": strips, "enc_vanilla": strips, "enc_dense": strips,
-		"factorized_dense": none, "random_vanilla": none, "dense_vanilla": none,
+		"random_vanilla": strips, "enc_random_vanilla": strips, "mid": strips,
+		"factorized_dense": none, "dense_vanilla": none, "odd": none,
 	} {
 		k, err := kernels.Lookup(name)
 		if err != nil {

@@ -41,23 +41,37 @@ const strip = 64
 
 // stripBF is one worker's packed operands and strip buffers.
 type stripBF struct {
-	kb  []uint16  // K (or W2) as B panels, a key a column, depth Pad(dh)
-	vk  []uint16  // V as B panels, a key a column, depth Pad(dh) (backward)
-	vb  []uint16  // V as B panels, a channel a column, depth Pad(N) keys
-	kt  []uint16  // K (or W2) as B panels, a channel a column, depth Pad(N) keys (backward)
-	sa  []uint16  // the strip as A blocks: Q or dY (depth Pad(dh)), or A or dB (depth Pad(N))
-	ta  []uint16  // a strip transposed as A blocks (keys a row), depth strip
-	sb  []uint16  // a strip's Q or dY as B panels, a channel a column, depth strip
-	tmp []uint16  // PackBT's and PackAT's scratch
-	g   []float32 // the strip's G, then dB: strip rows of N
+	kb  []uint16    // K (or W2) as B panels, a key a column, depth Pad(dh)
+	vk  []uint16    // V as B panels, a key a column, depth Pad(dh) (backward)
+	vb  []uint16    // V as B panels, a channel a column, depth Pad(N) keys
+	kt  []uint16    // K (or W2) as B panels, a channel a column, depth Pad(N) keys (backward)
+	sa  []uint16    // the strip as A blocks: Q or dY (depth Pad(dh)), or A or dB (depth Pad(N))
+	ta  []uint16    // a strip transposed as A blocks (keys a row), depth strip
+	sb  []uint16    // a strip's Q or dY as B panels, a channel a column, depth strip
+	tmp []uint16    // PackBT's and PackAT's scratch
+	g   []float32   // the strip's G, then dB: strip rows of N
+	rs  [][]float32 // stripTask's random logits
+	rw  []float32   // and their weights
 }
 
-// bfStrips reports whether the attention runs on the strip path: vanilla
-// or dense the only component, a bf16 kernel and the spec's SoftmaxRows
-// kernels.
+// bfStrips reports whether the attention runs on the strip path: one
+// vanilla or dense component, alone or mixed with random and fixed random
+// ones, a bf16 kernel and the spec's SoftmaxRows kernels.
 func (m *Model) bfStrips() bool {
-	return m.kind == kindSynth && len(m.comps) == 1 && (m.comps[0] == compVanilla || m.comps[0] == compDense) &&
-		m.bfk != nil && m.Kernels.SoftmaxRows != nil && m.Kernels.SoftmaxRowsBack != nil
+	if m.kind != kindSynth || m.bfk == nil || m.Kernels.SoftmaxRows == nil || m.Kernels.SoftmaxRowsBack == nil {
+		return false
+	}
+	products := 0
+	for _, c := range m.comps {
+		switch c {
+		case compVanilla, compDense:
+			products++
+		case compRandom, compFixedRandom:
+		default:
+			return false
+		}
+	}
+	return products == 1
 }
 
 // stripScratch makes sure every worker has its buffers.
@@ -94,34 +108,40 @@ func (m *Model) stripsForward(ws *Workspace, l int) {
 	m.jobs.attnF = attnFwdJob{}
 }
 
-// stripsBackward is the backward of layer l on the strip path, then
-// dense's reduction of W2's gradient over the tasks.
-func (m *Model) stripsBackward(ws *Workspace, l int) {
-	m.stripScratch()
-	m.jobs.attnB = attnBackJob{m: m, ws: ws, l: l, strips: true}
-	m.run(ws.b*m.heads, &m.jobs.attnB)
-	m.jobs.attnB = attnBackJob{}
-	if m.layers[l].w2.w != nil {
-		m.reduce(ws, l, reduceW2, blocks(ws.t, rowBlock))
-	}
-}
-
 // stripBackTask is task's backward on worker w: vanilla's into dQ and dK,
 // dense's into relu(H·W1ᵀ + b1)'s gradient and the task's partial
-// gradient of W2 and b2 (reduced by reduceW2, as the float32 path's).
+// gradient of W2 and b2 (reduced by reduceW2, as the float32 path's); in
+// a mixture, each component's mixture-weight term (random's ⟨dB, R_h⟩
+// from the dB the strips leave in A; R's gradient is reduceR's, as the
+// float32 path's).
 func (m *Model) stripBackTask(ws *Workspace, l, w, task int) {
 	st := m.stripTask(ws, l, w, task)
 	b := st.base
 	var dx, dw, dbias []float32
-	switch m.comps[0] {
-	case compVanilla:
-		dx, dw = ws.dq[b:], ws.dk[b:]
-	case compDense:
-		stride := m.n*m.dh + m.n
-		p := ws.pW2[task*stride : task*stride+stride]
-		dx, dw, dbias = ws.dg[b:], p[:m.n*m.dh], p[m.n*m.dh:]
+	pi := 0 // the product component
+	for mi, c := range m.comps {
+		switch c {
+		case compVanilla:
+			dx, dw, pi = ws.dq[b:], ws.dk[b:], mi
+		case compDense:
+			stride := m.n*m.dh + m.n
+			p := ws.pW2[task*stride : task*stride+stride]
+			dx, dw, dbias, pi = ws.dg[b:], p[:m.n*m.dh], p[m.n*m.dh:], mi
+		}
 	}
 	st.backward(ws.dy[b:], dx, dw, dbias, ws.dv[b:], m.Kernels.SoftmaxRowsBack)
+	if !st.keep {
+		return
+	}
+	nc, r := len(m.comps), 0
+	for mi := range m.comps {
+		if mi == pi {
+			ws.pMix[task*nc+mi] = m.Kernels.TriDot(st.t, st.a, st.bp)
+			continue
+		}
+		ws.pMix[task*nc+mi] = m.Kernels.TriDot(st.t, st.a, st.rs[r])
+		r++
+	}
 }
 
 // stripTask is one (sequence, head)'s operands on the strip path. The
@@ -141,6 +161,13 @@ type stripTask struct {
 	bias        []float32 // nil: none
 	v, a        []float32
 	base        int // the head's offset in the [rows, d] activations
+	// A mixture: the product's weight wp (1 alone), and the random
+	// components' logits R_h (rows N apart) and weights.
+	wp   float32
+	rs   [][]float32
+	rw   []float32
+	keep bool      // a mixture: the backward leaves dB in A, for R's gradient and the weights'
+	bp   []float32 // a mixture: the worker's [N, N] scratch, for the product's logits
 }
 
 // stripTask returns task's operands in layer l on worker w.
@@ -151,16 +178,30 @@ func (m *Model) stripTask(ws *Workspace, l, w, task int) stripTask {
 	st := stripTask{
 		kn: m.bfk, sc: &m.strips[w],
 		t: t, d: d, dh: dh, n: m.n, kpH: bf16.Pad(dh), kpN: bf16.Pad(m.n),
-		causal: m.Spec.Causal(), scale: 1,
+		causal: m.Spec.Causal(), scale: 1, wp: 1,
 		v: lw.v[base:], a: lw.a[task*nn : task*nn+nn], base: base,
+		keep: len(m.comps) > 1, rs: m.strips[w].rs[:0], rw: m.strips[w].rw[:0],
 	}
-	switch m.comps[0] {
-	case compVanilla:
-		st.x, st.w, st.ldw = lw.q[base:], lw.k[base:], d
-		st.scale = float32(1 / math.Sqrt(float64(dh)))
-	case compDense:
-		st.x, st.w, st.ldw, st.bias = lw.g[base:], ly.w2.w.Data, dh, ly.w2.b.Data
+	if st.keep {
+		st.bp = m.scratch[w]
 	}
+	for mi, c := range m.comps {
+		switch c {
+		case compVanilla:
+			st.x, st.w, st.ldw = lw.q[base:], lw.k[base:], d
+			st.scale = float32(1 / math.Sqrt(float64(dh)))
+		case compDense:
+			st.x, st.w, st.ldw, st.bias = lw.g[base:], ly.w2.w.Data, dh, ly.w2.b.Data
+		default: // random, fixed random
+			st.rs = append(st.rs, m.compLogits(c, ly, lw, t, 0, task%m.heads, nil))
+			st.rw = append(st.rw, lw.w[mi])
+			continue
+		}
+		if st.keep {
+			st.wp = lw.w[mi]
+		}
+	}
+	m.strips[w].rs, m.strips[w].rw = st.rs, st.rw // kept: no allocation next time
 	return st
 }
 
@@ -202,9 +243,14 @@ func (st *stripTask) forward(y []float32, softmax func(t, i0, i1 int, b, a []flo
 		as := st.a[i0*n:]
 		st.packRows(st.x, st.d, i0, i1, st.dh, st.kpH)
 		kn.TileRow(st.kpH, 0, st.kpH, sc.sa, sc.kb, as, n, rows, keys)
-		if st.scale != 1 || st.bias != nil {
+		if st.scale != 1 || st.bias != nil || st.wp != 1 {
 			for r := 0; r < rows; r++ {
-				kn.ScaleAdd(as[r*n:r*n+keys], st.scale, st.bias)
+				kn.ScaleAdd(as[r*n:r*n+keys], st.wp*st.scale, st.bias, st.wp)
+			}
+		}
+		for m, rm := range st.rs {
+			for i := i0; i < i1; i++ {
+				kn.ScaleAdd(as[(i-i0)*n:(i-i0)*n+keys], 1, rm[i*n:], st.rw[m])
 			}
 		}
 		softmax(st.t, i0, i1, as, as)
@@ -220,11 +266,21 @@ func (st *stripTask) forward(y []float32, softmax func(t, i0, i1 int, b, a []flo
 
 // backward is task's backward, every strip: dx overwritten (rows d apart),
 // dw (rows ldw apart), dbias (nil without a bias) and dv cleared and
-// summed over the strips.
+// summed over the strips. In a mixture the gradients are the product's
+// weight times its own, and A is left holding dB (the mixture logits'
+// gradient) and st.bp the product's logits B' = s·X·Wᵀ + b, made again as
+// the forward made them, for its mixture-weight term ⟨dB, B'⟩. dB's rows
+// sum to 0, so that sum cancels: it must read the forward's B' and the
+// float32 dB, not dB rounded to bf16 (⟨dX', X⟩ from the product dX' =
+// bf16(dB)·W, as vanillaMixBack reads the float32 path's dX, was 3×
+// further from float32's weight gradient than the float32 path's own).
 func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(t, i0, i1 int, a, g, db []float32)) {
 	kn, sc, n, d, dh := st.kn, st.sc, st.n, st.d, st.dh
 	st.packKeys(sc.vk, st.v, d)
 	bf16.PackBT(sc.kt, st.w, st.ldw, dh, st.t, st.kpN, 0, st.kpN, sc.tmp)
+	if st.keep {
+		st.packKeys(sc.kb, st.w, st.ldw)
+	}
 	for i := 0; i < st.t; i++ {
 		clear(dw[i*st.ldw : i*st.ldw+dh])
 		clear(dv[i*d : i*d+dh])
@@ -256,21 +312,45 @@ func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(
 				w = i + 1
 				clear(r[w:]) // G's entries above the diagonal: dB is 0 there
 			}
+			if st.keep {
+				copy(as[(i-i0)*n:], r[:w])
+			}
 			if st.scale != 1 {
-				kn.ScaleAdd(r[:w], st.scale, nil)
+				kn.ScaleAdd(r[:w], st.scale, nil, 0)
 			}
 			if dbias != nil {
-				kn.ScaleAdd(dbias[:w], 1, r)
+				kn.ScaleAdd(dbias[:w], 1, r, 1)
 			}
 		}
 		// dX_S = dB_S·W.
 		st.packRows(g, n, 0, rows, keys, st.kpN)
 		kn.TileRow(st.kpN, 0, kl, sc.sa, sc.kt, dx[i0*d:], d, rows, dh)
+		if st.keep {
+			for i := i0; i < i1; i++ {
+				kn.ScaleAdd(dx[i*d:i*d+dh], st.wp, nil, 0)
+			}
+			// B'_S, as the forward's.
+			st.packRows(st.x, d, i0, i1, dh, st.kpH)
+			bs := st.bp[i0*n:]
+			kn.TileRow(st.kpH, 0, st.kpH, sc.sa, sc.kb, bs, n, rows, keys)
+			for r := 0; r < rows; r++ {
+				kn.ScaleAdd(bs[r*n:r*n+keys], st.scale, st.bias, 1)
+			}
+		}
 		// dW += dB_Sᵀ·X_S.
 		kn.PackAT(sc.ta, g, n, keys, rows, strip, 0, strip, sc.tmp)
 		bf16.PackBT(sc.sb, st.x[i0*d:], d, dh, rows, strip, 0, strip, sc.tmp)
 		for c := 0; c < dh; c += bf16.NR {
 			kn.Tile(strip, 0, strip, sc.ta, sc.sb[c/bf16.NR*bpS:], dw[c:], st.ldw, keys, min(bf16.NR, dh-c), dw[c:], nil)
 		}
+	}
+	if !st.keep {
+		return
+	}
+	for i := 0; i < st.t; i++ {
+		kn.ScaleAdd(dw[i*st.ldw:i*st.ldw+dh], st.wp, nil, 0)
+	}
+	if dbias != nil {
+		kn.ScaleAdd(dbias[:st.t], st.wp, nil, 0)
 	}
 }

@@ -13,7 +13,9 @@ import (
 // TestStrips checks the strip path (strips_bf16.go) on its own, at every
 // bf16 level this CPU has, causal and bidirectional, vanilla's form (W a
 // sequence's rows d apart, scale 1/√dh) and dense's (W rows dh apart, a
-// bias), for lengths around the strip (1, strip−1, strip, strip+1, two
+// bias), each alone and in a mixture with a random component (B = wp·B' +
+// wr·R; the gradients wp times their own, dB left in A and B' in the
+// worker's scratch, for the mixture weight's gradient), for lengths around the strip (1, strip−1, strip, strip+1, two
 // strips and a part, N) and head widths on and off multiples of 32,
 // against a float64 reference that rounds each product's operands to bf16
 // where the path does:
@@ -40,11 +42,11 @@ func TestStrips(t *testing.T) {
 			continue
 		}
 		for _, causal := range []bool{true, false} {
-			for _, dense := range []bool{false, true} {
+			for _, form := range []struct{ dense, mix bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 				for _, dh := range []int{20, 32, 40} {
 					for _, tl := range []int{1, strip - 1, strip, strip + 1, 2*strip + 9, n} {
-						name := fmt.Sprintf("%s/causal=%v/dense=%v/dh=%d/t=%d", l, causal, dense, dh, tl)
-						t.Run(name, func(t *testing.T) { checkStrips(t, kn, causal, dense, n, dh, tl) })
+						name := fmt.Sprintf("%s/causal=%v/dense=%v/mix=%v/dh=%d/t=%d", l, causal, form.dense, form.mix, dh, tl)
+						t.Run(name, func(t *testing.T) { checkStrips(t, kn, causal, form.dense, form.mix, n, dh, tl) })
 					}
 				}
 			}
@@ -52,7 +54,7 @@ func TestStrips(t *testing.T) {
 	}
 }
 
-func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense bool, n, dh, tl int) {
+func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, tl int) {
 	const heads, h = 3, 1 // the head in the middle: its neighbours' columns are guarded
 	d := heads * dh
 	r := rand.New(rand.NewPCG(uint64(n*dh+tl), 7))
@@ -88,10 +90,19 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense bool, n, dh, tl in
 	buf := newStripBF(kn, n, dh)
 	st := stripTask{
 		kn: kn, sc: &buf, t: tl, d: d, dh: dh, n: n, kpH: kpH, kpN: kpN,
-		causal: causal, scale: float32(scale),
+		causal: causal, scale: float32(scale), wp: 1,
 		x: q[base:], w: k[wOff:], ldw: ldw, bias: bias, v: v[base:], a: a, base: base,
 	}
+	// A mixture: the product's weight wp and one random component, R
+	// with weight wr.
+	wp, wr, R := 1.0, 0.0, []float32(nil)
+	if mix {
+		wp, wr, R = 0.7, 0.45, mk(n, n, true)
+		st.wp, st.rs, st.rw, st.keep = float32(wp), [][]float32{R}, []float32{float32(wr)}, true
+		st.bp = mk(n, n, false)
+	}
 	st.forward(y[base:], refSoftmaxRows(causal, n))
+	aF := append([]float32(nil), a...)
 	st.backward(dy[base:], dq[base:], dk[wOff:], dbias, dv[base:], refSoftmaxRowsBack(causal, n))
 
 	// The reference, in float64.
@@ -117,6 +128,9 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense bool, n, dh, tl in
 			if dense {
 				A[i][j] += float64(bias[j])
 			}
+			if mix {
+				A[i][j] = wp*A[i][j] + wr*float64(R[i*n+j])
+			}
 			mx = max(mx, A[i][j])
 		}
 		var sum float64
@@ -140,7 +154,7 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense bool, n, dh, tl in
 	}
 	for i := 0; i < tl; i++ {
 		for j := 0; j < n; j++ {
-			got := a[i*n+j]
+			got := aF[i*n+j]
 			switch {
 			case j < keys(i):
 				if math.Abs(float64(got)-A[i][j]) > 1e-5 {
@@ -166,7 +180,7 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense bool, n, dh, tl in
 	}
 	for i := tl; i < n; i++ {
 		for j := 0; j < n; j++ {
-			if a[i*n+j] != guard {
+			if aF[i*n+j] != guard || a[i*n+j] != guard {
 				t.Fatalf("A[%d][%d] = %v written past t = %d", i, j, a[i*n+j], tl)
 			}
 		}
@@ -192,17 +206,47 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense bool, n, dh, tl in
 			dBerr[i][j] = A[i][j] * scale * ((gm[j]+sm)*0x1p-16 + 1e-6*math.Abs(g[j]-s))
 		}
 	}
+	// In a mixture the backward leaves dB (unscaled) in A, and the
+	// product's logits B' (without its weight) in st.bp; alone, A keeps
+	// the probabilities.
+	for i := 0; i < tl; i++ {
+		for j := 0; j < n; j++ {
+			got := a[i*n+j]
+			if !mix || j >= keys(i) {
+				if got != aF[i*n+j] {
+					t.Fatalf("A[%d][%d] = %v after the backward, %v after the forward", i, j, got, aF[i*n+j])
+				}
+				continue
+			}
+			if e := dBerr[i][j]/scale + 1e-6; math.Abs(float64(got)-dB[i][j]/scale) > e {
+				t.Fatalf("A[%d][%d] = %v after the backward, dB %v (tolerance %.3g)", i, j, got, dB[i][j]/scale, e)
+			}
+			var bp, bm float64 // B'_ij and its terms' magnitude
+			for c := 0; c < dh; c++ {
+				x := rd(at(q, i, c)) * rd(atW(k, j, c))
+				bp += x
+				bm += math.Abs(x)
+			}
+			bp *= scale
+			if dense {
+				bp += float64(bias[j])
+			}
+			if e := bm*scale*0x1p-16 + 1e-6; math.Abs(float64(st.bp[i*n+j])-bp) > e {
+				t.Fatalf("B'[%d][%d] = %v, reference %v (tolerance %.3g)", i, j, st.bp[i*n+j], bp, e)
+			}
+		}
+	}
 	for i := 0; i < tl; i++ {
 		for c := 0; c < dh; c++ {
 			check("dX", i, c, at(dq, i, c), func(add func(x, y, ex float64)) {
 				for j := range dB[i] {
-					add(rd(float32(dB[i][j])), rd(atW(k, j, c)), dBerr[i][j])
+					add(wp*rd(float32(dB[i][j])), rd(atW(k, j, c)), wp*dBerr[i][j])
 				}
 			})
 			check("dW", i, c, atW(dk, i, c), func(add func(x, y, ex float64)) {
 				for r := 0; r < tl; r++ {
 					if i < len(dB[r]) {
-						add(rd(float32(dB[r][i])), rd(at(q, r, c)), dBerr[r][i])
+						add(wp*rd(float32(dB[r][i])), rd(at(q, r, c)), wp*dBerr[r][i])
 					}
 				}
 			})
@@ -224,6 +268,7 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense bool, n, dh, tl in
 					mag += 1e-5*math.Abs(dB[i][j]) + dBerr[i][j]
 				}
 			}
+			s, mag = wp*s, wp*mag
 			if j >= tl {
 				s = float64(guard)
 			}
@@ -327,7 +372,7 @@ func BenchmarkStrips(b *testing.B) {
 	y, dq, dk, dv, a := mk(n*d), mk(n*d), mk(n*d), mk(n*d), mk(n*n)
 	buf := newStripBF(kn, n, dh)
 	st := stripTask{kn: kn, sc: &buf, t: n, d: d, dh: dh, n: n, kpH: bf16.Pad(dh), kpN: bf16.Pad(n),
-		causal: true, scale: 0.125, x: q, w: kk, ldw: d, v: v, a: a}
+		causal: true, scale: 0.125, wp: 1, x: q, w: kk, ldw: d, v: v, a: a}
 	flops := func(b *testing.B, products int) {
 		b.ReportMetric(float64(products)*n*n*dh*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	}
