@@ -270,10 +270,10 @@ func (st *stripTask) forward(y []float32, softmax func(t, i0, i1 int, b, a []flo
 // weight times its own, and A is left holding dB (the mixture logits'
 // gradient) and st.bp the product's logits B' = s·X·Wᵀ + b, made again as
 // the forward made them, for its mixture-weight term ⟨dB, B'⟩. dB's rows
-// sum to 0, so that sum cancels: it must read the forward's B' and the
-// float32 dB, not dB rounded to bf16 (⟨dX', X⟩ from the product dX' =
-// bf16(dB)·W, as vanillaMixBack reads the float32 path's dX, was 3×
-// further from float32's weight gradient than the float32 path's own).
+// sum to 0, so that sum cancels: it reads the forward's B' and the float32
+// dB, not dB rounded to bf16 (⟨dX', X⟩ from the product dX' = bf16(dB)·W,
+// as vanillaMixBack reads the float32 path's dX, is off by bf16's 2⁻⁸ of
+// Σ|dB|·|B'|, which can exceed the sum itself).
 func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(t, i0, i1 int, a, g, db []float32)) {
 	kn, sc, n, d, dh := st.kn, st.sc, st.n, st.d, st.dh
 	st.packKeys(sc.vk, st.v, d)
