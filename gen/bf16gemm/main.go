@@ -45,7 +45,7 @@ func run(dir string) error {
 	pairIndexMem = nil // a new context defines its own index data
 	ctx.ConstraintExpr("!purego")
 	cfg := tileConfig(ctx)
-	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, pairsPanels, transposeAT, scale} {
+	for _, k := range []func(*build.Context, *x86enc.Emitter, Mem) string{gemmAMX, gemmAVX512, toBF16, pairs, pairsPanels, transposeAT, packBHalf, scale} {
 		e := &x86enc.Emitter{Ctx: ctx}
 		doc := k(ctx, e, cfg)
 		if err := e.Err(); err != nil {
@@ -585,6 +585,90 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		}
 	}
 	ctx.Label("tr_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}
+
+// packBHalf: one 32-deep step of half a B panel (16 columns) from B's rows
+// (PackB with B's rows contiguous, as K's and V's rows are): row r < rows
+// (a column of B) is 32 floats, k of them read (k ≤ 32, the rest 0),
+// converted by one VCVTNE2PS2BF16 into 16 pairs (channels 2q, 2q+1 as a
+// dword, the lower channel in the low half), and the 16×16 dwords are
+// transposed (as in transposeAT) so that dst's 16 rows q, 64 bytes apart,
+// hold pair q of the 16 columns: the panel's layout. Rows r ≥ rows are 0.
+func packBHalf(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
+	ctx.Function("packBHalfAVX512")
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.SignatureExpr("func(dst *uint16, src *float32, ld int, rows, k int)")
+	ctx.Pragma("noescape")
+	doc := "packBHalfAVX512 packs a 32-deep step of 16 of B's rows (k floats each, ld apart) into half a B panel, nearest even (AVX512-BF16, AVX512F)."
+	z := []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+		Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
+	// K1: channels [0, min(k, 16)); K2: channels [16, 16 + max(k−16, 0)).
+	ctx.Load(ctx.Param("k"), RCX)
+	ctx.MOVQ(RCX, RDX)
+	ctx.CMPQ(RCX, U8(16))
+	ctx.JBE(LabelRef("pb_lo"))
+	ctx.MOVQ(U32(16), RCX)
+	ctx.Label("pb_lo")
+	ctx.MOVL(U32(1), EAX)
+	ctx.SHLL(CL, EAX)
+	ctx.DECL(EAX)
+	ctx.KMOVW(EAX, K1)
+	ctx.SUBQ(RCX, RDX) // max(k−16, 0)
+	ctx.MOVQ(RDX, RCX)
+	ctx.MOVL(U32(1), EAX)
+	ctx.SHLL(CL, EAX)
+	ctx.DECL(EAX)
+	ctx.KMOVW(EAX, K2)
+	ctx.Load(ctx.Param("src"), RSI)
+	ctx.Load(ctx.Param("ld"), RBX)
+	ctx.SHLQ(U8(2), RBX) // bytes
+	ctx.Load(ctx.Param("rows"), R8)
+	ctx.Load(ctx.Param("dst"), RDI)
+	for r := 0; r < 16; r++ {
+		zero, next := fmt.Sprintf("pb_zero%d", r), fmt.Sprintf("pb_next%d", r)
+		ctx.CMPQ(R8, U8(r))
+		ctx.JLE(LabelRef(zero))
+		ctx.VMOVUPS_Z(Mem{Base: RSI}, K1, Z16)
+		ctx.VMOVUPS_Z(Mem{Base: RSI, Disp: 64}, K2, Z17)
+		e.Add(x86enc.VCVTNE2PS2BF16(x86enc.Z(r), x86enc.NoMask, x86enc.Z(17), x86enc.Z(16)))
+		ctx.ADDQ(RBX, RSI)
+		ctx.JMP(LabelRef(next))
+		ctx.Label(zero)
+		ctx.VPXORD(z[r], z[r], z[r])
+		ctx.Label(next)
+	}
+	// The 16×16 dword transpose, as transposeAT's: r (z0–15) → t (z16–31)
+	// → u (z0–15) → v (z16–31) → w (z0–15), w[q] holding pair q.
+	r, t := z[:16], z[16:]
+	for k := 0; k < 8; k++ {
+		ctx.VPUNPCKLDQ(r[2*k+1], r[2*k], t[2*k])
+		ctx.VPUNPCKHDQ(r[2*k+1], r[2*k], t[2*k+1])
+	}
+	u := z[:16]
+	for k := 0; k < 4; k++ {
+		ctx.VPUNPCKLQDQ(t[4*k+2], t[4*k], u[4*k])
+		ctx.VPUNPCKHQDQ(t[4*k+2], t[4*k], u[4*k+1])
+		ctx.VPUNPCKLQDQ(t[4*k+3], t[4*k+1], u[4*k+2])
+		ctx.VPUNPCKHQDQ(t[4*k+3], t[4*k+1], u[4*k+3])
+	}
+	v := z[16:]
+	for _, h := range []int{0, 8} {
+		for j := 0; j < 4; j++ {
+			ctx.VSHUFI32X4(U8(0x88), u[h+j+4], u[h+j], v[h+j])
+			ctx.VSHUFI32X4(U8(0xdd), u[h+j+4], u[h+j], v[h+j+4])
+		}
+	}
+	w := z[:16]
+	for j := 0; j < 8; j++ {
+		ctx.VSHUFI32X4(U8(0x88), v[j+8], v[j], w[j])
+		ctx.VSHUFI32X4(U8(0xdd), v[j+8], v[j], w[j+8])
+	}
+	for q := 0; q < 16; q++ {
+		ctx.VMOVDQU32(w[q], Mem{Base: RDI, Disp: 64 * q})
+	}
 	ctx.VZEROUPPER()
 	ctx.RET()
 	return doc

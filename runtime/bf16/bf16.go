@@ -325,32 +325,25 @@ func tileGo8(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, n
 // panel dst (BPanel(kp) long).
 //
 // Columns contiguous in p (cs 1) are converted with AVX512-BF16 where the
-// CPU has it, a step (32 values, 16 pairs) at a time, and their pairs
-// scattered to the panel as 32-bit words.
+// CPU has it, 16 columns and a step (32 values, 16 pairs each) a call,
+// their pairs transposed into the panel in registers (packBHalfAVX512).
 func PackB(dst []uint16, src []float32, rs, cs, j0, n, k, kp int) {
 	dst = dst[:BPanel(kp)]
 	cols := min(NR, n-j0)
 	if cs == 1 && hasAVX512BF16() == nil {
-		d32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), len(dst)/2)
-		var buf [Step]uint16
-		b32 := (*[Step / 2]uint32)(unsafe.Pointer(&buf[0]))
-		for s := 0; s < kp/Step; s++ { // a step's 2 KiB of the panel stays in L1
+		for s := 0; s < kp/Step; s++ {
 			p0 := s * Step
 			nv := min(Step, k-p0)
-			for j := 0; j < NR; j++ {
-				d := d32[s*512+(j/16)*256+j%16:] // pair q at d[q·16]
-				if j >= cols || nv <= 0 {
-					for q := 0; q < 16; q++ {
-						d[q*16] = 0
-					}
+			for h := 0; h < 2; h++ {
+				d := dst[s*1024+h*512 : s*1024+h*512+512]
+				rows := min(max(cols-h*16, 0), 16)
+				if rows == 0 || nv <= 0 {
+					clear(d)
 					continue
 				}
-				row := src[(j0+j)*rs+p0:][:nv]
-				toBF16AVX512(&buf[0], &row[0], nv)
-				clear(buf[nv:])
-				for q, v := range b32 {
-					d[q*16] = v
-				}
+				first := (j0+h*16)*rs + p0
+				_ = src[first+(rows-1)*rs+nv-1] // the last float read
+				packBHalfAVX512(&d[0], &src[first], rs, rows, nv)
 			}
 		}
 		return

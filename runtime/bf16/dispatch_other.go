@@ -44,3 +44,7 @@ func pairsPanelsAVX512(dst *uint16, pl int, r0, r1 *float32, n, panels int) {
 func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows, cols, store int, sums *float32) {
 	panic("bf16: AVX512-BF16 in a build without it")
 }
+
+func packBHalfAVX512(dst *uint16, src *float32, ld, rows, k int) {
+	panic("bf16: AVX512-BF16 in a build without it")
+}

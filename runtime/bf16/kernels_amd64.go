@@ -46,6 +46,13 @@ func pairsPanelsAVX512(dst *uint16, pl int, r0 *float32, r1 *float32, n int, pan
 //go:noescape
 func transposeATAVX512(dst *uint16, ldd int, src *float32, ld int, rows int, cols int, store int, sums *float32)
 
+// packBHalfAVX512 packs a 32-deep step of 16 of B's rows (k floats each, ld apart) into half a B panel, nearest even (AVX512-BF16, AVX512F).
+//
+// Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
+//
+//go:noescape
+func packBHalfAVX512(dst *uint16, src *float32, ld int, rows int, k int)
+
 // scaleAddAVX512 sets c[j] = s·c[j] + u·b[j] for j < n, or c[j] = s·c[j] when b is nil (AVX512F).
 //
 //go:noescape

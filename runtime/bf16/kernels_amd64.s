@@ -3516,6 +3516,418 @@ tr_done:
 	VZEROUPPER
 	RET
 
+// func packBHalfAVX512(dst *uint16, src *float32, ld int, rows int, k int)
+// Requires: AVX, AVX512F
+TEXT ·packBHalfAVX512(SB), NOSPLIT, $0-40
+	MOVQ k+32(FP), CX
+	MOVQ CX, DX
+	CMPQ CX, $0x10
+	JBE  pb_lo
+	MOVQ $0x00000010, CX
+
+pb_lo:
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K1
+	SUBQ      CX, DX
+	MOVQ      DX, CX
+	MOVL      $0x00000001, AX
+	SHLL      CL, AX
+	DECL      AX
+	KMOVW     AX, K2
+	MOVQ      src+8(FP), SI
+	MOVQ      ld+16(FP), BX
+	SHLQ      $0x02, BX
+	MOVQ      rows+24(FP), R8
+	MOVQ      dst+0(FP), DI
+	CMPQ      R8, $0x00
+	JLE       pb_zero0
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm0, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xc0
+	ADDQ BX, SI
+	JMP  pb_next0
+
+pb_zero0:
+	VPXORD Z0, Z0, Z0
+
+pb_next0:
+	CMPQ      R8, $0x01
+	JLE       pb_zero1
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm1, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xc8
+	ADDQ BX, SI
+	JMP  pb_next1
+
+pb_zero1:
+	VPXORD Z1, Z1, Z1
+
+pb_next1:
+	CMPQ      R8, $0x02
+	JLE       pb_zero2
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm2, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xd0
+	ADDQ BX, SI
+	JMP  pb_next2
+
+pb_zero2:
+	VPXORD Z2, Z2, Z2
+
+pb_next2:
+	CMPQ      R8, $0x03
+	JLE       pb_zero3
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm3, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xd8
+	ADDQ BX, SI
+	JMP  pb_next3
+
+pb_zero3:
+	VPXORD Z3, Z3, Z3
+
+pb_next3:
+	CMPQ      R8, $0x04
+	JLE       pb_zero4
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm4, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xe0
+	ADDQ BX, SI
+	JMP  pb_next4
+
+pb_zero4:
+	VPXORD Z4, Z4, Z4
+
+pb_next4:
+	CMPQ      R8, $0x05
+	JLE       pb_zero5
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm5, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xe8
+	ADDQ BX, SI
+	JMP  pb_next5
+
+pb_zero5:
+	VPXORD Z5, Z5, Z5
+
+pb_next5:
+	CMPQ      R8, $0x06
+	JLE       pb_zero6
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm6, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xf0
+	ADDQ BX, SI
+	JMP  pb_next6
+
+pb_zero6:
+	VPXORD Z6, Z6, Z6
+
+pb_next6:
+	CMPQ      R8, $0x07
+	JLE       pb_zero7
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm7, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xf8
+	ADDQ BX, SI
+	JMP  pb_next7
+
+pb_zero7:
+	VPXORD Z7, Z7, Z7
+
+pb_next7:
+	CMPQ      R8, $0x08
+	JLE       pb_zero8
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm8, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xc0
+	ADDQ BX, SI
+	JMP  pb_next8
+
+pb_zero8:
+	VPXORD Z8, Z8, Z8
+
+pb_next8:
+	CMPQ      R8, $0x09
+	JLE       pb_zero9
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm9, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xc8
+	ADDQ BX, SI
+	JMP  pb_next9
+
+pb_zero9:
+	VPXORD Z9, Z9, Z9
+
+pb_next9:
+	CMPQ      R8, $0x0a
+	JLE       pb_zero10
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm10, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xd0
+	ADDQ BX, SI
+	JMP  pb_next10
+
+pb_zero10:
+	VPXORD Z10, Z10, Z10
+
+pb_next10:
+	CMPQ      R8, $0x0b
+	JLE       pb_zero11
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm11, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xd8
+	ADDQ BX, SI
+	JMP  pb_next11
+
+pb_zero11:
+	VPXORD Z11, Z11, Z11
+
+pb_next11:
+	CMPQ      R8, $0x0c
+	JLE       pb_zero12
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm12, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xe0
+	ADDQ BX, SI
+	JMP  pb_next12
+
+pb_zero12:
+	VPXORD Z12, Z12, Z12
+
+pb_next12:
+	CMPQ      R8, $0x0d
+	JLE       pb_zero13
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm13, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xe8
+	ADDQ BX, SI
+	JMP  pb_next13
+
+pb_zero13:
+	VPXORD Z13, Z13, Z13
+
+pb_next13:
+	CMPQ      R8, $0x0e
+	JLE       pb_zero14
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm14, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xf0
+	ADDQ BX, SI
+	JMP  pb_next14
+
+pb_zero14:
+	VPXORD Z14, Z14, Z14
+
+pb_next14:
+	CMPQ      R8, $0x0f
+	JLE       pb_zero15
+	VMOVUPS.Z (SI), K1, Z16
+	VMOVUPS.Z 64(SI), K2, Z17
+
+	// vcvtne2ps2bf16 zmm15, zmm17, zmm16 (AVX512_BF16)
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x77
+	BYTE $0x40
+	BYTE $0x72
+	BYTE $0xf8
+	ADDQ BX, SI
+	JMP  pb_next15
+
+pb_zero15:
+	VPXORD Z15, Z15, Z15
+
+pb_next15:
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLDQ  Z5, Z4, Z20
+	VPUNPCKHDQ  Z5, Z4, Z21
+	VPUNPCKLDQ  Z7, Z6, Z22
+	VPUNPCKHDQ  Z7, Z6, Z23
+	VPUNPCKLDQ  Z9, Z8, Z24
+	VPUNPCKHDQ  Z9, Z8, Z25
+	VPUNPCKLDQ  Z11, Z10, Z26
+	VPUNPCKHDQ  Z11, Z10, Z27
+	VPUNPCKLDQ  Z13, Z12, Z28
+	VPUNPCKHDQ  Z13, Z12, Z29
+	VPUNPCKLDQ  Z15, Z14, Z30
+	VPUNPCKHDQ  Z15, Z14, Z31
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLQDQ Z22, Z20, Z4
+	VPUNPCKHQDQ Z22, Z20, Z5
+	VPUNPCKLQDQ Z23, Z21, Z6
+	VPUNPCKHQDQ Z23, Z21, Z7
+	VPUNPCKLQDQ Z26, Z24, Z8
+	VPUNPCKHQDQ Z26, Z24, Z9
+	VPUNPCKLQDQ Z27, Z25, Z10
+	VPUNPCKHQDQ Z27, Z25, Z11
+	VPUNPCKLQDQ Z30, Z28, Z12
+	VPUNPCKHQDQ Z30, Z28, Z13
+	VPUNPCKLQDQ Z31, Z29, Z14
+	VPUNPCKHQDQ Z31, Z29, Z15
+	VSHUFI32X4  $0x88, Z4, Z0, Z16
+	VSHUFI32X4  $0xdd, Z4, Z0, Z20
+	VSHUFI32X4  $0x88, Z5, Z1, Z17
+	VSHUFI32X4  $0xdd, Z5, Z1, Z21
+	VSHUFI32X4  $0x88, Z6, Z2, Z18
+	VSHUFI32X4  $0xdd, Z6, Z2, Z22
+	VSHUFI32X4  $0x88, Z7, Z3, Z19
+	VSHUFI32X4  $0xdd, Z7, Z3, Z23
+	VSHUFI32X4  $0x88, Z12, Z8, Z24
+	VSHUFI32X4  $0xdd, Z12, Z8, Z28
+	VSHUFI32X4  $0x88, Z13, Z9, Z25
+	VSHUFI32X4  $0xdd, Z13, Z9, Z29
+	VSHUFI32X4  $0x88, Z14, Z10, Z26
+	VSHUFI32X4  $0xdd, Z14, Z10, Z30
+	VSHUFI32X4  $0x88, Z15, Z11, Z27
+	VSHUFI32X4  $0xdd, Z15, Z11, Z31
+	VSHUFI32X4  $0x88, Z24, Z16, Z0
+	VSHUFI32X4  $0xdd, Z24, Z16, Z8
+	VSHUFI32X4  $0x88, Z25, Z17, Z1
+	VSHUFI32X4  $0xdd, Z25, Z17, Z9
+	VSHUFI32X4  $0x88, Z26, Z18, Z2
+	VSHUFI32X4  $0xdd, Z26, Z18, Z10
+	VSHUFI32X4  $0x88, Z27, Z19, Z3
+	VSHUFI32X4  $0xdd, Z27, Z19, Z11
+	VSHUFI32X4  $0x88, Z28, Z20, Z4
+	VSHUFI32X4  $0xdd, Z28, Z20, Z12
+	VSHUFI32X4  $0x88, Z29, Z21, Z5
+	VSHUFI32X4  $0xdd, Z29, Z21, Z13
+	VSHUFI32X4  $0x88, Z30, Z22, Z6
+	VSHUFI32X4  $0xdd, Z30, Z22, Z14
+	VSHUFI32X4  $0x88, Z31, Z23, Z7
+	VSHUFI32X4  $0xdd, Z31, Z23, Z15
+	VMOVDQU32   Z0, (DI)
+	VMOVDQU32   Z1, 64(DI)
+	VMOVDQU32   Z2, 128(DI)
+	VMOVDQU32   Z3, 192(DI)
+	VMOVDQU32   Z4, 256(DI)
+	VMOVDQU32   Z5, 320(DI)
+	VMOVDQU32   Z6, 384(DI)
+	VMOVDQU32   Z7, 448(DI)
+	VMOVDQU32   Z8, 512(DI)
+	VMOVDQU32   Z9, 576(DI)
+	VMOVDQU32   Z10, 640(DI)
+	VMOVDQU32   Z11, 704(DI)
+	VMOVDQU32   Z12, 768(DI)
+	VMOVDQU32   Z13, 832(DI)
+	VMOVDQU32   Z14, 896(DI)
+	VMOVDQU32   Z15, 960(DI)
+	VZEROUPPER
+	RET
+
 // func scaleAddAVX512(c *float32, n int, s float32, b *float32, u float32)
 // Requires: AVX, AVX512F, SSE
 TEXT ·scaleAddAVX512(SB), NOSPLIT, $0-36
