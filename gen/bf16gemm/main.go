@@ -550,8 +550,25 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.JZ(LabelRef("tr_transpose"))
 	ctx.VMOVUPS(Z27, K1, Mem{Base: R10})
 	ctx.Label("tr_transpose")
-	// The 16×16 dword transpose: r (z0–15) → t (z16–31) → u (z0–15) → v
-	// (z16–31) → w (z0–15), w[c] holding column c.
+	w := transpose16(ctx, z)
+	for c := 0; c < 16; c++ {
+		ctx.CMPQ(R9, U8(c))
+		ctx.JLE(LabelRef("tr_done"))
+		ctx.VMOVDQU32(w[c], Mem{Base: RDI})
+		if c < 15 {
+			ctx.ADDQ(RBX, RDI)
+		}
+	}
+	ctx.Label("tr_done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+	return doc
+}
+
+// transpose16 transposes the 16×16 dwords in z[0:16] (row r in z[r]),
+// z[16:32] its scratch: r (z0–15) → t (z16–31) → u (z0–15) → v (z16–31) →
+// w (z0–15), returned, w[c] holding column c.
+func transpose16(ctx *build.Context, z []VecPhysical) []VecPhysical {
 	r, t := z[:16], z[16:]
 	for k := 0; k < 8; k++ {
 		ctx.VPUNPCKLDQ(r[2*k+1], r[2*k], t[2*k])
@@ -576,18 +593,7 @@ func transposeAT(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		ctx.VSHUFI32X4(U8(0x88), v[j+8], v[j], w[j])
 		ctx.VSHUFI32X4(U8(0xdd), v[j+8], v[j], w[j+8])
 	}
-	for c := 0; c < 16; c++ {
-		ctx.CMPQ(R9, U8(c))
-		ctx.JLE(LabelRef("tr_done"))
-		ctx.VMOVDQU32(w[c], Mem{Base: RDI})
-		if c < 15 {
-			ctx.ADDQ(RBX, RDI)
-		}
-	}
-	ctx.Label("tr_done")
-	ctx.VZEROUPPER()
-	ctx.RET()
-	return doc
+	return w
 }
 
 // packBHalf: one 32-deep step of half a B panel (16 columns) from B's rows
@@ -640,32 +646,7 @@ func packBHalf(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 		ctx.VPXORD(z[r], z[r], z[r])
 		ctx.Label(next)
 	}
-	// The 16×16 dword transpose, as transposeAT's: r (z0–15) → t (z16–31)
-	// → u (z0–15) → v (z16–31) → w (z0–15), w[q] holding pair q.
-	r, t := z[:16], z[16:]
-	for k := 0; k < 8; k++ {
-		ctx.VPUNPCKLDQ(r[2*k+1], r[2*k], t[2*k])
-		ctx.VPUNPCKHDQ(r[2*k+1], r[2*k], t[2*k+1])
-	}
-	u := z[:16]
-	for k := 0; k < 4; k++ {
-		ctx.VPUNPCKLQDQ(t[4*k+2], t[4*k], u[4*k])
-		ctx.VPUNPCKHQDQ(t[4*k+2], t[4*k], u[4*k+1])
-		ctx.VPUNPCKLQDQ(t[4*k+3], t[4*k+1], u[4*k+2])
-		ctx.VPUNPCKHQDQ(t[4*k+3], t[4*k+1], u[4*k+3])
-	}
-	v := z[16:]
-	for _, h := range []int{0, 8} {
-		for j := 0; j < 4; j++ {
-			ctx.VSHUFI32X4(U8(0x88), u[h+j+4], u[h+j], v[h+j])
-			ctx.VSHUFI32X4(U8(0xdd), u[h+j+4], u[h+j], v[h+j+4])
-		}
-	}
-	w := z[:16]
-	for j := 0; j < 8; j++ {
-		ctx.VSHUFI32X4(U8(0x88), v[j+8], v[j], w[j])
-		ctx.VSHUFI32X4(U8(0xdd), v[j+8], v[j], w[j+8])
-	}
+	w := transpose16(ctx, z) // w[q] holds pair q of the 16 rows
 	for q := 0; q < 16; q++ {
 		ctx.VMOVDQU32(w[q], Mem{Base: RDI, Disp: 64 * q})
 	}
@@ -678,10 +659,9 @@ func packBHalf(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 // float32 products and a float32 sum each, never fused, so that the Go
 // level's bits are the same: the logits' scale, the dense logits' bias and
 // a mixture's random logits on a strip just computed, and the bias
-// gradient's column sums. 32 floats
-// a step in two ZMMs, then 16, then the last n mod 16 under a mask
-// (elements past n are neither read nor written). AVX-512F only: it runs
-// at both bf16 levels, whose CPUs have it.
+// gradient's column sums. 32 floats a step in two ZMMs, then 16, then the
+// last n mod 16 under a mask (elements past n are neither read nor
+// written). AVX-512F only: it runs at both bf16 levels, whose CPUs have it.
 func scale(ctx *build.Context, _ *x86enc.Emitter, _ Mem) string {
 	ctx.Function("scaleAddAVX512")
 	ctx.Attributes(attr.NOSPLIT)
