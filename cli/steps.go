@@ -77,7 +77,7 @@ func stepsCmd(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.out, "training steps (forward, backward, clipping, AdamW); each figure from a process of its own; ratio = synthgen 2 workers / PyTorch 2 threads")
 	if bfLevel != "" {
-		fmt.Fprintf(e.out, "; synthgen's linear layers', aft_full's and random's, fixed random's and factorized random's attention products in bf16 (%s, float32 accumulation); f32 = synthgen's float32 step, 2 workers, measured after the bf16 ones each round, and bf16/f32 = 2 workers bf16 / f32", bfLevel)
+		fmt.Fprintf(e.out, "; synthgen's linear layers', aft_full's and the Synthesizer attention's products (factorized dense's and some mixtures' excepted) in bf16 (%s, float32 accumulation); f32 = synthgen's float32 step, 2 workers, measured after the bf16 ones each round, and bf16/f32 = 2 workers bf16 / f32", bfLevel)
 	}
 	if o.BF16 {
 		fmt.Fprintf(e.out, "; bf16 = PyTorch's step under torch.autocast(\"cpu\", dtype=torch.bfloat16), 2 threads")
