@@ -34,12 +34,14 @@ import (
 // to A's rows: at long2048_dense the AMX kernel's stores into A (16 MB a
 // (sequence, head), not in cache) took 57% of the forward, and the step
 // ran 6% faster with the strip buffer. The kept block A holds the
-// probabilities after the backward too (the float32 path leaves dB there).
-// Mixtures and factorized dense keep the float32 path.
+// probabilities after the backward too (the float32 path leaves dB
+// there), but for a mixture's, which leaves dB there as well (stripTask).
+// Factorized dense and the other mixtures keep the float32 path.
 
 // strip is the query rows of one strip: two AMX blocks of 32 rows, eight
 // of the AVX512-BF16 and Go levels' 8. dW and dV take one 64-deep product
-// a strip (128 or 256 measured no faster: the strip's buffers outgrow L2).
+// a strip (strips of 128 or 256 rows measured no faster, their buffers
+// outgrowing L2, nor of 32).
 const strip = 64
 
 // stripBF is one worker's packed operands and strip buffers.
@@ -52,7 +54,7 @@ type stripBF struct {
 	ta  []uint16    // a strip transposed as A blocks (keys a row), depth strip
 	sb  []uint16    // a strip's Q or dY as B panels, a channel a column, depth strip
 	tmp []uint16    // PackBT's and PackAT's scratch
-	g   []float32   // the strip's G, then dB: strip rows of N
+	g   []float32   // the strip's logits (forward), or G, then dB (backward): strip rows of N
 	rs  [][]float32 // stripTask's random logits
 	rw  []float32   // and their weights
 }
