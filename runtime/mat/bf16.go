@@ -51,6 +51,9 @@ type bfState struct {
 // through bf16 kernel k (nil: back to float32).
 func (e *Engine) SetBF16(k *bf16.Kernel) { e.bf.k = k }
 
+// BF16Kernel returns the engine's bf16 kernel (nil without one).
+func (e *Engine) BF16Kernel() *bf16.Kernel { return e.bf.k }
+
 // BF16 returns the level of the engine's bf16 kernel (bf16.None without
 // one).
 func (e *Engine) BF16() bf16.Level {

@@ -16,8 +16,8 @@ type attnFwdJob struct {
 	// products follow on the bf16 kernel (attention_bf16.go); else fused
 	// with the value product (SoftmaxValue).
 	rows bool
-	// strips: vanilla on the bf16 path, a strip of rows at a time
-	// (strips_bf16.go).
+	// strips: vanilla's or dense's (alone or mixed with random) on the
+	// bf16 path, a strip of rows at a time (strips_bf16.go).
 	strips bool
 }
 
@@ -96,7 +96,7 @@ type attnBackJob struct {
 	m      *Model
 	ws     *Workspace
 	l      int
-	strips bool // vanilla on the bf16 path (strips_bf16.go)
+	strips bool // as attnFwdJob's
 }
 
 // compBack propagates dc = ∂loss/∂B^(c) (already scaled by the mixture
@@ -302,10 +302,9 @@ func (m *Model) attentionForward(ws *Workspace, l int) {
 	}
 	ws.stripsP = m.bfStrips()
 	if ws.stripsP {
-		m.stripsForward(ws, l)
-		return
+		m.stripScratch()
 	}
-	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l}
+	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l, strips: ws.stripsP}
 	m.run(ws.b*m.heads, &m.jobs.attnF)
 	m.jobs.attnF = attnFwdJob{}
 }

@@ -133,7 +133,6 @@ type Model struct {
 	scratch [][]float32     // per worker, [N, N]: mixture logits
 	bfProds []mat.BatchProd // the bf16 attention's products (attention_bf16.go)
 	bfSegs  []mat.Strided   // their operands
-	bfk     *bf16.Kernel    // SetBF16's kernel (nil: float32)
 	strips  []stripBF       // per worker: the strip path's buffers (strips_bf16.go)
 	jobs    jobs
 	prefill prefillShared // the Decoders' Forward (decode.go)
@@ -479,11 +478,10 @@ func mixWeights(mix []float32, w []float32) {
 // them to float32. It must not be called during Forward or Backward, nor
 // between a Forward and its Backward.
 func (m *Model) SetBF16(k *bf16.Kernel) {
-	m.eng.SetBF16(k)
-	if m.bfk != k {
+	if m.eng.BF16Kernel() != k {
 		m.strips = nil // sized for another kernel's blocks
 	}
-	m.bfk = k
+	m.eng.SetBF16(k)
 }
 
 // BF16 is the level of the linear layers' bf16 kernel (bf16.None: they run

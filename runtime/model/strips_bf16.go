@@ -63,7 +63,7 @@ type stripBF struct {
 // vanilla or dense component, alone or mixed with random and fixed random
 // ones, a bf16 kernel and the spec's SoftmaxRows kernels.
 func (m *Model) bfStrips() bool {
-	if m.kind != kindSynth || m.bfk == nil || m.Kernels.SoftmaxRows == nil || m.Kernels.SoftmaxRowsBack == nil {
+	if m.kind != kindSynth || m.eng.BF16Kernel() == nil || m.Kernels.SoftmaxRows == nil || m.Kernels.SoftmaxRowsBack == nil {
 		return false
 	}
 	products := 0
@@ -82,7 +82,7 @@ func (m *Model) bfStrips() bool {
 // stripScratch makes sure every worker has its buffers.
 func (m *Model) stripScratch() {
 	for len(m.strips) < m.Workers() {
-		m.strips = append(m.strips, newStripBF(m.bfk, m.n, m.dh))
+		m.strips = append(m.strips, newStripBF(m.eng.BF16Kernel(), m.n, m.dh))
 	}
 }
 
@@ -103,14 +103,6 @@ func newStripBF(kn *bf16.Kernel, n, dh int) stripBF {
 		tmp: make([]uint16, bf16.PairsLen(max(dh, keyRows))*bf16.Step/2),
 		g:   make([]float32, strip*n),
 	}
-}
-
-// stripsForward is the forward of layer l on the strip path.
-func (m *Model) stripsForward(ws *Workspace, l int) {
-	m.stripScratch()
-	m.jobs.attnF = attnFwdJob{m: m, ws: ws, l: l, strips: true}
-	m.run(ws.b*m.heads, &m.jobs.attnF)
-	m.jobs.attnF = attnFwdJob{}
 }
 
 // stripBackTask is task's backward on worker w: vanilla's into dQ and dK,
@@ -181,7 +173,7 @@ func (m *Model) stripTask(ws *Workspace, l, w, task int) stripTask {
 	t, d, dh, nn := ws.t, m.d, m.dh, m.n*m.n
 	base := task/m.heads*t*d + task%m.heads*dh
 	st := stripTask{
-		kn: m.bfk, sc: &m.strips[w],
+		kn: m.eng.BF16Kernel(), sc: &m.strips[w],
 		t: t, d: d, dh: dh, n: m.n, kpH: bf16.Pad(dh), kpN: bf16.Pad(m.n),
 		causal: m.Spec.Causal(), scale: 1, wp: 1,
 		v: lw.v[base:], a: lw.a[task*nn : task*nn+nn], base: base,

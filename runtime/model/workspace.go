@@ -24,8 +24,9 @@ type Workspace struct {
 	// sequences (attention_bf16.go).
 	sharedP bool
 	attnG   []float32 // its backward's ∂loss/∂P per head, allocated on first use
-	// stripsP: the last Forward ran vanilla's attention on the bf16 path,
-	// a strip of rows at a time (strips_bf16.go).
+	// stripsP: the last Forward ran vanilla's or dense's attention (alone
+	// or mixed with random) on the bf16 path, a strip of rows at a time
+	// (strips_bf16.go).
 	stripsP bool
 
 	interrupt   func() bool // SetInterrupt's: checked between layers
