@@ -235,11 +235,12 @@ func (s *svKit) tailMasks(base reg.GPVirtual, r int) (reg.Register, reg.Register
 }
 
 // softmaxRows emits the softmax of rows i0+g0 … i0+g0+n−1 (row i has i+1
-// entries; rows addressed from the row origin, if any) from b to a: for all n rows at once, m = max_j b_ij (at least
-// −MaxFloat32, so an all −Inf row gives exp(−Inf) = 0, not NaN), then
-// e = exp(b − m) to a with sum Σ e, then a = e / max(sum, MinNormal)
-// (sum ≥ 1 unless the row is all −Inf). The whole vectors all rows share
-// are a loop; each row's remaining 0 … W+n−2 entries take two masked vectors.
+// entries; rows addressed from the row origin, if any) from b to a: for
+// all n rows at once, m = max_j b_ij (at least −MaxFloat32, so an all −Inf
+// row gives exp(−Inf) = 0, not NaN), then e = exp(b − m) to a with sum Σ e,
+// then a = e / max(sum, MinNormal) (sum ≥ 1 unless the row is all −Inf).
+// The whole vectors all rows share are a loop; each row's remaining 0 …
+// W+n−2 entries take two masked vectors.
 func (s *svKit) softmaxRows(i0 reg.GPVirtual, g0, n int) {
 	c, W, N := s.c, s.W, s.f.Config.N
 	bp := s.rowPtr("b", i0, N)
