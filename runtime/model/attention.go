@@ -59,7 +59,7 @@ func (j *attnFwdJob) Run(worker, task int) {
 	k := m.Kernels
 	t, nn := ws.t, m.n*m.n
 	if j.strips {
-		st := m.stripTask(ws, j.l, worker, task)
+		st := m.stripTask(ws, j.l, &m.strips[worker], task)
 		st.forward(lw.y[st.base:], k.SoftmaxRows)
 		return
 	}

@@ -51,7 +51,8 @@ func (m *Model) AttentionKind() AttentionKind {
 // bidirectional; see AttentionKind for what the weights are. It returns t, or 0 (writing nothing) when the variant
 // has no attention weights. It must follow a Forward on ws (and precede
 // any Backward on it, which overwrites the probabilities); it costs the
-// training passes nothing. dst must hold t·t values.
+// training passes nothing (the bf16 strip path, which from N 512 keeps no
+// probabilities, makes them again for it). dst must hold t·t values.
 func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 	if ws == nil || ws.m != m {
 		panic("model: AttentionMap: the workspace was not made by this model's NewWorkspace")
@@ -75,6 +76,10 @@ func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 	ly, lw := &m.layers[l], &ws.lay[l]
 	switch kind {
 	case AttentionProbs:
+		if ws.stripsP && m.stripsRecompute() { // not kept: made again, as the forward made them
+			m.stripProbs(ws, l, s*m.heads+h, dst)
+			break
+		}
 		a := m.probs(ws, lw, s, h)
 		for i := 0; i < t; i++ {
 			keys := i + 1

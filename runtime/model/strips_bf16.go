@@ -15,10 +15,12 @@ import (
 //
 //	forward, per strip S of rows [i0, i1):
 //	  B_S = s·X_S·Wᵀ + b               bf16 kernel, into the worker's strip buffer
-//	  A_S = softmax(B_S)               the spec's SoftmaxRows on rows [i0, i1), into the kept block A
+//	  A_S = softmax(B_S)               the spec's SoftmaxRows on rows [i0, i1), in place
+//	                                   (or, below recomputeN, into the kept block A)
 //	  Y_S = A_S·V                      bf16 kernel; A's entries j > i set to 0 first
 //
 //	backward, per strip:
+//	  A_S as the forward made it       (below recomputeN, read back from A)
 //	  dV  += A_Sᵀ·dY_S                 bf16 kernel, float32 sums over the strips
 //	  G_S  = dY_S·Vᵀ                   bf16 kernel, into the worker's strip buffer
 //	  dB_S = s·A_S ⊙ (G_S − rowsum(A_S ⊙ G_S))    SoftmaxRowsBack in place, then s
@@ -33,10 +35,13 @@ import (
 // rounded while they are in cache. The logits go to the strip buffer, not
 // to A's rows: at long2048_dense the AMX kernel's stores into A (16 MB a
 // (sequence, head), not in cache) took 57% of the forward, and the step
-// ran 6% faster with the strip buffer. The kept block A holds the
+// ran 6% faster with the strip buffer. From N = recomputeN on, the
+// probabilities do not go to A either: the backward makes each strip's
+// again, as flash attention does (stripsRecompute), and AttentionMap
+// makes them again too (stripProbs). Where A is kept, it holds the
 // probabilities after the backward too (the float32 path leaves dB
-// there), but for a mixture's, which leaves dB there as well (stripTask).
-// Factorized dense and the other mixtures keep the float32 path.
+// there); a mixture's backward leaves dB there (stripTask). Factorized
+// dense and the other mixtures keep the float32 path.
 
 // strip is the query rows of one strip: two AMX blocks of 32 rows, eight
 // of the AVX512-BF16 and Go levels' 8. dW and dV take one 64-deep product
@@ -54,7 +59,8 @@ type stripBF struct {
 	ta  []uint16    // a strip transposed as A blocks (keys a row), depth strip
 	sb  []uint16    // a strip's Q or dY as B panels, a channel a column, depth strip
 	tmp []uint16    // PackBT's and PackAT's scratch
-	g   []float32   // the strip's logits (forward), or G, then dB (backward): strip rows of N
+	p   []float32   // the strip's logits, then probabilities: strip rows of N
+	g   []float32   // the strip's G, then dB (backward): strip rows of N
 	rs  [][]float32 // stripTask's random logits
 	rw  []float32   // and their weights
 }
@@ -79,6 +85,26 @@ func (m *Model) bfStrips() bool {
 	return products == 1
 }
 
+// recomputeN is the least N at which the strip path does not keep the
+// probabilities but makes them again in the backward (stripsRecompute); a
+// variable so that the tests can take both ways at small N.
+var recomputeN = 512
+
+// stripsRecompute reports whether the strip path's backward makes each
+// strip's probabilities again, as the forward made them (the product's
+// logits and the softmax), rather than reading them back from A: the
+// forward then writes nothing to A. A is written in the forward and read
+// in the backward out of cache (a layer's blocks are 64 MB at N 256 and
+// batch 16, 1 GB at N 2048 and batch 2); making a strip's probabilities
+// again costs a fifth more of the attention's products (one of five) and
+// its softmax once more. A layer's blocks are 16 MB at mid's size (N 256,
+// batch 16), 64 MB at N 1024 (batch 4) and 128 MB at N 2048 (batch 2),
+// none of it in cache by the backward. The whole bf16 step measured 4–9%
+// faster at N 1024 and 2048 (long*_vanilla, long*_dense), 0–5% at N 512
+// (long512_vanilla), and 1.5% slower at N 256 (mid), where packing the
+// keys once more per (sequence, head) weighs more against the strips.
+func (m *Model) stripsRecompute() bool { return m.n >= recomputeN }
+
 // stripScratch makes sure every worker has its buffers.
 func (m *Model) stripScratch() {
 	for len(m.strips) < m.Workers() {
@@ -101,6 +127,7 @@ func newStripBF(kn *bf16.Kernel, n, dh int) stripBF {
 		ta:  make([]uint16, keyRows*bf16.LDA(strip)),
 		sb:  make([]uint16, chPanels*bf16.BPanel(strip)),
 		tmp: make([]uint16, bf16.PairsLen(max(dh, keyRows))*bf16.Step/2),
+		p:   make([]float32, strip*n),
 		g:   make([]float32, strip*n),
 	}
 }
@@ -112,7 +139,10 @@ func newStripBF(kn *bf16.Kernel, n, dh int) stripBF {
 // from the dB the strips leave in A; R's gradient is reduceR's, as the
 // float32 path's).
 func (m *Model) stripBackTask(ws *Workspace, l, w, task int) {
-	st := m.stripTask(ws, l, w, task)
+	st := m.stripTask(ws, l, &m.strips[w], task)
+	if st.keep {
+		st.bp = m.scratch[w]
+	}
 	b := st.base
 	var dx, dw, dbias []float32
 	pi := 0 // the product component
@@ -126,7 +156,7 @@ func (m *Model) stripBackTask(ws *Workspace, l, w, task int) {
 			dx, dw, dbias, pi = ws.dg[b:], p[:m.n*m.dh], p[m.n*m.dh:], mi
 		}
 	}
-	st.backward(ws.dy[b:], dx, dw, dbias, ws.dv[b:], m.Kernels.SoftmaxRowsBack)
+	st.backward(ws.dy[b:], dx, dw, dbias, ws.dv[b:], m.Kernels.SoftmaxRows, m.Kernels.SoftmaxRowsBack)
 	if !st.keep {
 		return
 	}
@@ -165,22 +195,22 @@ type stripTask struct {
 	rw   []float32
 	keep bool      // a mixture: the backward leaves dB in A, for R's gradient and the weights'
 	bp   []float32 // a mixture: the worker's [N, N] scratch, for the product's logits
+	// recompute: the forward keeps no probabilities in A; the backward
+	// makes them again (stripsRecompute).
+	recompute bool
 }
 
-// stripTask returns task's operands in layer l on worker w.
-func (m *Model) stripTask(ws *Workspace, l, w, task int) stripTask {
+// stripTask returns task's operands in layer l, with worker buffers sc.
+func (m *Model) stripTask(ws *Workspace, l int, sc *stripBF, task int) stripTask {
 	ly, lw := &m.layers[l], &ws.lay[l]
 	t, d, dh, nn := ws.t, m.d, m.dh, m.n*m.n
 	base := task/m.heads*t*d + task%m.heads*dh
 	st := stripTask{
-		kn: m.eng.BF16Kernel(), sc: &m.strips[w],
+		kn: m.eng.BF16Kernel(), sc: sc,
 		t: t, d: d, dh: dh, n: m.n, kpH: bf16.Pad(dh), kpN: bf16.Pad(m.n),
 		causal: m.Spec.Causal(), scale: 1, wp: 1,
 		v: lw.v[base:], a: lw.a[task*nn : task*nn+nn], base: base,
-		keep: len(m.comps) > 1, rs: m.strips[w].rs[:0], rw: m.strips[w].rw[:0],
-	}
-	if st.keep {
-		st.bp = m.scratch[w]
+		keep: len(m.comps) > 1, recompute: m.stripsRecompute(), rs: sc.rs[:0], rw: sc.rw[:0],
 	}
 	for mi, c := range m.comps {
 		switch c {
@@ -198,8 +228,26 @@ func (m *Model) stripTask(ws *Workspace, l, w, task int) stripTask {
 			st.wp = lw.w[mi]
 		}
 	}
-	m.strips[w].rs, m.strips[w].rw = st.rs, st.rw // kept: no allocation next time
+	sc.rs, sc.rw = st.rs, st.rw // kept: no allocation next time
 	return st
+}
+
+// stripProbs writes task's probabilities in layer l of the last forward
+// on ws to dst, a t×t row-major matrix (zero above the diagonal), made
+// again as the forward made them: the strip path does not keep them. It
+// uses buffers of its own, not a worker's.
+func (m *Model) stripProbs(ws *Workspace, l, task int, dst []float32) {
+	sc := newStripBF(m.eng.BF16Kernel(), m.n, m.dh)
+	st := m.stripTask(ws, l, &sc, task)
+	t, n := st.t, st.n
+	st.packKeys(sc.kb, st.w, st.ldw)
+	for i0 := 0; i0 < t; i0 += strip {
+		i1 := min(i0+strip, t)
+		st.probs(i0, i1, m.Kernels.SoftmaxRows, sc.p, nil)
+		for i := i0; i < i1; i++ {
+			copy(dst[i*t:i*t+st.keys(i+1)], sc.p[(i-i0)*n:])
+		}
+	}
 }
 
 // keys is the number of keys rows [i0, i1) read: i1 under the causal mask.
@@ -237,27 +285,65 @@ func (st *stripTask) forward(y []float32, softmax func(t, i0, i1 int, b, a []flo
 	for i0 := 0; i0 < st.t; i0 += strip {
 		i1 := min(i0+strip, st.t)
 		rows, keys := i1-i0, st.keys(i1)
-		as, lg := st.a[i0*n:], sc.g
-		st.packRows(st.x, st.d, i0, i1, st.dh, st.kpH)
-		kn.TileRow(st.kpH, 0, st.kpH, sc.sa, sc.kb, lg, n, rows, keys)
-		if st.scale != 1 || st.bias != nil || st.wp != 1 {
-			for r := 0; r < rows; r++ {
-				kn.ScaleAdd(lg[r*n:r*n+keys], st.wp*st.scale, st.bias, st.wp)
-			}
+		ps := sc.p
+		if !st.recompute {
+			ps = st.a[i0*n:]
 		}
-		for m, rm := range st.rs {
-			for i := i0; i < i1; i++ {
-				kn.ScaleAdd(lg[(i-i0)*n:(i-i0)*n+keys], 1, rm[i*n:], st.rw[m])
-			}
-		}
-		softmax(st.t, i0, i1, lg, as)
-		if st.causal { // A·V reads keys < i1: 0 above the diagonal
-			for i := i0; i < i1; i++ {
-				clear(as[(i-i0)*n+i+1 : (i-i0)*n+keys])
-			}
-		}
-		st.packRows(as, n, 0, rows, keys, st.kpN)
+		st.probs(i0, i1, softmax, ps, nil)
+		st.packRows(ps, n, 0, rows, keys, st.kpN)
 		kn.TileRow(st.kpN, 0, bf16.Pad(keys), sc.sa, sc.vb, y[i0*st.d:], st.d, rows, st.dh)
+	}
+}
+
+// productLogits writes strip [i0, i1)'s product logits B'_S = s·X_S·Wᵀ
+// + b to dst (rows N apart) from W packed in sc.kb, keys(i1) of each row.
+func (st *stripTask) productLogits(i0, i1 int, dst []float32) {
+	kn, n := st.kn, st.n
+	rows, keys := i1-i0, st.keys(i1)
+	st.packRows(st.x, st.d, i0, i1, st.dh, st.kpH)
+	kn.TileRow(st.kpH, 0, st.kpH, st.sc.sa, st.sc.kb, dst, n, rows, keys)
+	if st.scale != 1 || st.bias != nil {
+		for r := 0; r < rows; r++ {
+			kn.ScaleAdd(dst[r*n:r*n+keys], st.scale, st.bias, 1)
+		}
+	}
+}
+
+// probs writes strip [i0, i1)'s probabilities A_S = softmax(B_S) to dst
+// (rows N apart; the worker's strip buffer p itself, or A's rows), 0
+// above the diagonal up to key i1 (causal). B_S is made in p: B'_S, and
+// in a mixture wp·B'_S + Σ wr·R_S. The forward and the backward's
+// recomputation call it on the same operands, and make the same bits.
+// With bp (a mixture's backward), B'_S goes to bp's rows [i0, i1) too.
+func (st *stripTask) probs(i0, i1 int, softmax func(t, i0, i1 int, b, a []float32), dst, bp []float32) {
+	kn, n := st.kn, st.n
+	rows, keys := i1-i0, st.keys(i1)
+	lg := st.sc.p
+	st.productLogits(i0, i1, lg)
+	if bp != nil {
+		for r := 0; r < rows; r++ {
+			copy(bp[(i0+r)*n:(i0+r)*n+keys], lg[r*n:r*n+keys])
+		}
+	}
+	for m, rm := range st.rs {
+		w := float32(1)
+		if m == 0 {
+			w = st.wp // B = wp·B' + wr·R, at once
+		}
+		for i := i0; i < i1; i++ {
+			kn.ScaleAdd(lg[(i-i0)*n:(i-i0)*n+keys], w, rm[i*n:], st.rw[m])
+		}
+	}
+	if len(st.rs) == 0 && st.wp != 1 {
+		for r := 0; r < rows; r++ {
+			kn.ScaleAdd(lg[r*n:r*n+keys], st.wp, nil, 0)
+		}
+	}
+	softmax(st.t, i0, i1, lg, dst)
+	if st.causal { // A·V reads keys < i1: 0 above the diagonal
+		for i := i0; i < i1; i++ {
+			clear(dst[(i-i0)*n+i+1 : (i-i0)*n+keys])
+		}
 	}
 }
 
@@ -271,13 +357,11 @@ func (st *stripTask) forward(y []float32, softmax func(t, i0, i1 int, b, a []flo
 // dB, not dB rounded to bf16 (⟨dX', X⟩ from the product dX' = bf16(dB)·W,
 // as vanillaMixBack reads the float32 path's dX, is off by bf16's 2⁻⁸ of
 // Σ|dB|·|B'|, which can exceed the sum itself).
-func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(t, i0, i1 int, a, g, db []float32)) {
+func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmax func(t, i0, i1 int, b, a []float32), softmaxBack func(t, i0, i1 int, a, g, db []float32)) {
 	kn, sc, n, d, dh := st.kn, st.sc, st.n, st.d, st.dh
 	st.packKeys(sc.vk, st.v, d)
 	bf16.PackBT(sc.kt, st.w, st.ldw, dh, st.t, st.kpN, 0, st.kpN, sc.tmp)
-	if st.keep {
-		st.packKeys(sc.kb, st.w, st.ldw)
-	}
+	st.packKeys(sc.kb, st.w, st.ldw)
 	for i := 0; i < st.t; i++ {
 		clear(dw[i*st.ldw : i*st.ldw+dh])
 		clear(dv[i*d : i*d+dh])
@@ -290,9 +374,18 @@ func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(
 		i1 := min(i0+strip, st.t)
 		rows, keys := i1-i0, st.keys(i1)
 		kl := bf16.Pad(keys)
-		as := st.a[i0*n:]
-		// dV += A_Sᵀ·dY_S: A's rows were zeroed above the diagonal by the forward.
-		kn.PackAT(sc.ta, as, n, keys, rows, strip, 0, strip, sc.tmp)
+		as, ps := st.a[i0*n:], sc.p
+		switch {
+		case st.recompute:
+			st.probs(i0, i1, softmax, ps, st.bp)
+		case st.keep:
+			ps = as
+			st.productLogits(i0, i1, st.bp[i0*n:])
+		default:
+			ps = as
+		}
+		// dV += A_Sᵀ·dY_S.
+		kn.PackAT(sc.ta, ps, n, keys, rows, strip, 0, strip, sc.tmp)
 		bf16.PackBT(sc.sb, dy[i0*d:], d, dh, rows, strip, 0, strip, sc.tmp)
 		for c := 0; c < dh; c += bf16.NR {
 			kn.Tile(strip, 0, strip, sc.ta, sc.sb[c/bf16.NR*bpS:], dv[c:], d, keys, min(bf16.NR, dh-c), dv[c:], nil)
@@ -301,7 +394,7 @@ func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(
 		st.packRows(dy, d, i0, i1, dh, st.kpH)
 		g := sc.g
 		kn.TileRow(st.kpH, 0, st.kpH, sc.sa, sc.vk, g, n, rows, keys)
-		softmaxBack(st.t, i0, i1, as, g, g)
+		softmaxBack(st.t, i0, i1, ps, g, g)
 		for i := i0; i < i1; i++ {
 			r := g[(i-i0)*n : (i-i0)*n+keys]
 			w := keys
@@ -325,13 +418,6 @@ func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmaxBack func(
 		if st.keep {
 			for i := i0; i < i1; i++ {
 				kn.ScaleAdd(dx[i*d:i*d+dh], st.wp, nil, 0)
-			}
-			// B'_S, as the forward's.
-			st.packRows(st.x, d, i0, i1, dh, st.kpH)
-			bs := st.bp[i0*n:]
-			kn.TileRow(st.kpH, 0, st.kpH, sc.sa, sc.kb, bs, n, rows, keys)
-			for r := 0; r < rows; r++ {
-				kn.ScaleAdd(bs[r*n:r*n+keys], st.scale, st.bias, 1)
 			}
 		}
 		// dW += dB_Sᵀ·X_S.

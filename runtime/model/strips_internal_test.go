@@ -15,9 +15,12 @@ import (
 // sequence's rows d apart, scale 1/√dh) and dense's (W rows dh apart, a
 // bias), each alone and in a mixture with a random component (B = wp·B' +
 // wr·R; the gradients wp times their own, dB left in A and B' in the
-// worker's scratch, for the mixture weight's gradient), for lengths around the strip (1, strip−1, strip, strip+1, two
-// strips and a part, N) and head widths on and off multiples of 32,
-// against a float64 reference that rounds each product's operands to bf16
+// worker's scratch, for the mixture weight's gradient), with the
+// probabilities kept in A and made again in the backward (recompute; the
+// forward then writes nothing to A, and they are checked as probs makes
+// them for AttentionMap), for lengths around the strip (1, strip−1,
+// strip, strip+1, two strips and a part, N) and head widths on and off
+// multiples of 32, against a float64 reference that rounds each product's operands to bf16
 // where the path does:
 //
 //	B = s·bf16(X)·bf16(W)ᵀ + b, A = softmax(B), Y = bf16(A)·bf16(V)
@@ -43,10 +46,12 @@ func TestStrips(t *testing.T) {
 		}
 		for _, causal := range []bool{true, false} {
 			for _, form := range []struct{ dense, mix bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
-				for _, dh := range []int{20, 32, 40} {
-					for _, tl := range []int{1, strip - 1, strip, strip + 1, 2*strip + 9, n} {
-						name := fmt.Sprintf("%s/causal=%v/dense=%v/mix=%v/dh=%d/t=%d", l, causal, form.dense, form.mix, dh, tl)
-						t.Run(name, func(t *testing.T) { checkStrips(t, kn, causal, form.dense, form.mix, n, dh, tl) })
+				for _, rec := range []bool{false, true} {
+					for _, dh := range []int{20, 32, 40} {
+						for _, tl := range []int{1, strip - 1, strip, strip + 1, 2*strip + 9, n} {
+							name := fmt.Sprintf("%s/causal=%v/dense=%v/mix=%v/recompute=%v/dh=%d/t=%d", l, causal, form.dense, form.mix, rec, dh, tl)
+							t.Run(name, func(t *testing.T) { checkStrips(t, kn, causal, form.dense, form.mix, rec, n, dh, tl) })
+						}
 					}
 				}
 			}
@@ -54,7 +59,7 @@ func TestStrips(t *testing.T) {
 	}
 }
 
-func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, tl int) {
+func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix, recompute bool, n, dh, tl int) {
 	const heads, h = 3, 1 // the head in the middle: its neighbours' columns are guarded
 	d := heads * dh
 	r := rand.New(rand.NewPCG(uint64(n*dh+tl), 7))
@@ -90,7 +95,7 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, 
 	buf := newStripBF(kn, n, dh)
 	st := stripTask{
 		kn: kn, sc: &buf, t: tl, d: d, dh: dh, n: n, kpH: kpH, kpN: kpN,
-		causal: causal, scale: float32(scale), wp: 1,
+		causal: causal, scale: float32(scale), wp: 1, recompute: recompute,
 		x: q[base:], w: k[wOff:], ldw: ldw, bias: bias, v: v[base:], a: a, base: base,
 	}
 	// A mixture: the product's weight wp and one random component, R
@@ -103,7 +108,26 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, 
 	}
 	st.forward(y[base:], refSoftmaxRows(causal, n))
 	aF := append([]float32(nil), a...)
-	st.backward(dy[base:], dq[base:], dk[wOff:], dbias, dv[base:], refSoftmaxRowsBack(causal, n))
+	// The probabilities: the forward's in A, or (recompute) none there and
+	// those probs makes again, as AttentionMap gets them (stripProbs).
+	pF := aF
+	if recompute {
+		for i, x := range aF {
+			if x != guard {
+				t.Fatalf("A[%d][%d] = %v written by the forward: it keeps nothing when the backward makes them again", i/n, i%n, x)
+			}
+		}
+		pF = mk(n, n, false)
+		st.packKeys(buf.kb, st.w, st.ldw)
+		for i0 := 0; i0 < tl; i0 += strip {
+			i1 := min(i0+strip, tl)
+			st.probs(i0, i1, refSoftmaxRows(causal, n), buf.p, nil)
+			for i := i0; i < i1; i++ {
+				copy(pF[i*n:i*n+st.keys(i1)], buf.p[(i-i0)*n:])
+			}
+		}
+	}
+	st.backward(dy[base:], dq[base:], dk[wOff:], dbias, dv[base:], refSoftmaxRows(causal, n), refSoftmaxRowsBack(causal, n))
 
 	// The reference, in float64.
 	rd := func(x float32) float64 { return float64(bf16.Round(x)) }
@@ -154,7 +178,7 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, 
 	}
 	for i := 0; i < tl; i++ {
 		for j := 0; j < n; j++ {
-			got := aF[i*n+j]
+			got := pF[i*n+j]
 			switch {
 			case j < keys(i):
 				if math.Abs(float64(got)-A[i][j]) > 1e-5 {
@@ -180,7 +204,7 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, 
 	}
 	for i := tl; i < n; i++ {
 		for j := 0; j < n; j++ {
-			if aF[i*n+j] != guard || a[i*n+j] != guard {
+			if pF[i*n+j] != guard || a[i*n+j] != guard {
 				t.Fatalf("A[%d][%d] = %v written past t = %d", i, j, a[i*n+j], tl)
 			}
 		}
@@ -207,8 +231,8 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, 
 		}
 	}
 	// In a mixture the backward leaves dB (unscaled) in A, and the
-	// product's logits B' (without its weight) in st.bp; alone, A keeps
-	// the probabilities.
+	// product's logits B' (without its weight) in st.bp; alone, A is as
+	// the forward left it (the probabilities, or unwritten).
 	for i := 0; i < tl; i++ {
 		for j := 0; j < n; j++ {
 			got := a[i*n+j]
@@ -292,6 +316,89 @@ func checkStrips(t *testing.T, kn *bf16.Kernel, causal, dense, mix bool, n, dh, 
 	}
 }
 
+// TestStripsRecompute: a model on the strip path that makes the
+// probabilities again in the backward (recomputeN 0) gives, bit for bit,
+// the attention maps (AttentionMap's own recomputation, stripProbs), the
+// loss and the gradients of one that keeps them (recomputeN past N), at
+// the Go level and the best this CPU has, for vanilla and dense, alone and
+// in a mixture, causal and not, at t = 101 (two strips, one partial).
+func TestStripsRecompute(t *testing.T) {
+	levels := []bf16.Level{bf16.Go}
+	if l, err := bf16.Best(bf16.AMX); err == nil && l != bf16.Go {
+		levels = append(levels, l)
+	}
+	defer func(n int) { recomputeN = n }(recomputeN)
+	for _, name := range []string{"vanilla", "dense", "random_vanilla", "enc_vanilla", "enc_dense"} {
+		k, err := kernels.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range levels {
+			kn, err := bf16.New(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := New(k.Spec, k, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.SetBF16(kn)
+			m.SetWorkers(2)
+			const batch, tl = 2, 101
+			r := rand.New(rand.NewPCG(5, 9))
+			in, labels := make([]int32, batch*tl), []int32{1, 0}
+			for i := range in {
+				in[i] = int32(r.IntN(256))
+			}
+			ws := m.NewWorkspace(batch)
+			run := func(keepN int) (loss float64, maps, grads [][]float32) {
+				recomputeN = keepN
+				if m.classes > 0 {
+					loss = m.ForwardClassify(ws, in, labels, batch)
+				} else {
+					loss = m.Forward(ws, in, in, batch)
+				}
+				if !ws.stripsP || m.stripsRecompute() != (keepN == 0) {
+					t.Fatalf("%s: strip path %v, recompute %v with recomputeN %d", name, ws.stripsP, m.stripsRecompute(), keepN)
+				}
+				for s := 0; s < batch; s++ {
+					for ly := 0; ly < len(m.layers); ly++ {
+						for h := 0; h < m.heads; h++ {
+							dst := make([]float32, tl*tl)
+							m.AttentionMap(ws, s, ly, h, dst)
+							maps = append(maps, dst)
+						}
+					}
+				}
+				m.Backward(ws)
+				for _, p := range m.Params {
+					grads = append(grads, append([]float32(nil), p.Grad...))
+				}
+				return loss, maps, grads
+			}
+			lossK, mapsK, gradsK := run(m.n + 1)
+			lossR, mapsR, gradsR := run(0)
+			if lossR != lossK {
+				t.Errorf("%s, %s: loss %v made again, %v kept", name, l, lossR, lossK)
+			}
+			for i := range mapsK {
+				for j := range mapsK[i] {
+					if mapsR[i][j] != mapsK[i][j] {
+						t.Fatalf("%s, %s: map %d (sequence·layers·heads + layer·heads + head) [%d][%d] = %v made again, %v kept", name, l, i, j/tl, j%tl, mapsR[i][j], mapsK[i][j])
+					}
+				}
+			}
+			for pi := range gradsK {
+				for j := range gradsK[pi] {
+					if gradsR[pi][j] != gradsK[pi][j] {
+						t.Fatalf("%s, %s: %s's gradient [%d] = %v made again, %v kept", name, l, m.Params[pi].Name, j, gradsR[pi][j], gradsK[pi][j])
+					}
+				}
+			}
+		}
+	}
+}
+
 // refSoftmaxRows is SoftmaxRows over rows [i0, i1), in float64.
 func refSoftmaxRows(causal bool, n int) func(t, i0, i1 int, b, a []float32) {
 	return func(t, i0, i1 int, b, a []float32) {
@@ -340,11 +447,13 @@ func refSoftmaxRowsBack(causal bool, n int) func(t, i0, i1 int, a, g, db []float
 
 // BenchmarkStrips times one (sequence, head)'s attention at long1024_vanilla's
 // size (t = N = 1024, dh = 64, causal) on one goroutine: the strip path's
-// forward and backward at the best bf16 level this CPU has, and the
+// forward and backward at the best bf16 level this CPU has (the backward
+// making the probabilities again, as it does at that N), and the
 // float32 path's kernels beside them (VanillaLogits and SoftmaxValue;
 // SoftmaxValueBack, VanillaLogitsBackX and BackW), in one run so that the
 // ratio stands on a shared machine. GFLOP/s counts the products' nominal
-// causal work (t²·dh multiply-adds each, halved by the mask).
+// causal work (t²·dh multiply-adds each, halved by the mask), two
+// forward and four backward: the recomputed logits are not counted.
 func BenchmarkStrips(b *testing.B) {
 	k, err := kernels.Lookup("long1024_vanilla")
 	if err != nil {
@@ -372,7 +481,7 @@ func BenchmarkStrips(b *testing.B) {
 	y, dq, dk, dv, a := mk(n*d), mk(n*d), mk(n*d), mk(n*d), mk(n*n)
 	buf := newStripBF(kn, n, dh)
 	st := stripTask{kn: kn, sc: &buf, t: n, d: d, dh: dh, n: n, kpH: bf16.Pad(dh), kpN: bf16.Pad(n),
-		causal: true, scale: 0.125, wp: 1, x: q, w: kk, ldw: d, v: v, a: a}
+		causal: true, scale: 0.125, wp: 1, recompute: true, x: q, w: kk, ldw: d, v: v, a: a}
 	flops := func(b *testing.B, products int) {
 		b.ReportMetric(float64(products)*n*n*dh*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	}
@@ -384,7 +493,7 @@ func BenchmarkStrips(b *testing.B) {
 	})
 	b.Run("path=strips/pass=backward", func(b *testing.B) {
 		for range b.N {
-			st.backward(dy, dq, dk, nil, dv, k.SoftmaxRowsBack)
+			st.backward(dy, dq, dk, nil, dv, k.SoftmaxRows, k.SoftmaxRowsBack)
 		}
 		flops(b, 4)
 	})
