@@ -93,11 +93,10 @@ var recomputeN = 512
 // stripsRecompute reports whether the strip path's backward makes each
 // strip's probabilities again, as the forward made them (the product's
 // logits and the softmax), rather than reading them back from A: the
-// forward then writes nothing to A. A is written in the forward and read
-// in the backward out of cache (a layer's blocks are 64 MB at N 256 and
-// batch 16, 1 GB at N 2048 and batch 2); making a strip's probabilities
-// again costs a fifth more of the attention's products (one of five) and
-// its softmax once more. A layer's blocks are 16 MB at mid's size (N 256,
+// forward then writes nothing to A. Kept, A is written in the forward and
+// read in the backward out of cache; making a strip's probabilities again
+// costs one product more (the logits) beside the backward's four, and the
+// softmax once more. A layer's blocks are 16 MB at mid's size (N 256,
 // batch 16), 64 MB at N 1024 (batch 4) and 128 MB at N 2048 (batch 2),
 // none of it in cache by the backward. The whole bf16 step measured 4–9%
 // faster at N 1024 and 2048 (long*_vanilla, long*_dense), 0–5% at N 512
@@ -233,9 +232,10 @@ func (m *Model) stripTask(ws *Workspace, l int, sc *stripBF, task int) stripTask
 }
 
 // stripProbs writes task's probabilities in layer l of the last forward
-// on ws to dst, a t×t row-major matrix (zero above the diagonal), made
-// again as the forward made them: the strip path does not keep them. It
-// uses buffers of its own, not a worker's.
+// on ws to dst, a t×t row-major matrix (row i's entries j ≤ i; j < t
+// unmasked), made again as the forward made them: from N = recomputeN the
+// strip path does not keep them. It uses buffers of its own, not a
+// worker's, so that it reads the model and ws only.
 func (m *Model) stripProbs(ws *Workspace, l, task int, dst []float32) {
 	sc := newStripBF(m.eng.BF16Kernel(), m.n, m.dh)
 	st := m.stripTask(ws, l, &sc, task)
@@ -361,7 +361,9 @@ func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmax func(t, i
 	kn, sc, n, d, dh := st.kn, st.sc, st.n, st.d, st.dh
 	st.packKeys(sc.vk, st.v, d)
 	bf16.PackBT(sc.kt, st.w, st.ldw, dh, st.t, st.kpN, 0, st.kpN, sc.tmp)
-	st.packKeys(sc.kb, st.w, st.ldw)
+	if st.recompute || st.keep { // for the logits made again
+		st.packKeys(sc.kb, st.w, st.ldw)
+	}
 	for i := 0; i < st.t; i++ {
 		clear(dw[i*st.ldw : i*st.ldw+dh])
 		clear(dv[i*d : i*d+dh])
