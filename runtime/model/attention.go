@@ -12,10 +12,6 @@ type attnFwdJob struct {
 	m  *Model
 	ws *Workspace
 	l  int
-	// rows: the softmax alone (SoftmaxRows), the bf16 path's, whose value
-	// products follow on the bf16 kernel (attention_bf16.go); else fused
-	// with the value product (SoftmaxValue).
-	rows bool
 	// strips: vanilla's or dense's (alone or mixed with random) on the
 	// bf16 path, a strip of rows at a time (strips_bf16.go).
 	strips bool
@@ -68,10 +64,6 @@ func (j *attnFwdJob) Run(worker, task int) {
 	base := s*t*m.d + h*m.dh
 	if len(m.comps) == 1 {
 		b := m.compLogits(m.comps[0], ly, lw, t, s, h, a)
-		if j.rows {
-			k.SoftmaxRows(t, 0, t, b, a)
-			return
-		}
 		k.SoftmaxValue(t, b, a, lw.v[base:], lw.y[base:])
 		return
 	}
@@ -214,11 +206,9 @@ type reduceJob struct {
 type reduceOp int
 
 const (
-	reduceR          reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
-	reduceR12                        // task = head: dR1[h], dR2[h] over s
-	reduceW2                         // task = block of rowBlock rows j of w2: over all (s, h)
-	reduceShared                     // task = head: dR[h] from the shared P and G summed over s (bf16 path)
-	reduceSharedFact                 // task = head: dR1[h], dR2[h] from the shared P and G summed over s (bf16 path)
+	reduceR   reduceOp = iota // task = head: dR[h] += w·dB[s, h] over s
+	reduceR12                 // task = head: dR1[h], dR2[h] over s
+	reduceW2                  // task = block of rowBlock rows j of w2: over all (s, h)
 )
 
 func (j *reduceJob) Run(_, task int) {
@@ -239,17 +229,6 @@ func (j *reduceJob) Run(_, task int) {
 			tk := s*heads + h
 			m.Kernels.TriAxpy(t, w, lw.a[tk*n*n:tk*n*n+n*n], g)
 		}
-	case reduceShared:
-		h, nn := task, n*n
-		m.Kernels.SoftmaxRowsBack(t, 0, t, lw.a[h*nn:h*nn+nn], ws.attnG[h*nn:h*nn+nn], ly.r.Grad[h*nn:h*nn+nn])
-	case reduceSharedFact:
-		// dB in G's block, then R1's rows i < t (overwritten; the rest
-		// stay as zeroGrads left them) and R2's (added to zero).
-		h, nn, nk := task, n*n, n*m.fk
-		db := ws.attnG[h*nn : h*nn+nn]
-		m.Kernels.SoftmaxRowsBack(t, 0, t, lw.a[h*nn:h*nn+nn], db, db)
-		m.Kernels.FactRandomLogitsBackX(t, db, ly.r2.Data[h*nk:], ly.r1.Grad[h*nk:], 1)
-		m.Kernels.FactRandomLogitsBackW(t, db, ly.r1.Data[h*nk:], ly.r2.Grad[h*nk:], nil, 1)
 	case reduceR12:
 		h := task
 		nk := n * m.fk
@@ -297,7 +276,7 @@ func (m *Model) attentionForward(ws *Workspace, l int) {
 	}
 	ws.sharedP = m.bfAttention()
 	if ws.sharedP {
-		m.sharedForwardBF16(ws, l)
+		m.sharedStrips(ws, l, false)
 		return
 	}
 	ws.stripsP = m.bfStrips()
@@ -317,7 +296,7 @@ func (m *Model) attentionBackward(ws *Workspace, l int) {
 		return
 	}
 	if ws.sharedP {
-		m.sharedBackwardBF16(ws, l)
+		m.sharedStrips(ws, l, true)
 		return
 	}
 	if ws.stripsP {

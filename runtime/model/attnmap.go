@@ -80,7 +80,12 @@ func (m *Model) AttentionMap(ws *Workspace, s, l, h int, dst []float32) int {
 			m.stripProbs(ws, l, s*m.heads+h, dst)
 			break
 		}
-		a := m.probs(ws, lw, s, h)
+		if ws.sharedP { // not kept: made again, as the forward made them
+			m.sharedProbs(ws, l, h, dst)
+			break
+		}
+		nn := n * n
+		a := lw.a[(s*m.heads+h)*nn:]
 		for i := 0; i < t; i++ {
 			keys := i + 1
 			if !m.Spec.Causal() {

@@ -39,9 +39,9 @@ func TestBF16Gradients(t *testing.T) {
 		name string
 		tol  float64
 		t    int // tokens a sequence; 37 when 0
-	}{{"random", 0.05, 0}, {"vanilla", 0.2, 101}, {"dense", 0.05, 101}, {"factorized_dense", 0.05, 0}, {"odd", 0.05, 0},
-		{"fixed_random", 0.05, 0}, {"random_vanilla", 0.6, 101}, {"enc_random", 0.05, 0}, {"enc_odd", 0.05, 0},
-		{"factorized_random", 0.05, 0}, {"enc_factorized_random", 0.05, 0}, {"enc_vanilla", 0.15, 101}, {"enc_dense", 0.05, 101}, {"enc_random_vanilla", 0.3, 101}} {
+	}{{"random", 0.05, 101}, {"vanilla", 0.2, 101}, {"dense", 0.05, 101}, {"factorized_dense", 0.05, 0}, {"odd", 0.05, 0},
+		{"fixed_random", 0.05, 101}, {"random_vanilla", 0.6, 101}, {"enc_random", 0.05, 101}, {"enc_odd", 0.05, 0},
+		{"factorized_random", 0.05, 101}, {"enc_factorized_random", 0.05, 101}, {"enc_vanilla", 0.15, 101}, {"enc_dense", 0.05, 101}, {"enc_random_vanilla", 0.3, 101}} {
 		name, tl := sc.name, sc.t
 		if tl == 0 {
 			tl = 37
@@ -87,7 +87,7 @@ func TestBF16Gradients(t *testing.T) {
 					m.SetWorkers(w)
 					loss := forward()
 					if w == 1 {
-						checkMaps(t, kn.Level, maps(), mapsF, m.Spec.Variant == "random" || m.Spec.Variant == "fixed_random" || m.Spec.Variant == "factorized_random")
+						checkMaps(t, kn.Level, maps(), mapsF, m.Spec.Variant == "random" || m.Spec.Variant == "fixed_random")
 					}
 					m.Backward(ws)
 					grads := gradsOf(m)

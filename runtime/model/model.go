@@ -130,10 +130,9 @@ type Model struct {
 
 	pools   *poolHolder
 	eng     *mat.Engine
-	scratch [][]float32     // per worker, [N, N]: mixture logits
-	bfProds []mat.BatchProd // the bf16 attention's products (attention_bf16.go)
-	bfSegs  []mat.Strided   // their operands
-	strips  []stripBF       // per worker: the strip path's buffers (strips_bf16.go)
+	scratch [][]float32 // per worker, [N, N]: mixture logits
+	strips  []stripBF   // per worker: the strip path's buffers (strips_bf16.go)
+	shared  []sharedBF  // per worker: the shared path's strips' buffers (shared_strips_bf16.go)
 	jobs    jobs
 	prefill prefillShared // the Decoders' Forward (decode.go)
 }

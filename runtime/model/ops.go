@@ -28,6 +28,7 @@ type jobs struct {
 	embBack embBackJob
 	attnF   attnFwdJob
 	attnB   attnBackJob
+	shared  sharedJob
 	red     reduceJob
 	free    attnFreeJob
 	aft     aftFullJob

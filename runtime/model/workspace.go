@@ -19,11 +19,9 @@ type Workspace struct {
 	hasTargets bool
 	fwdDone    bool
 	backDone   bool // a Backward has run since: the attention blocks hold dB
-	// sharedP: the last Forward ran the attention on the bf16 path and
-	// kept one P per head, in sequence 0's blocks, shared by the
-	// sequences (attention_bf16.go).
+	// sharedP: the last Forward ran the attention on the shared bf16
+	// path, which keeps no probabilities (attention_bf16.go).
 	sharedP bool
-	attnG   []float32 // its backward's ∂loss/∂P per head, allocated on first use
 	// stripsP: the last Forward ran vanilla's or dense's attention (alone
 	// or mixed with random) on the bf16 path, a strip of rows at a time
 	// (strips_bf16.go).

@@ -15,9 +15,10 @@ import (
 // hold before allocating it.
 //
 // With a bf16 kernel (SetBF16, before WorkspaceBytes is called) it also
-// counts the bf16 engine's packed operands and, on the bf16 path of
-// random's and factorized random's attention, ∂loss/∂P of every head
-// (Heads·N² floats, attnBlocks) that the backward allocates on first use.
+// counts the bf16 engine's packed operands, which it allocates on first
+// use. The attention's per-worker strip buffers (strips_bf16.go,
+// attention_bf16.go: a few MB a worker at N 2048) belong to the model, not
+// to a batch's workspace, and are not counted.
 func (m *Model) WorkspaceBytes(batch int) int64 {
 	a := &wsAlloc{count: true}
 	m.buildWorkspace(batch, a)
@@ -27,9 +28,6 @@ func (m *Model) WorkspaceBytes(batch int) int64 {
 		// allocates on first use: 2 bytes each.
 		rows, wide := max(batch, 1)*m.n, bf16.Pad(max(m.d, m.ffn, m.vocab))
 		a.lazy(rows * wide)
-	}
-	if m.bfAttention() && m.sharedGrads() {
-		a.f32(m.heads * m.n * m.n)
 	}
 	return a.bytes
 }
