@@ -30,7 +30,7 @@ import (
 // this path made P whole once per head and layer and kept it, and ran the
 // value products and G over whole [t, t] blocks (mat.MulBatchBF16), with
 // passes over 8–16 MB blocks a head out of cache; a strip at a time the
-// bf16 step ran 37% faster at long2048_factorized_random and 9% at
+// bf16 step ran 39% faster at long2048_factorized_random and 9.5% at
 // long2048_random (docs/bf16.md). The float32 path fuses the softmax with
 // the value product per sequence (SoftmaxValue, SoftmaxValueBack) and sums
 // the gradients over the sequences; they are the same function of the

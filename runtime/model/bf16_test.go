@@ -27,12 +27,14 @@ import (
 // (h = 0.3) agrees with the bf16 gradient to 4%, as float32's does with
 // its own to 6%: the bf16 model's gradient, of a slightly different
 // function. Random's, fixed random's and
-// factorized random's attention runs on the bf16 path too (P once per
-// head); the attention maps of the last sequence then match float32's to
-// 1e-6 (the same float32 softmax of the same logits), and within 10%
-// (relative, 2-norm) otherwise. Vanilla and dense, alone or mixed with
-// random, run on the strip path (strips_bf16.go) at 101 tokens: two
-// strips, the second partial.
+// factorized random's attention runs on the shared path
+// (attention_bf16.go: P once per head for the batch, a strip at a time);
+// the attention maps of the last sequence then match float32's to 1e-6
+// for random and fixed random (the same float32 softmax of the same
+// logits), and within 10% (relative, 2-norm) otherwise (factorized
+// random's logits are a bf16 product). Vanilla and dense, alone or mixed
+// with random, run on the strip path (strips_bf16.go). Both paths run at
+// 101 tokens: two strips, the second partial.
 func TestBF16Gradients(t *testing.T) {
 	levels := bf16Levels(t, bf16.Go, bf16.AVX512BF16, bf16.AMX)
 	for _, sc := range []struct {

@@ -83,7 +83,7 @@ func setPrecision(m *Model, p PrecisionKind) (precision, note string, err error)
 	if l == bf16.AVX512BF16 {
 		if err := bf16.Available(bf16.AMX); err != nil { // not merely capped: say why AMX is not used
 			note = fmt.Sprintf("precision bf16 on avx512bf16, not AMX: %v; on a Xeon whose VDPBF16PS runs no faster than its FMAs, "+
-				"this level's step measured 0.69–0.74× the float32 one (`synth steps -precision bf16` measures both here)", err)
+				"this level's step measured 0.65–0.74× the float32 one (`synth steps -precision bf16` measures both here)", err)
 		}
 	}
 	return "bf16 (" + l.String() + ")", note, nil
