@@ -9,8 +9,7 @@ import (
 // and the products on packed panels and their sums (MulPanels,
 // AccumulateTN: aft_full's), with bf16 operands (rounded to nearest even)
 // and float32 accumulation and output, through a runtime/bf16
-// micro-kernel, and batches of attention's small products (batch.go,
-// MulBatchBF16). MulNT stays float32.
+// micro-kernel. MulNT stays float32.
 //
 // A bf16 job is a list of packed operands and a list of products. An
 // operand is A, packed into blocks of the kernel's MR rows, or B, packed
@@ -44,7 +43,6 @@ type bfState struct {
 	ap, bp []uint16
 	tmp    [][]uint16 // per worker: the pairs of PackAT and PackBT
 	job    bfJob
-	keys   []bfKeyed // MulBatchBF16's operands packed so far
 }
 
 // SetBF16 runs the linear layers' products, MulPanels and AccumulateTN
@@ -89,10 +87,6 @@ type bfSide struct {
 	ready  bool      // packed already: no packing tasks
 	sums   []float32 // A's row sums, formed while packing (PackATRows)
 	tasks  int
-	// tri: A's triangle taken as zero (LowerA, UpperA: MulBatchBF16's):
-	// packed only where its products read (triPack), as zeros, whatever
-	// the operand holds there.
-	tri Tri
 }
 
 // bfTerm is one term of a product: A·Bᵀ of sides sa and sb (their kp
@@ -114,7 +108,6 @@ type bfProd struct {
 	acc                 bool
 	then                Rows // run on each block's rows, which span C's width
 	mc, nc, tilesN, cnt int  // C's blocks: mc × nc, tilesN across, cnt in all
-	tri                 Tri  // the triangle skipped (MulBatchBF16's; one term)
 }
 
 // bfJob is a bf16 job: its packed operands, its products and their terms.
@@ -441,57 +434,24 @@ func (j *bfJob) pack(sd *bfSide, worker, t int) {
 		rowsPad := ceilDiv(sd.rows, kn.MR) * kn.MR
 		if bf16.PackATSums() {
 			r0 := t * packRowsAT
-			p0, _ := triPack(sd.tri, r0, sd.kp)
 			r1 := min(r0+packRowsAT, rowsPad)
-			kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, sd.kp, r0, r1, j.tmp[worker], sd.sums)
-			j.maskUpper(sd, p0, sd.kp, r0, r1)
+			kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, 0, sd.kp, r0, r1, j.tmp[worker], sd.sums)
 			return
 		}
 		p0 := t * packRowsBF
 		p1 := min(p0+packRowsBF, sd.kp)
-		r1 := rowsPad
-		if sd.tri == UpperA { // rows past the 128-row block of p0 read no p < p0 + packRowsBF
-			r1 = min(rowsPad, (p0/bfBlockM+1)*bfBlockM)
-		}
-		kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, p1, 0, r1, j.tmp[worker], nil)
-		j.maskUpper(sd, p0, p1, 0, r1)
+		kn.PackATRows(sd.dst, sg.o.data, sg.o.cs, sd.rows, sg.kk, sd.kp, p0, p1, 0, rowsPad, j.tmp[worker], nil)
 		return
 	}
 	// A block of MR rows, all segments.
 	lda := bf16.LDA(sd.kp)
 	blk := sd.dst[t*kn.ABlock(sd.kp):][:kn.ABlock(sd.kp)]
 	for _, sg := range j.segs[sd.s0:sd.s1] {
-		kk, kp := sg.kk, bf16.Pad(sg.kk)
-		if _, k1 := triPack(sd.tri, t*kn.MR, kp); k1 < kp {
-			kk, kp = min(kk, k1), k1
-		}
-		kn.PackASeg(blk, lda, sg.off, sg.o.data, sg.o.rs, sg.o.cs, t*kn.MR, sd.rows, kk, kp)
-		if sd.tri == LowerA { // A(i, p) = 0 for p > i, whatever the operand holds there
-			for r := 0; r < kn.MR; r++ {
-				if i := t*kn.MR + r; i+1 < kp {
-					clear(blk[r*lda+i+1 : r*lda+kp])
-				}
-			}
-		}
+		kn.PackASeg(blk, lda, sg.off, sg.o.data, sg.o.rs, sg.o.cs, t*kn.MR, sd.rows, sg.kk, bf16.Pad(sg.kk))
 	}
 	if lda > sd.kp {
 		for r := 0; r < kn.MR; r++ { // the rows' padding
 			clear(blk[r*lda+sd.kp : r*lda+lda])
-		}
-	}
-}
-
-// maskUpper zeroes A(i, p) for p < i of an UpperA side, for the packed
-// inner indices p0 ≤ p < p1 of rows r0 ≤ i < r1 (one packing task's),
-// whatever the operand holds there.
-func (j *bfJob) maskUpper(sd *bfSide, p0, p1, r0, r1 int) {
-	if sd.tri != UpperA {
-		return
-	}
-	lda := bf16.LDA(sd.kp)
-	for i := r0; i < r1; i++ {
-		if e := min(p1, i); e > p0 {
-			clear(sd.dst[i*lda+p0 : i*lda+e])
 		}
 	}
 }
@@ -505,9 +465,6 @@ func (j *bfJob) block(p *bfProd, task int) {
 	i1 := min(i0+p.mc, p.m)
 	j1 := min(j0+p.nc, p.n)
 	c, ldc := p.c, p.ldc
-	if p.tri == LowerC && j0 >= i1 {
-		return // wholly above the diagonal: not wanted
-	}
 	// The block's first calls (one per panel) start C from res, or
 	// overwrite it from the bias; the later ones add to it. A C that is
 	// added to (or starts from res) gets the bias added after.
@@ -522,9 +479,8 @@ func (j *bfJob) block(p *bfProd, task int) {
 		kp := sa.kp
 		ab, bb := kn.ABlock(kp), bf16.BPanel(kp)
 		a := sa.dst[i0/mr*ab:][:ceilDiv(ti1-i0, mr)*ab]
-		k0, k1 := triRange(p.tri, i0, ti1, kp)
-		for kb := k0; kb < k1; kb += bfBlockK {
-			kl := min(bfBlockK, k1-kb)
+		for kb := 0; kb < kp; kb += bfBlockK {
+			kl := min(bfBlockK, kp-kb)
 			for jr := j0; jr < j1; jr += bf16.NR {
 				bpan := sb.dst[jr/bf16.NR*sb.ps:][:bb]
 				nr := min(bf16.NR, j1-jr)

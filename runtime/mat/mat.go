@@ -3,8 +3,7 @@
 // has one (SetGemm; see pack.go), else in plain Go, a blocked, tiled
 // product with a 2×3 register tile. With a bf16 kernel (SetBF16; see
 // bf16.go) the linear layers' products, MulPanels and AccumulateTN take
-// bf16 operands and accumulate in float32, and MulBatchBF16 (batch.go)
-// runs batches of attention's small products the same way.
+// bf16 operands and accumulate in float32.
 //
 // All matrices are dense and row-major. For a linear layer with weight
 // w [n, k] (PyTorch's [out, in]) and bias b [n] applied to x [m, k]:
