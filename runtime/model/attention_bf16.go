@@ -37,6 +37,10 @@ import (
 // inputs, rounded and summed in other orders. Fixed random has no
 // gradient: its backward is dV alone.
 //
+// A head a task keeps at most Heads workers busy here (4 in the shipped
+// specs, against the 2 cores this is measured on); more would split a
+// head's strips across tasks, with partial sums of dV_s and dR2 to reduce.
+//
 // Vanilla's and dense's attention, whose P is a sequence's own, runs on the
 // strip path (strips_bf16.go). Factorized dense and the other mixtures
 // keep the fused float32 kernels on the bf16 path.
