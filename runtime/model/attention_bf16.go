@@ -165,16 +165,6 @@ func (k *sharedTask) probs(i0, i1 int) {
 // base is sequence s's offset of the head in the [rows, d] activations.
 func (k *sharedTask) base(s int) int { return s*k.t*k.d + k.h*k.dh }
 
-// packRows packs rows [i0, i1) of src (stride ld, kk wide) as the strip's
-// A blocks in dst, rows lda apart, at columns [off, off+Pad(kk)).
-func (k *sharedTask) packRows(dst []uint16, lda, off int, src []float32, ld, i0, i1, kk int) {
-	kn := k.kn
-	ab := kn.MR * lda
-	for b := 0; b*kn.MR < i1-i0; b++ {
-		kn.PackASeg(dst[b*ab:], lda, off, src, ld, 1, i0+b*kn.MR, i1, kk, bf16.Pad(kk))
-	}
-}
-
 // forward is the head's forward: Y_s for every sequence s.
 func (k *sharedTask) forward(y, v []float32) {
 	kn, sc, n := k.kn, k.sc, k.n
@@ -187,7 +177,7 @@ func (k *sharedTask) forward(y, v []float32) {
 		i1 := min(i0+strip, k.t)
 		rows, keys := i1-i0, k.keys(i1)
 		k.probs(i0, i1)
-		k.packRows(sc.sa, bf16.LDA(k.kpN), 0, sc.p, n, 0, rows, keys)
+		packStrip(kn, sc.sa, bf16.LDA(k.kpN), 0, sc.p, n, 0, rows, keys)
 		for s := 0; s < k.b; s++ {
 			kn.TileRow(k.kpN, 0, bf16.Pad(keys), sc.sa, k.sh.vb[s*vbs:], y[k.base(s)+i0*k.d:], k.d, rows, k.dh)
 		}
@@ -244,7 +234,7 @@ func (k *sharedTask) backward(dy, v, dv, dr, dr1, dr2 []float32, softBack func(t
 		// G_S = Σ_s dY_s,S·V_sᵀ, then dB_S.
 		lda := bf16.LDA(kpG)
 		for s := 0; s < k.b; s++ {
-			k.packRows(sh.sa, lda, s*k.kpH, dy[k.base(s):], d, i0, i1, dh)
+			packStrip(kn, sh.sa, lda, s*k.kpH, dy[k.base(s):], d, i0, i1, dh)
 		}
 		g := sc.g
 		kn.TileRow(kpG, 0, kpG, sh.sa, sh.vk, g, n, rows, keys)
@@ -259,7 +249,7 @@ func (k *sharedTask) backward(dy, v, dv, dr, dr1, dr2 []float32, softBack func(t
 			}
 		}
 		// dR1_S = dB_S·R2_h, dR2 += dB_Sᵀ·R1_S.
-		k.packRows(sc.sa, bf16.LDA(k.kpN), 0, g, n, 0, rows, keys)
+		packStrip(kn, sc.sa, bf16.LDA(k.kpN), 0, g, n, 0, rows, keys)
 		kn.TileRow(k.kpN, 0, bf16.Pad(keys), sc.sa, sc.kt, dr1[i0*fk:], fk, rows, fk)
 		kn.PackAT(sc.ta, g, n, keys, rows, strip, 0, strip, sc.tmp)
 		bf16.PackBT(sc.sb, k.fact.x[i0*fk:], fk, fk, rows, strip, 0, strip, sc.tmp)

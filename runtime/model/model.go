@@ -132,7 +132,7 @@ type Model struct {
 	eng     *mat.Engine
 	scratch [][]float32 // per worker, [N, N]: mixture logits
 	strips  []stripBF   // per worker: the strip path's buffers (strips_bf16.go)
-	shared  []sharedBF  // per worker: the shared path's strips' buffers (shared_strips_bf16.go)
+	shared  []sharedBF  // per worker: the shared path's strips' buffers (attention_bf16.go)
 	jobs    jobs
 	prefill prefillShared // the Decoders' Forward (decode.go)
 }
@@ -478,7 +478,7 @@ func mixWeights(mix []float32, w []float32) {
 // between a Forward and its Backward.
 func (m *Model) SetBF16(k *bf16.Kernel) {
 	if m.eng.BF16Kernel() != k {
-		m.strips = nil // sized for another kernel's blocks
+		m.strips, m.shared = nil, nil // sized for another kernel's blocks
 	}
 	m.eng.SetBF16(k)
 }

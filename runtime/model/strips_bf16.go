@@ -270,10 +270,17 @@ func (st *stripTask) packKeys(dst []uint16, src []float32, ld int) {
 // packRows packs rows [i0, i1) of src (stride ld, kk wide) as the strip's
 // A blocks, depth kp, columns [0, Pad(kk)) written.
 func (st *stripTask) packRows(src []float32, ld, i0, i1, kk, kp int) {
-	kn := st.kn
-	lda, ab := bf16.LDA(kp), kn.ABlock(kp)
+	packStrip(st.kn, st.sc.sa, bf16.LDA(kp), 0, src, ld, i0, i1, kk)
+}
+
+// packStrip packs rows [i0, i1) of src (stride ld, kk wide) on kernel kn
+// as a strip's A blocks in dst, rows lda apart, at columns [off,
+// off+Pad(kk)): the strip paths' A operands, and the shared path's dY_s
+// side by side (off = s·Pad(dh)).
+func packStrip(kn *bf16.Kernel, dst []uint16, lda, off int, src []float32, ld, i0, i1, kk int) {
+	ab := kn.MR * lda
 	for b := 0; b*kn.MR < i1-i0; b++ {
-		kn.PackASeg(st.sc.sa[b*ab:], lda, 0, src, ld, 1, i0+b*kn.MR, i1, kk, bf16.Pad(kk))
+		kn.PackASeg(dst[b*ab:], lda, off, src, ld, 1, i0+b*kn.MR, i1, kk, bf16.Pad(kk))
 	}
 }
 
