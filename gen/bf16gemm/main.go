@@ -188,31 +188,30 @@ func gemmAMX(ctx *build.Context, e *x86enc.Emitter, cfg Mem) string {
 	return doc
 }
 
-// gemmAVX512: C (mr×32 float32 corner of an 8×32 tile, row stride ldc
-// bytes, columns masked by k0 and k1, the lane masks of its two halves)
-// = src + A·Bᵀ over 32·steps of the inner dimension, A a row-major block
-// of 8 rows of bf16 (row stride lda bytes), B a packed panel. Sixteen
+// gemmAVX512: C (mr×32 float32, row stride ldc bytes, columns masked by
+// k0 and k1, the lane masks of its two halves) = src + A·Bᵀ over 32·steps
+// of the inner dimension, A row-major bf16 (row stride lda bytes), B a
+// packed panel, 8 rows of C at a time: the loop over the row blocks is in
+// the kernel, so a call covers every row of a Tile. Per block, sixteen
 // accumulators zmm8–23 (row i's halves in 8+2i and 9+2i), starting from
 // src (C's layout, masked alike; src may be c), or when src is nil from
-// the row bias (masked; nil: zero); per q the two
-// halves of B's pairs in zmm0–1 and each row's pair broadcast into a
-// register (VPBROADCASTD) for its two VDPBF16PS. Row i of A is addressed
-// from three bases (rows 0, 3 and 6) and the row stride as an index with
-// scale 1, 2 or 4. Rows i ≥ mr of C are neither read nor written.
+// the row bias (masked; nil: zero); per q the two halves of B's pairs in
+// zmm0–1 and each row's pair broadcast into a register (VPBROADCASTD) for
+// its two VDPBF16PS. Row i of A is addressed from three bases (rows 0, 3
+// and 6) and the row stride as an index with scale 1, 2 or 4. Rows of the
+// last block at or past mr are neither read nor written.
 func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Function("gemmAVX512")
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.SignatureExpr("func(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0, k1 uint16, src, bias *float32)")
 	ctx.Pragma("noescape")
-	doc := "gemmAVX512 computes C = src + A·Bᵀ (src nil: bias or zero) for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F)."
+	doc := "gemmAVX512 computes C = src + A·Bᵀ (src nil: bias or zero) for mr ≥ 1 rows of C, 8 at a time, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F)."
 	acc := func(i, h int) VecPhysical {
 		return []VecPhysical{Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23}[2*i+h]
 	}
 	ctx.Load(ctx.Param("c"), RDI)
 	ctx.Load(ctx.Param("a"), RSI)
 	ctx.Load(ctx.Param("lda"), RCX)
-	ctx.Load(ctx.Param("b"), R13)
-	ctx.Load(ctx.Param("steps"), R8)
 	ctx.Load(ctx.Param("ldc"), RBX)
 	ctx.Load(ctx.Param("mr"), R9)
 	ctx.Load(ctx.Param("k0"), AX)
@@ -220,6 +219,10 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.Load(ctx.Param("k1"), AX)
 	ctx.KMOVW(EAX, K2)
 	ctx.Load(ctx.Param("src"), R11)
+	ctx.Label("avx_block")
+	ctx.Comment("A block of 8 rows of C (fewer in the last): RSI its first row of A, RDI of C, R11 of src (or 0), R9 the rows left.")
+	ctx.Load(ctx.Param("b"), R13)
+	ctx.Load(ctx.Param("steps"), R8)
 	ctx.LEAQ(Mem{Base: RCX, Index: RCX, Scale: 2}, RDX)
 	ctx.ADDQ(RSI, RDX) // A row 3
 	ctx.LEAQ(Mem{Base: RCX, Index: RCX, Scale: 2}, R12)
@@ -287,13 +290,26 @@ func gemmAVX512(ctx *build.Context, e *x86enc.Emitter, _ Mem) string {
 	ctx.MOVQ(RDI, R10)
 	for i := 0; i < 8; i++ {
 		ctx.CMPQ(R9, U8(i))
-		ctx.JLE(LabelRef("avx_done"))
+		ctx.JLE(LabelRef("avx_next"))
 		ctx.VMOVUPS(acc(i, 0), K1, Mem{Base: R10})
 		ctx.VMOVUPS(acc(i, 1), K2, Mem{Base: R10, Disp: 64})
 		if i < 7 {
 			ctx.ADDQ(RBX, R10)
 		}
 	}
+	ctx.Label("avx_next")
+	ctx.Comment("The next block: 8 rows down in A (back over the steps' 64 bytes each), C and src.")
+	ctx.SUBQ(U8(8), R9)
+	ctx.JLE(LabelRef("avx_done"))
+	ctx.Load(ctx.Param("steps"), R8)
+	ctx.SHLQ(U8(6), R8)
+	ctx.SUBQ(R8, RSI)
+	ctx.LEAQ(Mem{Base: RSI, Index: RCX, Scale: 8}, RSI)
+	ctx.LEAQ(Mem{Base: RDI, Index: RBX, Scale: 8}, RDI)
+	ctx.TESTQ(R11, R11)
+	ctx.JZ(LabelRef("avx_block"))
+	ctx.LEAQ(Mem{Base: R11, Index: RBX, Scale: 8}, R11)
+	ctx.JMP(LabelRef("avx_block"))
 	ctx.Label("avx_done")
 	ctx.VZEROUPPER()
 	ctx.RET()

@@ -207,12 +207,15 @@ func TestTile(t *testing.T) {
 	}
 }
 
-// TestTileCorner checks that an edge tile writes only its mr×nr corner.
+// TestTileCorner checks that an edge tile writes only its mr×nr corner,
+// over one row block and over several (the AVX512-BF16 kernel loops over
+// its 8-row blocks itself).
 func TestTileCorner(t *testing.T) {
 	for _, kn := range levels(t) {
 		const kp, ldc = 64, 40
+		rows := 3 * kn.MR
 		r := rand.New(rand.NewPCG(5, 6))
-		a, b := make([]uint16, kn.ABlock(kp)), make([]uint16, BPanel(kp))
+		a, b := make([]uint16, 3*kn.ABlock(kp)), make([]uint16, BPanel(kp))
 		for i := range a {
 			a[i] = FromFloat32(float32(r.NormFloat64()))
 		}
@@ -220,9 +223,10 @@ func TestTileCorner(t *testing.T) {
 			b[i] = FromFloat32(float32(r.NormFloat64()))
 		}
 		bias := randn(r, NR)
-		for _, mn := range [][2]int{{1, 1}, {kn.MR - 1, 17}, {3, 16}, {kn.MR, NR - 1}, {2, NR}} {
+		for _, mn := range [][2]int{{1, 1}, {kn.MR - 1, 17}, {3, 16}, {kn.MR, NR - 1}, {2, NR},
+			{kn.MR + 3, 20}, {2*kn.MR + 1, NR}, {3*kn.MR - 1, 5}, {3 * kn.MR, 16}} {
 			mr, nr := mn[0], mn[1]
-			c, src := make([]float32, kn.MR*ldc), make([]float32, kn.MR*ldc)
+			c, src := make([]float32, rows*ldc), make([]float32, rows*ldc)
 			for i := range c {
 				c[i], src[i] = -7, 3
 			}
@@ -234,7 +238,7 @@ func TestTileCorner(t *testing.T) {
 					t.Fatalf("%s: mr %d nr %d: the kernel wrote src[%d]", kn.Level, mr, nr, i)
 				}
 			}
-			for i := 0; i < kn.MR; i++ {
+			for i := 0; i < rows; i++ {
 				for j := 0; j < ldc; j++ {
 					in := i < mr && j < nr
 					if v := c[i*ldc+j]; (v == -7) == in {

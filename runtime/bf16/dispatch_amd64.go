@@ -80,15 +80,11 @@ func rowAMX(steps int, a []uint16, lda int, b []uint16, ps int, c []float32, ldc
 func tileAVX512(steps int, a []uint16, lda int, b []uint16, c []float32, ldc, mr, nr int, src, bias []float32) {
 	k0 := uint16(1<<min(nr, 16) - 1)
 	k1 := uint16(1<<max(nr-16, 0) - 1)
-	var bp *float32
-	if src == nil && bias != nil {
+	var sp, bp *float32
+	if src != nil {
+		sp = &src[0]
+	} else if bias != nil {
 		bp = &bias[:nr][0]
 	}
-	for i0 := 0; i0 < mr; i0 += 8 {
-		var sp *float32
-		if src != nil {
-			sp = &src[i0*ldc]
-		}
-		gemmAVX512(steps, &a[i0*lda], 2*lda, &b[0], &c[i0*ldc], 4*ldc, min(8, mr-i0), k0, k1, sp, bp)
-	}
+	gemmAVX512(steps, &a[0], 2*lda, &b[0], &c[0], 4*ldc, mr, k0, k1, sp, bp) // every row block in one call
 }

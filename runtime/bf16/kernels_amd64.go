@@ -11,7 +11,7 @@ package bf16
 //go:noescape
 func gemmAMX(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, src *float32, tiles int, as int, bs int, cs int, bias *float32)
 
-// gemmAVX512 computes C = src + A·Bᵀ (src nil: bias or zero) for an mr×32 corner of an 8×32 C, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F).
+// gemmAVX512 computes C = src + A·Bᵀ (src nil: bias or zero) for mr ≥ 1 rows of C, 8 at a time, columns masked by k0 and k1, over 32·steps of the inner dimension, steps ≥ 1 (AVX512-BF16, AVX512F).
 //
 // Requires (encoded by x86enc, checked by the caller): AVX512_BF16.
 //

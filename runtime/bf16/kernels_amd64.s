@@ -293,18 +293,21 @@ amx_done:
 // func gemmAVX512(steps int, a *uint16, lda int, b *uint16, c *float32, ldc int, mr int, k0 uint16, k1 uint16, src *float32, bias *float32)
 // Requires: AVX, AVX512F
 TEXT ·gemmAVX512(SB), NOSPLIT, $0-80
-	MOVQ   c+32(FP), DI
-	MOVQ   a+8(FP), SI
-	MOVQ   lda+16(FP), CX
+	MOVQ  c+32(FP), DI
+	MOVQ  a+8(FP), SI
+	MOVQ  lda+16(FP), CX
+	MOVQ  ldc+40(FP), BX
+	MOVQ  mr+48(FP), R9
+	MOVW  k0+56(FP), AX
+	KMOVW AX, K1
+	MOVW  k1+58(FP), AX
+	KMOVW AX, K2
+	MOVQ  src+64(FP), R11
+
+avx_block:
+	// A block of 8 rows of C (fewer in the last): RSI its first row of A, RDI of C, R11 of src (or 0), R9 the rows left.
 	MOVQ   b+24(FP), R13
 	MOVQ   steps+0(FP), R8
-	MOVQ   ldc+40(FP), BX
-	MOVQ   mr+48(FP), R9
-	MOVW   k0+56(FP), AX
-	KMOVW  AX, K1
-	MOVW   k1+58(FP), AX
-	KMOVW  AX, K2
-	MOVQ   src+64(FP), R11
 	LEAQ   (CX)(CX*2), DX
 	ADDQ   SI, DX
 	LEAQ   (CX)(CX*2), R12
@@ -2609,44 +2612,58 @@ avx_loop:
 	JNZ     avx_loop
 	MOVQ    DI, R10
 	CMPQ    R9, $0x00
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z8, K1, (R10)
 	VMOVUPS Z9, K2, 64(R10)
 	ADDQ    BX, R10
 	CMPQ    R9, $0x01
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z10, K1, (R10)
 	VMOVUPS Z11, K2, 64(R10)
 	ADDQ    BX, R10
 	CMPQ    R9, $0x02
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z12, K1, (R10)
 	VMOVUPS Z13, K2, 64(R10)
 	ADDQ    BX, R10
 	CMPQ    R9, $0x03
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z14, K1, (R10)
 	VMOVUPS Z15, K2, 64(R10)
 	ADDQ    BX, R10
 	CMPQ    R9, $0x04
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z16, K1, (R10)
 	VMOVUPS Z17, K2, 64(R10)
 	ADDQ    BX, R10
 	CMPQ    R9, $0x05
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z18, K1, (R10)
 	VMOVUPS Z19, K2, 64(R10)
 	ADDQ    BX, R10
 	CMPQ    R9, $0x06
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z20, K1, (R10)
 	VMOVUPS Z21, K2, 64(R10)
 	ADDQ    BX, R10
 	CMPQ    R9, $0x07
-	JLE     avx_done
+	JLE     avx_next
 	VMOVUPS Z22, K1, (R10)
 	VMOVUPS Z23, K2, 64(R10)
+
+avx_next:
+	// The next block: 8 rows down in A (back over the steps' 64 bytes each), C and src.
+	SUBQ  $0x08, R9
+	JLE   avx_done
+	MOVQ  steps+0(FP), R8
+	SHLQ  $0x06, R8
+	SUBQ  R8, SI
+	LEAQ  (SI)(CX*8), SI
+	LEAQ  (DI)(BX*8), DI
+	TESTQ R11, R11
+	JZ    avx_block
+	LEAQ  (R11)(BX*8), R11
+	JMP   avx_block
 
 avx_done:
 	VZEROUPPER
