@@ -69,6 +69,7 @@ func (m *Model) forwardBody(ws *Workspace, inputs []int32, batch int, kvOnly boo
 	rows := batch * t
 	ws.b, ws.t, ws.rows = batch, t, rows
 	ws.fwdDone, ws.backDone, ws.interrupted = false, false, false
+	m.keptBlocks(ws)
 	copy(ws.tokens, inputs)
 	e := m.eng
 	m.embed(ws)

@@ -208,7 +208,7 @@ func (m *Model) stripTask(ws *Workspace, l int, sc *stripBF, task int) stripTask
 		kn: m.eng.BF16Kernel(), sc: sc,
 		t: t, d: d, dh: dh, n: m.n, kpH: bf16.Pad(dh), kpN: bf16.Pad(m.n),
 		causal: m.Spec.Causal(), scale: 1, wp: 1,
-		v: lw.v[base:], a: lw.a[task*nn : task*nn+nn], base: base,
+		v: lw.v[base:], base: base,
 		keep: len(m.comps) > 1, recompute: m.stripsRecompute(), rs: sc.rs[:0], rw: sc.rw[:0],
 	}
 	for mi, c := range m.comps {
@@ -226,6 +226,9 @@ func (m *Model) stripTask(ws *Workspace, l int, sc *stripBF, task int) stripTask
 		if st.keep {
 			st.wp = lw.w[mi]
 		}
+	}
+	if lw.a != nil { // nil when nothing keeps A (keepsProbs)
+		st.a = lw.a[task*nn : task*nn+nn]
 	}
 	sc.rs, sc.rw = st.rs, st.rw // kept: no allocation next time
 	return st
@@ -383,7 +386,11 @@ func (st *stripTask) backward(dy, dx, dw, dbias, dv []float32, softmax func(t, i
 		i1 := min(i0+strip, st.t)
 		rows, keys := i1-i0, st.keys(i1)
 		kl := bf16.Pad(keys)
-		as, ps := st.a[i0*n:], sc.p
+		var as []float32 // A's strip, where A is kept
+		if st.a != nil {
+			as = st.a[i0*n:]
+		}
+		ps := sc.p
 		switch {
 		case st.recompute:
 			st.probs(i0, i1, softmax, ps, st.bp)

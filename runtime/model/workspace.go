@@ -104,6 +104,32 @@ type layerWS struct {
 	x, nd              []float32 // aft_full: [Ek ⊙ V | Ek] and [num | den], [N, batch·2d]
 }
 
+// keepsProbs reports whether the attention uses the [N, N] block A a
+// (sequence, head) per layer (Workspace's lay[l].a): the float32 kernels
+// keep the probabilities there from the forward to the backward, and so
+// does the strip path below recomputeN, or leaves dB there in a mixture.
+// The shared path and a single component's strip path from recomputeN
+// make the probabilities again instead, and their workspaces have no A
+// (N 2048, batch 2: 128 MiB a layer).
+func (m *Model) keepsProbs() bool {
+	if m.kind != kindSynth || m.bfAttention() {
+		return false
+	}
+	return !(m.bfStrips() && m.stripsRecompute() && len(m.comps) == 1)
+}
+
+// keptBlocks gives ws the blocks A when the attention now keeps them but
+// ws was built while it did not (a bf16 kernel set then, or recomputeN
+// since changed): once, on the first forward that needs them.
+func (m *Model) keptBlocks(ws *Workspace) {
+	if !m.keepsProbs() || len(ws.lay) == 0 || ws.lay[0].a != nil {
+		return
+	}
+	for l := range ws.lay {
+		ws.lay[l].a = mat.Alloc(ws.batch * m.heads * m.n * m.n)
+	}
+}
+
 // NewWorkspace allocates the buffers for up to batch sequences of up to
 // spec.N tokens. WorkspaceBytes is its size.
 func (m *Model) NewWorkspace(batch int) *Workspace {
@@ -144,7 +170,7 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 			lw.fa = a.f32(rows * h * m.fa)
 			lw.fb = a.f32(rows * h * m.fb)
 		}
-		if m.kind == kindSynth {
+		if m.keepsProbs() {
 			lw.a = a.f32(tasks * n * n)
 		}
 		switch m.kind {
