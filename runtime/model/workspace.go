@@ -126,9 +126,13 @@ func (m *Model) keptBlocks(ws *Workspace) {
 		return
 	}
 	for l := range ws.lay {
-		ws.lay[l].a = mat.Alloc(ws.batch * m.heads * m.n * m.n)
+		ws.lay[l].a = mat.Alloc(m.keptLen(ws.batch))
 	}
 }
+
+// keptLen is the length of a layer's block A for batch sequences: an
+// N×N matrix a (sequence, head).
+func (m *Model) keptLen(batch int) int { return batch * m.heads * m.n * m.n }
 
 // NewWorkspace allocates the buffers for up to batch sequences of up to
 // spec.N tokens. WorkspaceBytes is its size.
@@ -171,7 +175,7 @@ func (m *Model) buildWorkspace(batch int, a *wsAlloc) *Workspace {
 			lw.fb = a.f32(rows * h * m.fb)
 		}
 		if m.keepsProbs() {
-			lw.a = a.f32(tasks * n * n)
+			lw.a = a.f32(m.keptLen(batch))
 		}
 		switch m.kind {
 		case kindLinear:
